@@ -1,0 +1,27 @@
+/**
+ * The plan: the compact form of a pinned definition that a task carries in Redis and the Lua
+ * transitions interpret (which steps exist, their agents, budgets and dependencies).
+ */
+import type { WorkflowDefinition } from '@triad/protocol';
+
+export interface PlanStep {
+  /** name */
+  n: string;
+  /** agent */
+  a: string;
+  /** complete-by budget, ms */
+  b: number;
+  /** dependsOn */
+  d: string[];
+  /** needs: the steps whose outputs the request carries */
+  nd: string[];
+}
+
+export function compilePlan(def: WorkflowDefinition): PlanStep[] {
+  return def.steps.map((s) => ({ n: s.name, a: s.agent, b: s.budgetMs, d: [...s.dependsOn], nd: [...s.needs] }));
+}
+
+/** The idempotency key of a step: stable across attempts, distinct per namespace, task, step and kind. */
+export function idempotencyKey(namespace: string, taskId: string, step: string, kind: 'run' | 'compensate'): string {
+  return kind === 'run' ? `${namespace}:${taskId}:${step}` : `${namespace}:${taskId}:${step}:compensate`;
+}

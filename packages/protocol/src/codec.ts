@@ -1,0 +1,78 @@
+/**
+ * msgpackr encoding for every message. No shared-structure records (useRecords: false), so any
+ * process decodes any message with no prior state. Decoding untrusted bytes never throws: it yields
+ * a `Decoded` that is either the validated value or a TriadError saying what was wrong.
+ */
+import { Packr } from 'msgpackr';
+import type { z } from 'zod';
+import { ErrorCode, TriadError } from './errors.js';
+
+/** NATS' default max_payload is 1 MiB; we stay under it so a message is never refused by the server. */
+export const DEFAULT_MAX_MESSAGE_BYTES = 1_000_000;
+
+// `skipValues` (drop undefined properties, so optional fields stay absent) exists at runtime but not in
+// msgpackr's type declarations.
+const packrOptions = { useRecords: false, int64AsType: 'number', skipValues: [undefined] } as ConstructorParameters<typeof Packr>[0];
+const packr = new Packr(packrOptions);
+
+export type Decoded<T> = { ok: true; value: T } | { ok: false; error: TriadError };
+
+/** Encodes a value; refuses (TriadError PAYLOAD_TOO_LARGE) anything over the size limit. */
+export function encode(value: unknown, maxBytes: number = DEFAULT_MAX_MESSAGE_BYTES): Uint8Array {
+  const bytes = packr.pack(value);
+  if (bytes.length > maxBytes) {
+    throw new TriadError(
+      ErrorCode.PayloadTooLarge,
+      `message is ${bytes.length} bytes, over the limit of ${maxBytes}: keep inputs and outputs small and pass large data by reference (a URL or a key)`,
+    );
+  }
+  return bytes;
+}
+
+/** Decodes and validates untrusted bytes against a schema. Never throws. */
+export function decode<S extends z.ZodType>(
+  bytes: Uint8Array,
+  schema: S,
+  what: string,
+  maxBytes: number = DEFAULT_MAX_MESSAGE_BYTES,
+): Decoded<z.output<S>> {
+  if (bytes.length > maxBytes) {
+    return {
+      ok: false,
+      error: new TriadError(ErrorCode.PayloadTooLarge, `${what} is ${bytes.length} bytes, over the limit of ${maxBytes}`),
+    };
+  }
+  let raw: unknown;
+  try {
+    raw = packr.unpack(bytes);
+  } catch (e) {
+    return {
+      ok: false,
+      error: new TriadError(ErrorCode.InvalidMessage, `${what} is not valid msgpack (${(e as Error).message}); encode messages with @triad/protocol's encode()`, { cause: e }),
+    };
+  }
+  return validate(raw, schema, what);
+}
+
+/** Validates an already-decoded value (e.g. CLI JSON input) with the same error shape as decode(). */
+export function validate<S extends z.ZodType>(raw: unknown, schema: S, what: string): Decoded<z.output<S>> {
+  const parsed = schema.safeParse(raw);
+  if (parsed.success) return { ok: true, value: parsed.data };
+  const details = parsed.error.issues.map((i) => `${i.path.length > 0 ? i.path.join('.') : '(root)'}: ${i.message}`);
+  return {
+    ok: false,
+    error: new TriadError(ErrorCode.InvalidMessage, `${what} is invalid: ${details.join('; ')}`, { details }),
+  };
+}
+
+/** Like decode(), but throws the TriadError: for trusted paths where a bad value is a bug. */
+export function decodeOrThrow<S extends z.ZodType>(bytes: Uint8Array, schema: S, what: string, maxBytes?: number): z.output<S> {
+  const d = decode(bytes, schema, what, maxBytes);
+  if (!d.ok) throw d.error;
+  return d.value;
+}
+
+/** Raw msgpack decode without validation, for values the store wrote itself (step outputs, task input). */
+export function unpackTrusted(bytes: Uint8Array): unknown {
+  return packr.unpack(bytes);
+}

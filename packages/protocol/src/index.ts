@@ -1,0 +1,82 @@
+/**
+ * @triad/protocol — the wire contract between Triad's actors and clients: zod schemas, subjects and
+ * stream names, the msgpackr codec, and typed errors. No I/O.
+ *
+ * @example
+ *   import { names, encode, decode, SubmissionSchema } from '@triad/protocol';
+ *   const n = names('dev');
+ *   const bytes = encode({ taskId: 't1', workflow: 'orders', input: {}, submittedAt: Date.now() });
+ *   const msg = decode(bytes, SubmissionSchema, 'submission'); // { ok: true, value } | { ok: false, error }
+ */
+export { ErrorCode, TriadError, isTriadError, errorMessage, type WireError } from './errors.js';
+export {
+  names,
+  type Names,
+  type ApiOp,
+  API_OPS,
+  NamespaceSchema,
+  NameSchema,
+  TaskIdSchema,
+  NAME_PATTERN,
+  NAMESPACE_PATTERN,
+  TASK_ID_PATTERN,
+} from './names.js';
+export {
+  RetryPolicySchema,
+  LadderSchema,
+  CompensationSchema,
+  StepDefinitionSchema,
+  FailurePolicySchema,
+  WorkflowDefinitionSchema,
+  type RetryPolicy,
+  type Ladder,
+  type Compensation,
+  type StepDefinition,
+  type StepDefinitionInput,
+  type FailurePolicy,
+  type WorkflowDefinition,
+  type WorkflowDefinitionInput,
+  type RegisteredWorkflow,
+} from './definition.js';
+export {
+  SubmissionSchema,
+  StepKindSchema,
+  StepRequestSchema,
+  StepResultSchema,
+  TaskStatusSchema,
+  StepStatusSchema,
+  TaskEventTypeSchema,
+  TaskEventSchema,
+  SupervisorCommandSchema,
+  AlertSchema,
+  DeadLetterSchema,
+  WireErrorSchema,
+  RegisterWorkflowRequestSchema,
+  GetWorkflowRequestSchema,
+  ListWorkflowsRequestSchema,
+  GetTaskRequestSchema,
+  ListTasksRequestSchema,
+  StepStateSchema,
+  TaskStateSchema,
+  TaskSummarySchema,
+  ApiReplySchema,
+  TERMINAL_TASK_STATUSES,
+  isTerminal,
+  type Submission,
+  type StepKind,
+  type StepRequest,
+  type StepResult,
+  type TaskStatus,
+  type StepStatus,
+  type TaskEventType,
+  type TaskEvent,
+  type SupervisorCommand,
+  type Alert,
+  type DeadLetter,
+  type StepState,
+  type TaskState,
+  type TaskSummary,
+  type ApiReply,
+} from './messages.js';
+export { encode, decode, decodeOrThrow, validate, unpackTrusted, DEFAULT_MAX_MESSAGE_BYTES, type Decoded } from './codec.js';
+export { loadConfig, ConfigSchema, type Config } from './config.js';

@@ -1,0 +1,238 @@
+/** Every message that crosses NATS, as zod schemas. The codec validates with these at each boundary. */
+import { z } from 'zod';
+import { NameSchema, TaskIdSchema } from './names.js';
+import { WorkflowDefinitionSchema } from './definition.js';
+
+const epochMs = z.number().int().nonnegative();
+/** A NATS subject a client owns (its private reply subject). No wildcards. */
+const SubjectSchema = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^[^\s*>]+$/, 'a reply subject must not contain spaces or wildcards (* >)');
+
+export const WireErrorSchema = z.object({
+  code: z.string(),
+  message: z.string(),
+  details: z.array(z.string()).optional(),
+});
+
+export const SubmissionSchema = z
+  .object({
+    taskId: TaskIdSchema,
+    workflow: NameSchema,
+    /** Pin a version; the latest registered version when absent. */
+    version: z.number().int().min(1).optional(),
+    input: z.unknown(),
+    replyTo: SubjectSchema.optional(),
+    submittedAt: epochMs,
+  })
+  .strict();
+export type Submission = z.output<typeof SubmissionSchema>;
+
+export const StepKindSchema = z.enum(['run', 'compensate']);
+export type StepKind = z.output<typeof StepKindSchema>;
+
+export const StepRequestSchema = z
+  .object({
+    taskId: TaskIdSchema,
+    workflow: NameSchema,
+    version: z.number().int().min(1),
+    step: NameSchema,
+    agent: NameSchema,
+    kind: StepKindSchema,
+    /** Grows by one each time the step is started again; the fencing value for its result. */
+    attempt: z.number().int().min(1),
+    /** Stable across attempts: the remote service applies an effect once per key. */
+    idempotencyKey: z.string().min(1).max(512),
+    /** Absolute deadline (epoch ms). Past it the agent stops and sends nothing back. */
+    completeBy: epochMs,
+    input: z.unknown(),
+    /** Outputs of the steps this step declared it needs, by step name. */
+    needs: z.record(z.string(), z.unknown()),
+    retry: z
+      .object({ maxAttempts: z.number().int().min(1), initialDelayMs: z.number().int().min(1), maxDelayMs: z.number().int().min(1) })
+      .optional(),
+    dispatchedAt: epochMs,
+  })
+  .strict();
+export type StepRequest = z.output<typeof StepRequestSchema>;
+
+const resultBase = {
+  taskId: TaskIdSchema,
+  step: NameSchema,
+  kind: StepKindSchema,
+  attempt: z.number().int().min(1),
+  agentId: z.string().min(1).max(200),
+  finishedAt: epochMs,
+  /** Handler calls made inside the window (agent-side retries included). */
+  tries: z.number().int().min(1),
+};
+export const StepResultSchema = z.discriminatedUnion('ok', [
+  z.object({ ...resultBase, ok: z.literal(true), output: z.unknown() }).strict(),
+  z
+    .object({
+      ...resultBase,
+      ok: z.literal(false),
+      error: z.object({ message: z.string().max(4000), retryable: z.boolean(), name: z.string().max(200).optional() }),
+    })
+    .strict(),
+]);
+export type StepResult = z.output<typeof StepResultSchema>;
+
+export const TaskStatusSchema = z.enum([
+  'running',
+  'completed',
+  'failed',
+  'compensating',
+  'compensated',
+  'compensation_failed',
+  'cancelled',
+]);
+export type TaskStatus = z.output<typeof TaskStatusSchema>;
+export const TERMINAL_TASK_STATUSES: readonly TaskStatus[] = ['completed', 'failed', 'compensated', 'compensation_failed', 'cancelled'];
+export function isTerminal(status: TaskStatus): boolean {
+  return TERMINAL_TASK_STATUSES.includes(status);
+}
+
+export const StepStatusSchema = z.enum([
+  'pending',
+  'processing',
+  'processed',
+  'failed',
+  'parked',
+  'error',
+  'compensating',
+  'compensated',
+  'compensation_failed',
+]);
+export type StepStatus = z.output<typeof StepStatusSchema>;
+
+export const TaskEventTypeSchema = z.enum([
+  'received',
+  'rejected',
+  'step_started',
+  'step_done',
+  'step_failed',
+  'step_retried',
+  'step_parked',
+  'step_error',
+  'completed',
+  'failed',
+  'compensating',
+  'compensation_started',
+  'compensation_done',
+  'compensated',
+  'compensation_failed',
+  'cancelled',
+]);
+export type TaskEventType = z.output<typeof TaskEventTypeSchema>;
+
+export const TaskEventSchema = z
+  .object({
+    taskId: z.string().min(1).max(128),
+    /** Per-task sequence number, assigned atomically with the transition: events sort by it. */
+    seq: z.number().int().nonnegative(),
+    type: TaskEventTypeSchema,
+    status: TaskStatusSchema.optional(),
+    step: NameSchema.optional(),
+    attempt: z.number().int().min(1).optional(),
+    at: epochMs,
+    /** Why (an error message, a rejection reason). */
+    reason: z.string().max(4000).optional(),
+    error: WireErrorSchema.optional(),
+  })
+  .strict();
+export type TaskEvent = z.output<typeof TaskEventSchema>;
+
+/** Supervisor → scheduler. `epoch` is the supervisor leader's fencing value. */
+export const SupervisorCommandSchema = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('retry_step'), taskId: TaskIdSchema, step: NameSchema, kind: StepKindSchema, attempt: z.number().int().min(1), epoch: z.number().int().nonnegative() }).strict(),
+  z.object({ type: z.literal('undo_task'), taskId: TaskIdSchema, reason: z.string().max(4000), epoch: z.number().int().nonnegative() }).strict(),
+  z.object({ type: z.literal('resume_task'), taskId: TaskIdSchema, epoch: z.number().int().nonnegative() }).strict(),
+]);
+export type SupervisorCommand = z.output<typeof SupervisorCommandSchema>;
+
+export const AlertSchema = z
+  .object({
+    id: z.string().min(1),
+    kind: z.enum(['step_error', 'compensation_failed']),
+    taskId: z.string(),
+    step: z.string().optional(),
+    failureCount: z.number().int().nonnegative(),
+    lastError: z.string().max(4000).optional(),
+    raisedAt: epochMs,
+  })
+  .strict();
+export type Alert = z.output<typeof AlertSchema>;
+
+export const DeadLetterSchema = z
+  .object({
+    source: z.string(),
+    reason: z.string(),
+    receivedAt: epochMs,
+    deliveries: z.number().int().nonnegative(),
+    original: z.instanceof(Uint8Array),
+  })
+  .strict();
+export type DeadLetter = z.output<typeof DeadLetterSchema>;
+
+// ---- request/reply API (client → schedulers) ----
+
+export const RegisterWorkflowRequestSchema = z.object({ definition: WorkflowDefinitionSchema }).strict();
+export const GetWorkflowRequestSchema = z.object({ name: NameSchema, version: z.number().int().min(1).optional() }).strict();
+export const ListWorkflowsRequestSchema = z.object({}).strict();
+export const GetTaskRequestSchema = z.object({ taskId: TaskIdSchema }).strict();
+export const ListTasksRequestSchema = z
+  .object({ status: TaskStatusSchema.optional(), limit: z.number().int().min(1).max(10_000).default(100) })
+  .strict();
+
+/** The state of one step as reported to clients. */
+export const StepStateSchema = z.object({
+  name: z.string(),
+  agent: z.string(),
+  status: StepStatusSchema,
+  attempt: z.number().int().nonnegative(),
+  lockedBy: z.string().optional(),
+  completeBy: z.number().optional(),
+  failureCount: z.number().int().nonnegative(),
+  startedAt: z.number().optional(),
+  finishedAt: z.number().optional(),
+  output: z.unknown().optional(),
+  error: z.string().optional(),
+  dependsOn: z.array(z.string()),
+});
+export type StepState = z.output<typeof StepStateSchema>;
+
+export const TaskStateSchema = z.object({
+  taskId: z.string(),
+  workflow: z.string(),
+  version: z.number().int(),
+  status: TaskStatusSchema,
+  input: z.unknown(),
+  lockedBy: z.string().optional(),
+  lockEpoch: z.number().int().nonnegative(),
+  createdAt: z.number(),
+  updatedAt: z.number(),
+  finishedAt: z.number().optional(),
+  error: z.string().optional(),
+  steps: z.array(StepStateSchema),
+});
+export type TaskState = z.output<typeof TaskStateSchema>;
+
+export const TaskSummarySchema = z.object({
+  taskId: z.string(),
+  workflow: z.string(),
+  version: z.number().int(),
+  status: TaskStatusSchema,
+  createdAt: z.number(),
+  updatedAt: z.number(),
+});
+export type TaskSummary = z.output<typeof TaskSummarySchema>;
+
+/** Every API reply: a value or a wire error. */
+export const ApiReplySchema = z.union([
+  z.object({ ok: z.literal(true), value: z.unknown() }).strict(),
+  z.object({ ok: z.literal(false), error: WireErrorSchema }).strict(),
+]);
+export type ApiReply = z.output<typeof ApiReplySchema>;

@@ -1,0 +1,92 @@
+-- Shared fragment, inlined by the loader wherever a script says --@include _common.
+-- Return codes (mirrored by ScriptCode in src/codes.ts).
+local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH = 0, 1, 2, 3, 4, 5, 6, 7
+
+local function decode_step(raw)
+  if not raw then return nil end
+  return cjson.decode(raw)
+end
+
+local function save_step(taskKey, name, rec)
+  redis.call('HSET', taskKey, 's:' .. name, cjson.encode(rec))
+end
+
+-- Appends an event; the per-task sequence number is assigned here, atomically with the transition.
+local function push_event(taskKey, events, etype, step, attempt, reason, status)
+  local seq = redis.call('HINCRBY', taskKey, 'seq', 1)
+  events[#events + 1] = { type = etype, seq = seq, step = step, attempt = attempt, reason = reason, status = status }
+end
+
+-- Takes the task for this scheduler; the lock epoch grows on every hand-over between schedulers.
+local function take_lock(taskKey, schedulerId)
+  local owner = redis.call('HGET', taskKey, 'lockedBy')
+  if owner ~= schedulerId then
+    redis.call('HSET', taskKey, 'lockedBy', schedulerId)
+    return redis.call('HINCRBY', taskKey, 'lockEpoch', 1)
+  end
+  return tonumber(redis.call('HGET', taskKey, 'lockEpoch'))
+end
+
+local function deadline_member(taskId, name)
+  return taskId .. '|' .. name
+end
+
+-- Starts every pending step whose dependencies are all processed. Fills `dispatch` with what the
+-- caller must send to agents and `events` with step_started. Returns true when every step is processed.
+local function start_ready(taskKey, deadlinesKey, taskId, plan, now, events, dispatch)
+  local status = {}
+  for _, s in ipairs(plan) do
+    local rec = decode_step(redis.call('HGET', taskKey, 's:' .. s.n))
+    status[s.n] = rec
+  end
+  local all_done = true
+  for _, s in ipairs(plan) do
+    local rec = status[s.n]
+    if rec.status ~= 'processed' then all_done = false end
+    if rec.status == 'pending' then
+      local ready = true
+      for _, d in ipairs(s.d) do
+        if status[d].status ~= 'processed' then ready = false break end
+      end
+      if ready then
+        rec.status = 'processing'
+        rec.attempt = rec.attempt + 1
+        rec.completeBy = now + s.b
+        rec.startedAt = now
+        rec.lockedBy = nil
+        save_step(taskKey, s.n, rec)
+        redis.call('ZADD', deadlinesKey, rec.completeBy, deadline_member(taskId, s.n))
+        push_event(taskKey, events, 'step_started', s.n, rec.attempt)
+        dispatch[#dispatch + 1] = { step = s.n, agent = s.a, attempt = rec.attempt, completeBy = rec.completeBy, needs = s.nd }
+      end
+    end
+  end
+  return all_done
+end
+
+-- Marks the task finished and files it for retention.
+local function finish_task(taskKey, finishedKey, taskId, status, now, events, reason)
+  redis.call('HSET', taskKey, 'status', status, 'finishedAt', now, 'updatedAt', now)
+  if reason then redis.call('HSET', taskKey, 'error', reason) end
+  redis.call('ZADD', finishedKey, now, taskId)
+  push_event(taskKey, events, status, nil, nil, reason, status)
+end
+
+-- The reply: { code, json{...}, input, name1, output1, ... } — binary values stay out of the JSON.
+local function reply(code, taskKey, body, dispatch)
+  local out = { code, cjson.encode(body) }
+  if dispatch and #dispatch > 0 then
+    out[3] = redis.call('HGET', taskKey, 'input') or ''
+    local seen = {}
+    for _, d in ipairs(dispatch) do
+      for _, need in ipairs(d.needs) do
+        if not seen[need] then
+          seen[need] = true
+          out[#out + 1] = need
+          out[#out + 1] = redis.call('HGET', taskKey, 'o:' .. need) or ''
+        end
+      end
+    end
+  end
+  return out
+end

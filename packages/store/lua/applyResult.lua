@@ -1,0 +1,70 @@
+--[[
+  applyResult — records an agent's result for one step attempt, then starts the steps it unblocks and
+  completes the task when every step is processed. Fenced by the step attempt: a result for any
+  attempt but the current one, or for a step that is not processing, is rejected (STALE) and changes nothing.
+
+  KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index
+  ARGV[1] taskId  ARGV[2] step  ARGV[3] attempt  ARGV[4] ok ('1'|'0')  ARGV[5] output (msgpack) or error message
+  ARGV[6] retryable ('1'|'0')  ARGV[7] now  ARGV[8] schedulerId  ARGV[9] agentId
+
+  Outcomes:
+    ok                 → step processed; ready steps started; task completed when all are processed.
+    failed, permanent  → step failed; task failed (onFailure=error) — the compensation hook is issue #4's.
+    failed, retryable  → the agent gave up inside its window: the step stays processing and its deadline
+                         is moved to now, so the supervisor's next sweep applies the failure ladder.
+  Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... } | { STALE, json{reason} }
+          | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' }
+]]
+--@include _common
+
+local taskKey, deadlinesKey, finishedKey = KEYS[1], KEYS[2], KEYS[3]
+local taskId, stepName, attempt, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[7])
+
+if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
+local rec = decode_step(redis.call('HGET', taskKey, 's:' .. stepName))
+if not rec then return { UNKNOWN_STEP, '{}' } end
+local taskStatus = redis.call('HGET', taskKey, 'status')
+if taskStatus ~= 'running' then
+  return { STALE, cjson.encode({ reason = 'task is ' .. taskStatus }) }
+end
+if rec.attempt ~= attempt or rec.status ~= 'processing' then
+  redis.call('HINCRBY', taskKey, 'staleResults', 1)
+  return { STALE, cjson.encode({ reason = 'step ' .. stepName .. ' is ' .. rec.status .. ' at attempt ' .. rec.attempt ..
+    ', result is for attempt ' .. attempt }) }
+end
+
+local lockEpoch = take_lock(taskKey, ARGV[8])
+local events, dispatch = {}, {}
+redis.call('HSET', taskKey, 'updatedAt', now)
+rec.lockedBy = ARGV[9]
+
+if ARGV[4] == '1' then
+  rec.status = 'processed'
+  rec.finishedAt = now
+  rec.error = nil
+  save_step(taskKey, stepName, rec)
+  redis.call('HSET', taskKey, 'o:' .. stepName, ARGV[5])
+  redis.call('ZREM', deadlinesKey, deadline_member(taskId, stepName))
+  push_event(taskKey, events, 'step_done', stepName, attempt)
+  local plan = cjson.decode(redis.call('HGET', taskKey, 'plan'))
+  if start_ready(taskKey, deadlinesKey, taskId, plan, now, events, dispatch) then
+    finish_task(taskKey, finishedKey, taskId, 'completed', now, events)
+  end
+elseif ARGV[6] == '0' then
+  rec.status = 'failed'
+  rec.finishedAt = now
+  rec.error = ARGV[5]
+  save_step(taskKey, stepName, rec)
+  redis.call('ZREM', deadlinesKey, deadline_member(taskId, stepName))
+  push_event(taskKey, events, 'step_failed', stepName, attempt, ARGV[5])
+  finish_task(taskKey, finishedKey, taskId, 'failed', now, events, 'step ' .. stepName .. ' failed: ' .. ARGV[5])
+else
+  rec.error = ARGV[5]
+  rec.completeBy = now
+  save_step(taskKey, stepName, rec)
+  redis.call('ZADD', deadlinesKey, now, deadline_member(taskId, stepName))
+  push_event(taskKey, events, 'step_failed', stepName, attempt, ARGV[5])
+end
+
+return reply(OK, taskKey, { lockEpoch = lockEpoch, replyTo = redis.call('HGET', taskKey, 'replyTo'), events = events,
+  dispatch = dispatch, status = redis.call('HGET', taskKey, 'status') }, dispatch)

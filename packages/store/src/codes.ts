@@ -1,0 +1,34 @@
+/** The integer codes Lua scripts return, and the one mapper that turns them into typed errors. */
+import { ErrorCode, TriadError } from '@triad/protocol';
+
+export const ScriptCode = {
+  Ok: 0,
+  Exists: 1,
+  UnknownTask: 2,
+  Stale: 3,
+  InvalidState: 4,
+  VersionConflict: 5,
+  UnknownStep: 6,
+  StaleEpoch: 7,
+} as const;
+export type ScriptCode = (typeof ScriptCode)[keyof typeof ScriptCode];
+
+export function scriptError(code: number, context: string, reason?: string): TriadError {
+  const why = reason ? `: ${reason}` : '';
+  switch (code) {
+    case ScriptCode.UnknownTask:
+      return new TriadError(ErrorCode.UnknownTask, `${context}: no such task${why}; check the task id (finished tasks are removed after their retention time)`);
+    case ScriptCode.UnknownStep:
+      return new TriadError(ErrorCode.UnknownStep, `${context}: no such step in the task's workflow${why}`);
+    case ScriptCode.Stale:
+      return new TriadError(ErrorCode.Stale, `${context}: rejected as stale${why}`);
+    case ScriptCode.StaleEpoch:
+      return new TriadError(ErrorCode.Stale, `${context}: rejected, a newer fencing epoch exists${why}`);
+    case ScriptCode.InvalidState:
+      return new TriadError(ErrorCode.InvalidState, `${context}: not allowed in the current state${why}`);
+    case ScriptCode.VersionConflict:
+      return new TriadError(ErrorCode.VersionConflict, `${context}: that version is already registered with a different definition${why}; register without a version to get the next one`);
+    default:
+      return new TriadError(ErrorCode.Internal, `${context}: unexpected script code ${code}${why}`);
+  }
+}

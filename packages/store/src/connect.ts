@@ -1,0 +1,14 @@
+/** Opens a Redis connection configured for Triad's actors. */
+import { Redis, type RedisOptions } from 'ioredis';
+
+export function connectRedis(url: string, options: RedisOptions = {}): Redis {
+  return new Redis(url, {
+    // Commands wait through a short outage (a Redis restart) instead of failing at once; the callers'
+    // NATS messages stay unacknowledged meanwhile and are redelivered if the process gives up.
+    maxRetriesPerRequest: null,
+    enableAutoPipelining: true,
+    retryStrategy: (times) => Math.min(50 * times, 1000),
+    connectionName: 'triad',
+    ...options,
+  });
+}

@@ -1,0 +1,12 @@
+/**
+ * @triad/store — Triad's Redis state store: one key builder, one Lua script per transition (loaded once,
+ * called through one wrapper, returning codes mapped to typed errors), task and workflow records, and
+ * the deadline index the supervisor reads in O(expired).
+ */
+export { keys, deadlineMember, parseDeadlineMember, type Keys } from './keys.js';
+export { ScriptCode, scriptError } from './codes.js';
+export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts.js';
+export { TaskStore, requireTask, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome } from './task-store.js';
+export { WorkflowStore, type WorkflowSummary } from './workflow-store.js';
+export type { Transition, TransitionEvent, Dispatch } from './transitions.js';
+export { connectRedis } from './connect.js';

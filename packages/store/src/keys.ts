@@ -1,0 +1,39 @@
+/**
+ * Every Redis key Triad uses, built here and nowhere else. A task's keys carry the task id as a
+ * `{hash tag}` so they stay on one Redis Cluster slot; scripts receive every key in KEYS.
+ */
+import { NamespaceSchema } from '@triad/protocol';
+
+export interface Keys {
+  readonly prefix: string;
+  task(taskId: string): string;
+  readonly tasks: string;
+  readonly deadlines: string;
+  readonly finished: string;
+  workflow(name: string): string;
+  readonly workflows: string;
+}
+
+export function keys(namespace: string): Keys {
+  const prefix = `triad:${NamespaceSchema.parse(namespace)}`;
+  return {
+    prefix,
+    task: (taskId) => `${prefix}:task:{${taskId}}`,
+    tasks: `${prefix}:tasks`,
+    deadlines: `${prefix}:deadlines`,
+    finished: `${prefix}:finished`,
+    workflow: (name) => `${prefix}:wf:${name}`,
+    workflows: `${prefix}:workflows`,
+  };
+}
+
+/** The deadline index member of a step: `<taskId>|<step>` (neither may contain "|"). */
+export function deadlineMember(taskId: string, step: string): string {
+  return `${taskId}|${step}`;
+}
+
+export function parseDeadlineMember(member: string): { taskId: string; step: string } | undefined {
+  const i = member.lastIndexOf('|');
+  if (i <= 0) return undefined;
+  return { taskId: member.slice(0, i), step: member.slice(i + 1) };
+}

@@ -1,0 +1,63 @@
+/**
+ * Loads the Lua transitions once (inlining `--@include` fragments) and runs them through one wrapper:
+ * EVALSHA first, EVAL on NOSCRIPT (after a Redis restart or failover). Each script is known by its
+ * name and the hash of its text, so two Triad versions can share a Redis.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Redis } from 'ioredis';
+
+const LUA_DIR = new URL('../lua/', import.meta.url);
+
+export const SCRIPT_NAMES = ['createTask', 'applyResult', 'registerWorkflow'] as const;
+export type ScriptName = (typeof SCRIPT_NAMES)[number];
+
+export interface LoadedScript {
+  readonly name: ScriptName;
+  readonly lua: string;
+  readonly sha: string;
+}
+
+function readLua(file: string, seen: Set<string> = new Set()): string {
+  if (seen.has(file)) throw new Error(`Lua include cycle at ${file}`);
+  seen.add(file);
+  const text = readFileSync(new URL(`${file}.lua`, LUA_DIR), 'utf8');
+  return text.replace(/^--@include (\w+)\s*$/gm, (_m, inc: string) => readLua(inc, new Set(seen)));
+}
+
+/**
+ * ioredis has evalshaBuffer/evalBuffer at runtime but not in its type declarations; `callBuffer` is typed
+ * but loses its command name under auto-pipelining, so the typed escape hatch is this interface.
+ */
+interface BufferScripting {
+  evalshaBuffer(sha: string, ...args: (string | number | Buffer)[]): Promise<unknown>;
+  evalBuffer(lua: string, ...args: (string | number | Buffer)[]): Promise<unknown>;
+}
+
+let cache: Map<ScriptName, LoadedScript> | undefined;
+
+export function loadScripts(): Map<ScriptName, LoadedScript> {
+  if (!cache) {
+    cache = new Map();
+    for (const name of SCRIPT_NAMES) {
+      const lua = readLua(name);
+      cache.set(name, { name, lua, sha: createHash('sha1').update(lua).digest('hex') });
+    }
+  }
+  return cache;
+}
+
+/** Runs a script, returning Redis' reply with bulk strings as Buffers. */
+export async function runScript(redis: Redis, name: ScriptName, keys: readonly string[], args: readonly (string | number | Buffer | Uint8Array)[]): Promise<unknown> {
+  const script = loadScripts().get(name);
+  if (!script) throw new Error(`unknown script ${name}`);
+  const argv = args.map((a) => (a instanceof Uint8Array && !Buffer.isBuffer(a) ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : a));
+  const rest: (string | number | Buffer)[] = [keys.length, ...keys, ...argv];
+  const r = redis as unknown as BufferScripting;
+  try {
+    return await r.evalshaBuffer(script.sha, ...rest);
+  } catch (e) {
+    if (e instanceof Error && e.message.startsWith('NOSCRIPT')) return r.evalBuffer(script.lua, ...rest);
+    throw e;
+  }
+}

@@ -1,0 +1,199 @@
+/** The task state store: task and step records in Redis, changed only through the Lua transitions. */
+import type { Redis } from 'ioredis';
+import {
+  ErrorCode,
+  TriadError,
+  unpackTrusted,
+  type FailurePolicy,
+  type StepState,
+  type StepStatus,
+  type TaskState,
+  type TaskStatus,
+  type TaskSummary,
+} from '@triad/protocol';
+import type { PlanStep } from '@triad/core';
+import { keys, type Keys } from './keys.js';
+import { ScriptCode, scriptError } from './codes.js';
+import { runScript } from './scripts.js';
+import { parseBody, parseTransition, type Transition } from './transitions.js';
+
+export interface CreateTaskArgs {
+  taskId: string;
+  workflow: string;
+  version: number;
+  input: Uint8Array;
+  replyTo?: string;
+  plan: PlanStep[];
+  onFailure: FailurePolicy;
+  now: number;
+  schedulerId: string;
+}
+
+export type CreateOutcome = { created: true; transition: Transition } | { created: false; status: TaskStatus };
+
+export interface ApplyResultArgs {
+  taskId: string;
+  step: string;
+  attempt: number;
+  now: number;
+  schedulerId: string;
+  agentId: string;
+  outcome: { ok: true; output: Uint8Array } | { ok: false; message: string; retryable: boolean };
+}
+
+export type ApplyOutcome = { applied: true; transition: Transition } | { applied: false; reason: string };
+
+interface StepRecord {
+  status: StepStatus;
+  attempt: number;
+  failureCount: number;
+  completeBy?: number;
+  lockedBy?: string;
+  startedAt?: number;
+  finishedAt?: number;
+  error?: string;
+}
+
+export class TaskStore {
+  readonly keys: Keys;
+
+  constructor(
+    readonly redis: Redis,
+    readonly namespace: string,
+  ) {
+    this.keys = keys(namespace);
+  }
+
+  async createTask(a: CreateTaskArgs): Promise<CreateOutcome> {
+    const k = this.keys;
+    const reply = (await runScript(
+      this.redis,
+      'createTask',
+      [k.task(a.taskId), k.tasks, k.deadlines, k.finished],
+      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure],
+    )) as unknown[];
+    const code = Number(reply[0]);
+    if (code === ScriptCode.Exists) return { created: false, status: parseBody(reply[1]).status ?? 'running' };
+    if (code !== ScriptCode.Ok) throw scriptError(code, `create task ${a.taskId}`);
+    return { created: true, transition: parseTransition(reply) };
+  }
+
+  async applyResult(a: ApplyResultArgs): Promise<ApplyOutcome> {
+    const k = this.keys;
+    const o = a.outcome;
+    const reply = (await runScript(
+      this.redis,
+      'applyResult',
+      [k.task(a.taskId), k.deadlines, k.finished],
+      [a.taskId, a.step, a.attempt, o.ok ? '1' : '0', o.ok ? o.output : o.message, !o.ok && o.retryable ? '1' : '0', a.now, a.schedulerId, a.agentId],
+    )) as unknown[];
+    const code = Number(reply[0]);
+    if (code === ScriptCode.Stale) return { applied: false, reason: parseBody(reply[1]).reason ?? 'stale' };
+    if (code !== ScriptCode.Ok) throw scriptError(code, `result for ${a.taskId}/${a.step}#${a.attempt}`);
+    return { applied: true, transition: parseTransition(reply) };
+  }
+
+  /** The whole state of a task, for clients and operators. Outputs are decoded from msgpack. */
+  async getTask(taskId: string): Promise<TaskState | undefined> {
+    const h = await this.redis.hgetallBuffer(this.keys.task(taskId));
+    if (!h['id']) return undefined;
+    const str = (f: string): string | undefined => h[f]?.toString('utf8');
+    const num = (f: string): number | undefined => {
+      const v = str(f);
+      return v === undefined || v === '' ? undefined : Number(v);
+    };
+    const plan = JSON.parse(str('plan') ?? '[]') as PlanStep[];
+    const steps: StepState[] = plan.map((p) => {
+      const rec = JSON.parse(str(`s:${p.n}`) ?? '{"status":"pending","attempt":0,"failureCount":0}') as StepRecord;
+      const out = h[`o:${p.n}`];
+      const s: StepState = {
+        name: p.n,
+        agent: p.a,
+        status: rec.status,
+        attempt: rec.attempt,
+        failureCount: rec.failureCount,
+        dependsOn: Array.isArray(p.d) ? p.d : [],
+      };
+      if (rec.lockedBy) s.lockedBy = rec.lockedBy;
+      if (rec.completeBy !== undefined) s.completeBy = rec.completeBy;
+      if (rec.startedAt !== undefined) s.startedAt = rec.startedAt;
+      if (rec.finishedAt !== undefined) s.finishedAt = rec.finishedAt;
+      if (rec.error) s.error = rec.error;
+      if (out) s.output = unpackTrusted(out);
+      return s;
+    });
+    const state: TaskState = {
+      taskId,
+      workflow: str('workflow') ?? '',
+      version: num('version') ?? 0,
+      status: (str('status') ?? 'running') as TaskStatus,
+      input: h['input'] && h['input'].length > 0 ? unpackTrusted(h['input']) : undefined,
+      lockEpoch: num('lockEpoch') ?? 0,
+      createdAt: num('createdAt') ?? 0,
+      updatedAt: num('updatedAt') ?? 0,
+      steps,
+    };
+    const lockedBy = str('lockedBy');
+    if (lockedBy) state.lockedBy = lockedBy;
+    const finishedAt = num('finishedAt');
+    if (finishedAt !== undefined) state.finishedAt = finishedAt;
+    const error = str('error');
+    if (error) state.error = error;
+    return state;
+  }
+
+  /** Most recent tasks first; `status` filters (reading at most `scanLimit` recent tasks to find them). */
+  async listTasks(opts: { status?: TaskStatus; limit: number; scanLimit?: number }): Promise<TaskSummary[]> {
+    const scan = opts.status ? (opts.scanLimit ?? Math.max(opts.limit * 20, 2000)) : opts.limit;
+    const ids = await this.redis.zrevrange(this.keys.tasks, 0, scan - 1);
+    if (ids.length === 0) return [];
+    const pipe = this.redis.pipeline();
+    for (const id of ids) pipe.hmget(this.keys.task(id), 'workflow', 'version', 'status', 'createdAt', 'updatedAt');
+    const rows = (await pipe.exec()) ?? [];
+    const out: TaskSummary[] = [];
+    rows.forEach(([err, v], i) => {
+      if (err || !Array.isArray(v) || v[0] === null) return;
+      const [workflow, version, status, createdAt, updatedAt] = v as (string | null)[];
+      if (opts.status && status !== opts.status) return;
+      if (out.length >= opts.limit) return;
+      out.push({
+        taskId: ids[i] as string,
+        workflow: workflow ?? '',
+        version: Number(version),
+        status: status as TaskStatus,
+        createdAt: Number(createdAt),
+        updatedAt: Number(updatedAt),
+      });
+    });
+    return out;
+  }
+
+  /** Reads a task's step record (for fencing checks and tests). */
+  async getStepRecord(taskId: string, step: string): Promise<StepRecord | undefined> {
+    const raw = await this.redis.hget(this.keys.task(taskId), `s:${step}`);
+    return raw ? (JSON.parse(raw) as StepRecord) : undefined;
+  }
+
+  /** Steps whose complete-by has passed, oldest first: O(log n + expired) on the deadline index. */
+  async expiredSteps(now: number, limit: number): Promise<{ taskId: string; step: string; completeBy: number }[]> {
+    const raw = await this.redis.zrangebyscore(this.keys.deadlines, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit);
+    const out: { taskId: string; step: string; completeBy: number }[] = [];
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const member = raw[i] as string;
+      const sep = member.lastIndexOf('|');
+      if (sep > 0) out.push({ taskId: member.slice(0, sep), step: member.slice(sep + 1), completeBy: Number(raw[i + 1]) });
+    }
+    return out;
+  }
+
+  async countExpired(now: number): Promise<number> {
+    return this.redis.zcount(this.keys.deadlines, '-inf', now);
+  }
+}
+
+export function requireTask<T>(t: T | undefined, taskId: string): T {
+  if (t === undefined) {
+    throw new TriadError(ErrorCode.UnknownTask, `no task "${taskId}": check the id (finished tasks are removed after their retention time)`);
+  }
+  return t;
+}

@@ -1,0 +1,70 @@
+/** Typed views of what the task transitions return (parsed from the Lua reply). */
+import type { TaskEventType, TaskStatus } from '@triad/protocol';
+
+export interface TransitionEvent {
+  type: TaskEventType;
+  seq: number;
+  step?: string;
+  attempt?: number;
+  reason?: string;
+  status?: TaskStatus;
+}
+
+/** A step the transition started: the caller must send its request to the agent. */
+export interface Dispatch {
+  step: string;
+  agent: string;
+  attempt: number;
+  completeBy: number;
+  needs: string[];
+}
+
+export interface Transition {
+  lockEpoch: number;
+  status: TaskStatus;
+  replyTo?: string;
+  events: TransitionEvent[];
+  dispatch: Dispatch[];
+  /** The task input (msgpack), present when something is dispatched. */
+  input?: Uint8Array;
+  /** Outputs (msgpack) of the steps the dispatched steps need. */
+  outputs: Map<string, Uint8Array>;
+}
+
+/** cjson encodes an empty Lua table as {}; arrays from Lua go through here. */
+export function asArray<T>(v: unknown): T[] {
+  return Array.isArray(v) ? (v as T[]) : [];
+}
+
+interface RawBody {
+  lockEpoch?: number;
+  status?: TaskStatus;
+  replyTo?: string;
+  events?: unknown;
+  dispatch?: unknown;
+  reason?: string;
+}
+
+export function parseBody(raw: unknown): RawBody {
+  if (!Buffer.isBuffer(raw)) return {};
+  return JSON.parse(raw.toString('utf8')) as RawBody;
+}
+
+export function parseTransition(reply: unknown[]): Transition {
+  const body = parseBody(reply[1]);
+  const outputs = new Map<string, Uint8Array>();
+  for (let i = 3; i + 1 < reply.length; i += 2) {
+    outputs.set(String(reply[i]), reply[i + 1] as Buffer);
+  }
+  const dispatch = asArray<Dispatch>(body.dispatch).map((d) => ({ ...d, needs: asArray<string>(d.needs) }));
+  const t: Transition = {
+    lockEpoch: body.lockEpoch ?? 0,
+    status: body.status ?? 'running',
+    events: asArray<TransitionEvent>(body.events),
+    dispatch,
+    outputs,
+  };
+  if (body.replyTo) t.replyTo = body.replyTo;
+  if (Buffer.isBuffer(reply[2])) t.input = reply[2];
+  return t;
+}

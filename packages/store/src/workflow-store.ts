@@ -1,0 +1,82 @@
+/** Registered workflow definitions: immutable per version, a task pins the version it started with. */
+import type { Redis } from 'ioredis';
+import { ErrorCode, TriadError, WorkflowDefinitionSchema, type RegisteredWorkflow, type WorkflowDefinition } from '@triad/protocol';
+import { canonicalJson } from '@triad/core';
+import { keys, type Keys } from './keys.js';
+import { ScriptCode, scriptError } from './codes.js';
+import { runScript } from './scripts.js';
+
+export interface WorkflowSummary {
+  name: string;
+  latest: number;
+  versions: number[];
+  description?: string;
+}
+
+export class WorkflowStore {
+  readonly keys: Keys;
+  /** Versions never change once registered, so a cache is safe (and is not state a crash can lose). */
+  private readonly cache = new Map<string, RegisteredWorkflow>();
+
+  constructor(
+    readonly redis: Redis,
+    namespace: string,
+  ) {
+    this.keys = keys(namespace);
+  }
+
+  /** Stores a validated definition; returns its version and whether it was new. */
+  async register(def: WorkflowDefinition, now: number): Promise<{ version: number; created: boolean }> {
+    const { version: requested, ...body } = def;
+    const canonical = canonicalJson(body);
+    const reply = (await runScript(
+      this.redis,
+      'registerWorkflow',
+      [this.keys.workflow(def.name), this.keys.workflows],
+      [def.name, requested === undefined ? '' : requested, canonical, JSON.stringify(body), now],
+    )) as unknown[];
+    const code = Number(reply[0]);
+    const version = Number(reply[1]);
+    if (code === ScriptCode.Ok) return { version, created: true };
+    if (code === ScriptCode.Exists) return { version, created: false };
+    throw scriptError(code, `register workflow ${def.name} v${version}`);
+  }
+
+  /** A version, or the latest when `version` is absent; undefined if none is registered. */
+  async get(name: string, version?: number): Promise<RegisteredWorkflow | undefined> {
+    if (version !== undefined) {
+      const hit = this.cache.get(`${name}@${version}`);
+      if (hit) return hit;
+    }
+    const wfKey = this.keys.workflow(name);
+    const v = version ?? Number((await this.redis.hget(wfKey, 'latest')) ?? 0);
+    if (!v) return undefined;
+    const [json, at] = await this.redis.hmget(wfKey, `v:${v}`, `t:${v}`);
+    if (!json) return undefined;
+    const parsed = WorkflowDefinitionSchema.safeParse({ ...JSON.parse(json), version: v });
+    if (!parsed.success) {
+      throw new TriadError(ErrorCode.Internal, `stored workflow ${name} v${v} no longer parses: ${parsed.error.message}`);
+    }
+    const wf: RegisteredWorkflow = { ...parsed.data, version: v, registeredAt: Number(at ?? 0) };
+    this.cache.set(`${name}@${v}`, wf);
+    return wf;
+  }
+
+  async list(): Promise<WorkflowSummary[]> {
+    const namesList = (await this.redis.smembers(this.keys.workflows)).sort();
+    const out: WorkflowSummary[] = [];
+    for (const name of namesList) {
+      const fields = await this.redis.hkeys(this.keys.workflow(name));
+      const versions = fields
+        .filter((f) => f.startsWith('v:'))
+        .map((f) => Number(f.slice(2)))
+        .sort((a, b) => a - b);
+      const latest = Math.max(0, ...versions);
+      const wf = latest ? await this.get(name, latest) : undefined;
+      const summary: WorkflowSummary = { name, latest, versions };
+      if (wf?.description) summary.description = wf.description;
+      out.push(summary);
+    }
+    return out;
+  }
+}
