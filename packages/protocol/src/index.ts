@@ -80,3 +80,4 @@ export {
 } from './messages.js';
 export { encode, decode, decodeOrThrow, validate, unpackTrusted, DEFAULT_MAX_MESSAGE_BYTES, type Decoded } from './codec.js';
 export { loadConfig, ConfigSchema, type Config } from './config.js';
+export { silentLogger, type Logger } from './logger.js';

@@ -74,6 +74,8 @@ end
 
 -- The reply: { code, json{...}, input, name1, output1, ... } — binary values stay out of the JSON.
 local function reply(code, taskKey, body, dispatch)
+  local wf = redis.call('HMGET', taskKey, 'workflow', 'version')
+  body.workflow, body.version = wf[1], tonumber(wf[2])
   local out = { code, cjson.encode(body) }
   if dispatch and #dispatch > 0 then
     out[3] = redis.call('HGET', taskKey, 'input') or ''

@@ -168,6 +168,37 @@ export class TaskStore {
     return out;
   }
 
+  /**
+   * The requests a task has in flight (its processing steps, same attempt and completeBy), for a
+   * scheduler that must send them again after a crash between a transition and its publishes.
+   */
+  async inFlight(taskId: string): Promise<Transition | undefined> {
+    const h = await this.redis.hgetallBuffer(this.keys.task(taskId));
+    if (!h['id'] || h['status']?.toString() !== 'running') return undefined;
+    const plan = JSON.parse(h['plan']?.toString('utf8') ?? '[]') as PlanStep[];
+    const t: Transition = {
+      workflow: h['workflow']?.toString('utf8') ?? '',
+      version: Number(h['version']?.toString('utf8') ?? 0),
+      lockEpoch: Number(h['lockEpoch']?.toString('utf8') ?? 0),
+      status: 'running',
+      events: [],
+      dispatch: [],
+      outputs: new Map(),
+    };
+    if (h['input']) t.input = h['input'];
+    for (const p of plan) {
+      const rec = JSON.parse(h[`s:${p.n}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>;
+      if (rec.status !== 'processing' || rec.attempt === undefined || rec.completeBy === undefined) continue;
+      const needs = Array.isArray(p.nd) ? p.nd : [];
+      t.dispatch.push({ step: p.n, agent: p.a, attempt: rec.attempt, completeBy: rec.completeBy, needs });
+      for (const n of needs) {
+        const out = h[`o:${n}`];
+        if (out) t.outputs.set(n, out);
+      }
+    }
+    return t;
+  }
+
   /** Reads a task's step record (for fencing checks and tests). */
   async getStepRecord(taskId: string, step: string): Promise<StepRecord | undefined> {
     const raw = await this.redis.hget(this.keys.task(taskId), `s:${step}`);

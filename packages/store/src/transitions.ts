@@ -20,6 +20,9 @@ export interface Dispatch {
 }
 
 export interface Transition {
+  /** The pinned workflow of the task. */
+  workflow: string;
+  version: number;
   lockEpoch: number;
   status: TaskStatus;
   replyTo?: string;
@@ -37,6 +40,8 @@ export function asArray<T>(v: unknown): T[] {
 }
 
 interface RawBody {
+  workflow?: string;
+  version?: number;
   lockEpoch?: number;
   status?: TaskStatus;
   replyTo?: string;
@@ -58,6 +63,8 @@ export function parseTransition(reply: unknown[]): Transition {
   }
   const dispatch = asArray<Dispatch>(body.dispatch).map((d) => ({ ...d, needs: asArray<string>(d.needs) }));
   const t: Transition = {
+    workflow: body.workflow ?? '',
+    version: body.version ?? 0,
     lockEpoch: body.lockEpoch ?? 0,
     status: body.status ?? 'running',
     events: asArray<TransitionEvent>(body.events),

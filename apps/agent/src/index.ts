@@ -1,0 +1,2 @@
+/** The runnable agent host has no library surface; see main.ts. */
+export {};

@@ -1,0 +1,70 @@
+/**
+ * The example's agents: each wraps one remote HTTP service (inventory, payment, shipping), passing the
+ * step's idempotency key so the service applies the effect once, and the step's AbortSignal so a call
+ * stops when the complete-by window closes.
+ */
+import { z } from 'zod';
+import { PermanentError, defineAgent } from '@triad/agent';
+
+export const OrderInputSchema = z.object({
+  orderId: z.string().min(1),
+  amount: z.number().nonnegative(),
+  items: z.array(z.object({ sku: z.string(), qty: z.number().int().positive() })).optional(),
+});
+export type OrderInput = z.infer<typeof OrderInputSchema>;
+
+export interface ServiceUrls {
+  inventory: string;
+  payment: string;
+  shipping: string;
+}
+
+export function serviceUrlsFromEnv(env: NodeJS.ProcessEnv = process.env): ServiceUrls {
+  return {
+    inventory: env['INVENTORY_URL'] ?? `http://127.0.0.1:${env['INVENTORY_PORT'] ?? 7101}`,
+    payment: env['PAYMENT_URL'] ?? `http://127.0.0.1:${env['PAYMENT_PORT'] ?? 7102}`,
+    shipping: env['SHIPPING_URL'] ?? `http://127.0.0.1:${env['SHIPPING_PORT'] ?? 7103}`,
+  };
+}
+
+/** Calls a remote service; 4xx is permanent (retrying the same request cannot help), 5xx and network errors are retryable. */
+async function call(url: string, path: string, body: unknown, signal: AbortSignal): Promise<unknown> {
+  const res = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal,
+  });
+  const text = await res.text();
+  if (res.status >= 400 && res.status < 500) throw new PermanentError(`${url}${path} refused the request (${res.status}): ${text}`);
+  if (!res.ok) throw new Error(`${url}${path} failed (${res.status}): ${text}`);
+  return JSON.parse(text) as unknown;
+}
+
+export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv()) {
+  const inventory = defineAgent({
+    name: 'inventory',
+    input: OrderInputSchema,
+    async handler({ input, idempotencyKey, signal }) {
+      const r = (await call(urls.inventory, '/apply', { idempotencyKey, action: 'reserve', payload: { orderId: input.orderId, items: input.items ?? [] } }, signal)) as { result: unknown };
+      return r.result;
+    },
+  });
+  const payment = defineAgent({
+    name: 'payment',
+    input: OrderInputSchema,
+    async handler({ input, idempotencyKey, signal }) {
+      const r = (await call(urls.payment, '/apply', { idempotencyKey, action: 'charge', payload: { orderId: input.orderId, amount: input.amount } }, signal)) as { result: unknown };
+      return r.result;
+    },
+  });
+  const shipping = defineAgent({
+    name: 'shipping',
+    input: OrderInputSchema,
+    async handler({ input, needs, idempotencyKey, signal }) {
+      const r = (await call(urls.shipping, '/apply', { idempotencyKey, action: 'ship', payload: { orderId: input.orderId, reservation: needs['reserve'], charge: needs['charge'] } }, signal)) as { result: unknown };
+      return r.result;
+    },
+  });
+  return [inventory, payment, shipping];
+}

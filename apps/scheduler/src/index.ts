@@ -1,0 +1,2 @@
+/** The runnable scheduler has no library surface; see main.ts. */
+export {};

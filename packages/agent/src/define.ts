@@ -1,0 +1,51 @@
+/**
+ * defineAgent: the typed API a user writes agents with. A handler receives the task input, the outputs
+ * it declared it needs, the idempotency key, the attempt, completeBy and an AbortSignal that fires at
+ * completeBy (less a safety margin).
+ *
+ * @example
+ *   export const payment = defineAgent({
+ *     name: 'payment',
+ *     input: z.object({ orderId: z.string(), amount: z.number() }),
+ *     async handler({ input, idempotencyKey, signal }) {
+ *       return charge(input.amount, { idempotencyKey, signal });
+ *     },
+ *   });
+ */
+import type { z } from 'zod';
+import type { RetryPolicy, StepKind } from '@triad/protocol';
+
+export interface StepContext<I> {
+  readonly input: I;
+  /** Outputs of the steps this step declared it needs, by step name. */
+  readonly needs: Readonly<Record<string, unknown>>;
+  readonly taskId: string;
+  readonly step: string;
+  readonly kind: StepKind;
+  /** The scheduler's attempt number for this step (grows on each supervisor retry). */
+  readonly attempt: number;
+  /** Handler calls so far in this attempt, 1-based (agent-side retries inside the window). */
+  readonly try: number;
+  /** Pass to the remote service: it must apply the effect once per key. Stable across attempts. */
+  readonly idempotencyKey: string;
+  /** Absolute deadline, epoch ms. */
+  readonly completeBy: number;
+  /** Fires when the window closes: stop work; whatever is returned after it is discarded. */
+  readonly signal: AbortSignal;
+}
+
+export interface AgentDefinition<I = unknown, O = unknown> {
+  readonly name: string;
+  /** Validates the task input for this agent; a mismatch is a permanent failure with the zod message. */
+  readonly input?: z.ZodType<I>;
+  // Method syntax on purpose: agents of different input types share one list (AgentDefinition[]).
+  handler(ctx: StepContext<I>): Promise<O>;
+  /** Agent-side retry inside the window, used when the step's definition sets none. */
+  readonly retry?: RetryPolicy;
+  /** Steps handled at once by one process. */
+  readonly concurrency?: number;
+}
+
+export function defineAgent<I = unknown, O = unknown>(def: AgentDefinition<I, O>): AgentDefinition<I, O> {
+  return def;
+}

@@ -1,0 +1,108 @@
+/**
+ * The agent host: one durable consumer per agent type on the steps stream (processes of one type share
+ * the work), runs each request with runStep, and publishes the result — or nothing, if the window closed.
+ */
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import { ensureConsumer, ensureStreams, publishDurable, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
+import { StepRequestSchema, decode, encode, errorMessage, isTriadError, silentLogger, type Logger, type StepResult } from '@triad/protocol';
+import type { AgentDefinition } from './define.js';
+import { runStep, type StepOutcome } from './run-step.js';
+
+export interface AgentHostOptions {
+  bus: Bus;
+  agents: readonly AgentDefinition[];
+  id?: string;
+  logger?: Logger;
+  /** Subtracted from completeBy for clock skew between the scheduler's and this machine's clocks. */
+  safetyMarginMs?: number;
+}
+
+export interface AgentMetrics {
+  started: number;
+  succeeded: number;
+  failed: number;
+  /** Requests whose window closed while running: nothing was sent back. */
+  expired: number;
+  /** Requests that arrived already past completeBy: dropped on receipt. */
+  droppedOnArrival: number;
+}
+
+export class AgentHost {
+  readonly id: string;
+  readonly metrics: AgentMetrics = { started: 0, succeeded: 0, failed: 0, expired: 0, droppedOnArrival: 0 };
+  private readonly log: Logger;
+  private consumers: RunningConsumer[] = [];
+  private readonly agents: Map<string, AgentDefinition>;
+
+  constructor(private readonly o: AgentHostOptions) {
+    this.id = o.id ?? `agent-${hostname()}-${process.pid}-${randomUUID().slice(0, 4)}`;
+    this.log = o.logger ?? silentLogger;
+    this.agents = new Map(o.agents.map((a) => [a.name, a]));
+  }
+
+  async start(): Promise<void> {
+    const { bus } = this.o;
+    const n = bus.names;
+    await ensureStreams(bus);
+    for (const agent of this.agents.values()) {
+      const durable = n.consumers.agent(agent.name);
+      await ensureConsumer(bus, { stream: n.streams.steps, durable, filterSubject: n.subjects.step(agent.name), ackWaitMs: 30_000 });
+      this.consumers.push(
+        startConsumer(bus, { stream: n.streams.steps, durable, source: `step.${agent.name}`, concurrency: agent.concurrency ?? 32, logger: this.log }, (d) =>
+          this.onRequest(agent, d.data, d.ackNow),
+        ),
+      );
+    }
+    await Promise.all(this.consumers.map((c) => c.ready));
+    this.log.info({ agentId: this.id, agents: [...this.agents.keys()] }, 'agent host started');
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.consumers.map((c) => c.stop()));
+  }
+
+  private async onRequest(agent: AgentDefinition, data: Uint8Array, ackNow: () => void): Promise<Disposition> {
+    const d = decode(data, StepRequestSchema, `step request for agent ${agent.name}`);
+    if (!d.ok) return { deadLetter: d.error.message };
+    const req = d.value;
+    if (req.agent !== agent.name) return { deadLetter: `step request names agent "${req.agent}" but arrived on ${agent.name}'s subject` };
+    const margin = this.o.safetyMarginMs ?? 50;
+    if (req.completeBy - margin <= Date.now()) {
+      this.metrics.droppedOnArrival++;
+      this.log.debug({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'request arrived past completeBy: dropped');
+      return 'ack';
+    }
+    // From here the step is ours; if this process dies, the supervisor retries it after completeBy.
+    ackNow();
+    this.metrics.started++;
+    const outcome = await runStep(req, agent, { safetyMarginMs: margin });
+    if (outcome.kind === 'expired') {
+      this.metrics.expired++;
+      this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, tries: outcome.tries }, 'complete-by reached: stopped, nothing sent back');
+      return 'ack';
+    }
+    await this.report(req, outcome);
+    return 'ack';
+  }
+
+  private async report(req: { taskId: string; step: string; kind: 'run' | 'compensate'; attempt: number; completeBy: number }, outcome: Exclude<StepOutcome, { kind: 'expired' }>): Promise<void> {
+    const base = { taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id, finishedAt: Date.now(), tries: Math.max(1, outcome.tries) };
+    let result: StepResult =
+      outcome.kind === 'ok'
+        ? { ...base, ok: true, output: outcome.output }
+        : { ...base, ok: false, error: { message: outcome.message.slice(0, 4000), retryable: outcome.retryable, ...(outcome.name ? { name: outcome.name } : {}) } };
+    let bytes: Uint8Array;
+    try {
+      bytes = encode(result);
+    } catch (e) {
+      // An output too large to send is the handler's bug: report it as a permanent failure.
+      result = { ...base, ok: false, error: { message: isTriadError(e) ? e.message : `output cannot be encoded: ${errorMessage(e)}`, retryable: false } };
+      bytes = encode(result);
+    }
+    if (result.ok) this.metrics.succeeded++;
+    else this.metrics.failed++;
+    const bus = this.o.bus;
+    await publishDurable(bus, bus.names.subjects.result, bytes, `${req.taskId}:${req.step}:${req.kind}:${req.attempt}:result`);
+  }
+}

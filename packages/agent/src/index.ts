@@ -1,0 +1,8 @@
+/**
+ * @triad/agent — write agents with `defineAgent`, run them with `AgentHost`. Handlers get an
+ * idempotency key stable across attempts and an AbortSignal that fires at completeBy.
+ */
+export { defineAgent, type AgentDefinition, type StepContext } from './define.js';
+export { PermanentError, isPermanent } from './errors.js';
+export { runStep, type StepOutcome, type RunStepOptions } from './run-step.js';
+export { AgentHost, type AgentHostOptions, type AgentMetrics } from './host.js';

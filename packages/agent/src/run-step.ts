@@ -1,0 +1,80 @@
+/**
+ * Runs one step request inside its complete-by window: agent-side retries with full-jitter back-off,
+ * permanent errors recognised, and silence once the window closes. Elapsed time is measured on the
+ * monotonic clock; only the deadline itself is a wall-clock time (it comes from another machine).
+ */
+import { performance } from 'node:perf_hooks';
+import { DEFAULT_RETRY, fullJitterDelay } from '@triad/core';
+import { errorMessage, type StepRequest } from '@triad/protocol';
+import type { AgentDefinition, StepContext } from './define.js';
+import { isPermanent } from './errors.js';
+
+export type StepOutcome =
+  | { kind: 'ok'; output: unknown; tries: number }
+  | { kind: 'failed'; message: string; name?: string; retryable: boolean; tries: number }
+  /** The window closed (or had closed on arrival): send nothing back. */
+  | { kind: 'expired'; tries: number };
+
+export interface RunStepOptions {
+  /** Subtracted from completeBy to allow for clock skew between machines. */
+  safetyMarginMs: number;
+  now?: () => number;
+  random?: () => number;
+}
+
+export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunStepOptions): Promise<StepOutcome> {
+  const wallNow = o.now ?? Date.now;
+  const windowMs = req.completeBy - o.safetyMarginMs - wallNow();
+  if (windowMs <= 0) return { kind: 'expired', tries: 0 };
+  const deadline = performance.now() + windowMs;
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new Error(`complete-by ${new Date(req.completeBy).toISOString()} reached`)), windowMs);
+  const closed = new Promise<'closed'>((resolve) => controller.signal.addEventListener('abort', () => resolve('closed'), { once: true }));
+  try {
+    let input: unknown = req.input;
+    if (agent.input) {
+      const parsed = agent.input.safeParse(req.input);
+      if (!parsed.success) {
+        const detail = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
+        return { kind: 'failed', message: `input for agent "${agent.name}" is invalid: ${detail}`, name: 'InvalidInput', retryable: false, tries: 0 };
+      }
+      input = parsed.data;
+    }
+    const policy = req.retry ?? agent.retry ?? DEFAULT_RETRY;
+    for (let t = 1; ; t++) {
+      const ctx: StepContext<unknown> = {
+        input,
+        needs: req.needs,
+        taskId: req.taskId,
+        step: req.step,
+        kind: req.kind,
+        attempt: req.attempt,
+        try: t,
+        idempotencyKey: req.idempotencyKey,
+        completeBy: req.completeBy,
+        signal: controller.signal,
+      };
+      let outcome: { ok: true; value: unknown } | { ok: false; error: unknown } | 'closed';
+      try {
+        outcome = await Promise.race([agent.handler(ctx).then((value) => ({ ok: true as const, value })), closed]);
+      } catch (error) {
+        outcome = { ok: false, error };
+      }
+      if (outcome === 'closed' || controller.signal.aborted) return { kind: 'expired', tries: t };
+      if (outcome.ok) return { kind: 'ok', output: outcome.value, tries: t };
+      const e = outcome.error;
+      const name = e instanceof Error ? e.name : undefined;
+      const base = { message: errorMessage(e), ...(name ? { name } : {}), tries: t };
+      if (isPermanent(e)) return { kind: 'failed', retryable: false, ...base };
+      if (t >= policy.maxAttempts) return { kind: 'failed', retryable: true, ...base };
+      const delay = fullJitterDelay(policy, t, o.random);
+      // No time for another try: say so now rather than stay silent until the window closes.
+      if (performance.now() + delay >= deadline) return { kind: 'failed', retryable: true, ...base };
+      const woke = await Promise.race([new Promise<'slept'>((r) => setTimeout(() => r('slept'), delay)), closed]);
+      if (woke === 'closed') return { kind: 'expired', tries: t };
+    }
+  } finally {
+    clearTimeout(timer);
+    if (!controller.signal.aborted) controller.abort(new Error('step finished'));
+  }
+}

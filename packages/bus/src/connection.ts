@@ -1,0 +1,55 @@
+/** Opens the NATS connection an actor or client uses: reconnects forever, names itself for monitoring. */
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { ErrorCode, TriadError, names, type Names } from '@triad/protocol';
+
+export interface BusOptions {
+  url: string;
+  namespace: string;
+  /** Shown in the server's connection list (e.g. "scheduler-3f2a"). */
+  name: string;
+  /** Give up connecting at start-up after this long (the process then exits with a clear error). */
+  connectTimeoutMs?: number;
+}
+
+export interface Bus {
+  readonly nc: NatsConnection;
+  readonly js: JetStreamClient;
+  readonly jsm: JetStreamManager;
+  readonly names: Names;
+  close(): Promise<void>;
+}
+
+export async function connectBus(opts: BusOptions): Promise<Bus> {
+  let nc: NatsConnection;
+  try {
+    nc = await connect({
+      servers: opts.url,
+      name: opts.name,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+      // Keep trying the first connection too, so an actor started before NATS waits for it.
+      waitOnFirstConnect: true,
+      timeout: opts.connectTimeoutMs ?? 20_000,
+      pingInterval: 10_000,
+    });
+  } catch (e) {
+    throw new TriadError(
+      ErrorCode.Unavailable,
+      `cannot connect to NATS at ${opts.url}: ${(e as Error).message}; start nats-server with JetStream (nats-server -js) or set NATS_URL`,
+      { cause: e },
+    );
+  }
+  const jsm = await jetstreamManager(nc, { timeout: 10_000 });
+  const js = jetstream(nc, { timeout: 10_000 });
+  return {
+    nc,
+    js,
+    jsm,
+    names: names(opts.namespace),
+    close: async () => {
+      if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
+    },
+  };
+}

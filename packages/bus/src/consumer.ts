@@ -1,0 +1,126 @@
+/**
+ * A durable consumer loop: pulls from a JetStream consumer, runs a handler with bounded concurrency,
+ * naks failures with back-off, dead-letters messages redelivered past a limit, and survives NATS
+ * restarts by re-attaching to the consumer.
+ */
+import type { JsMsg } from '@nats-io/jetstream';
+import { errorMessage, silentLogger, type Logger } from '@triad/protocol';
+import type { Bus } from './connection.js';
+import { deadLetter } from './publish.js';
+
+export interface Delivery {
+  readonly data: Uint8Array;
+  readonly subject: string;
+  /** 1 on first delivery. */
+  readonly deliveryCount: number;
+  /** Tells the server the handler is still working (resets the ack wait). */
+  working(): void;
+  /**
+   * Acknowledges now, before the handler finishes: for work whose loss is recovered elsewhere (an agent
+   * acks a step request when it starts it; a lost step is the supervisor's to retry).
+   */
+  ackNow(): void;
+}
+
+/** What a handler decides; throwing means "retry later" (nak with back-off). */
+export type Disposition = 'ack' | { nakDelayMs: number } | { deadLetter: string };
+
+export interface ConsumeOptions {
+  stream: string;
+  durable: string;
+  /** Source name used in the dead-letter subject (e.g. "submit", "result", "step.payment"). */
+  source: string;
+  concurrency?: number;
+  /** A message delivered more than this many times is dead-lettered with its bytes and the reason. */
+  maxDeliveries?: number;
+  logger?: Logger;
+}
+
+export interface RunningConsumer {
+  stop(): Promise<void>;
+  /** Resolves once the loop has attached to the consumer the first time. */
+  readonly ready: Promise<void>;
+}
+
+export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery) => Promise<Disposition>): RunningConsumer {
+  const log = o.logger ?? silentLogger;
+  const concurrency = o.concurrency ?? 64;
+  const maxDeliveries = o.maxDeliveries ?? 20;
+  let stopped = false;
+  let current: { stop(): void } | undefined;
+  const inFlight = new Set<Promise<void>>();
+  let markReady: () => void = () => undefined;
+  const ready = new Promise<void>((r) => (markReady = r));
+
+  const handle = async (m: JsMsg): Promise<void> => {
+    const deliveryCount = m.info.deliveryCount;
+    if (deliveryCount > maxDeliveries) {
+      await deadLetter(bus, o.source, `redelivered ${deliveryCount - 1} times without success (limit ${maxDeliveries})`, m.data, deliveryCount);
+      m.term();
+      return;
+    }
+    let d: Disposition;
+    let acked = false;
+    const ackNow = (): void => {
+      if (!acked) m.ack();
+      acked = true;
+    };
+    try {
+      d = await handler({ data: m.data, subject: m.subject, deliveryCount, working: () => m.working(), ackNow });
+    } catch (e) {
+      if (acked) {
+        log.error({ err: errorMessage(e), subject: m.subject }, 'handler failed after acknowledging; the message is not redelivered');
+        return;
+      }
+      const delay = Math.min(5_000, 100 * 2 ** Math.min(deliveryCount, 6));
+      log.warn({ err: errorMessage(e), subject: m.subject, deliveryCount, delay }, 'handler failed; message will be redelivered');
+      m.nak(delay);
+      return;
+    }
+    if (acked) return;
+    if (d === 'ack') m.ack();
+    else if ('nakDelayMs' in d) m.nak(d.nakDelayMs);
+    else {
+      await deadLetter(bus, o.source, d.deadLetter, m.data, deliveryCount);
+      // term() without a reason: nats-server 2.9 silently ignores a term carrying one.
+      m.term();
+    }
+  };
+
+  const loop = async (): Promise<void> => {
+    let backoff = 100;
+    while (!stopped) {
+      try {
+        const consumer = await bus.js.consumers.get(o.stream, o.durable);
+        const messages = await consumer.consume({ max_messages: Math.max(concurrency * 2, 32), expires: 5_000 });
+        current = messages;
+        markReady();
+        backoff = 100;
+        for await (const m of messages) {
+          const p = handle(m)
+            .catch((e: unknown) => log.error({ err: errorMessage(e), subject: m.subject }, 'message handling crashed'))
+            .finally(() => inFlight.delete(p));
+          inFlight.add(p);
+          if (inFlight.size >= concurrency) await Promise.race(inFlight);
+          if (stopped) break;
+        }
+      } catch (e) {
+        if (stopped) break;
+        log.warn({ err: errorMessage(e), stream: o.stream, durable: o.durable, retryInMs: backoff }, 'consumer detached; re-attaching');
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 2_000);
+      }
+    }
+  };
+  const done = loop();
+
+  return {
+    ready,
+    stop: async () => {
+      stopped = true;
+      current?.stop();
+      await done;
+      await Promise.allSettled([...inFlight]);
+    },
+  };
+}

@@ -1,0 +1,8 @@
+/**
+ * @triad/bus — everything that touches NATS: the connection, the streams and durable consumers
+ * (created idempotently), the consumer loop with dead-lettering, and publishing.
+ */
+export { connectBus, type Bus, type BusOptions } from './connection.js';
+export { ensureStreams, ensureConsumer, streamSpecs, type TopologyOptions, type ConsumerSpec } from './topology.js';
+export { startConsumer, type Delivery, type Disposition, type ConsumeOptions, type RunningConsumer } from './consumer.js';
+export { publishDurable, deadLetter } from './publish.js';

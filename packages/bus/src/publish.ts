@@ -1,0 +1,21 @@
+/** Publishing: JetStream with a message id where duplicates are possible; dead letters; plain NATS for replies. */
+import { encode, errorMessage, type DeadLetter } from '@triad/protocol';
+import type { Bus } from './connection.js';
+
+export async function publishDurable(bus: Bus, subject: string, data: Uint8Array, msgID?: string): Promise<{ duplicate: boolean }> {
+  const ack = await bus.js.publish(subject, data, msgID ? { msgID } : undefined);
+  return { duplicate: ack.duplicate };
+}
+
+/** Publishes a dead letter with the reason and the original bytes; never throws (it is the last resort). */
+export async function deadLetter(bus: Bus, source: string, reason: string, original: Uint8Array, deliveries: number): Promise<boolean> {
+  const dl: DeadLetter = { source, reason, receivedAt: Date.now(), deliveries, original: new Uint8Array(original) };
+  try {
+    await bus.js.publish(bus.names.subjects.deadLetter(source.replace(/[.*>\s]/g, '_')), encode(dl, 2_000_000));
+    return true;
+  } catch (e) {
+    // Nothing left to do but say so: the message will be terminated by the caller anyway.
+    process.emitWarning(`dead letter for ${source} could not be published: ${errorMessage(e)}`);
+    return false;
+  }
+}

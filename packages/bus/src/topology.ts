@@ -1,0 +1,120 @@
+/**
+ * Creates or updates Triad's streams and durable consumers, idempotently, at start-up. Every actor may
+ * call it; the same configuration twice is a no-op, a changed one is applied as an update.
+ */
+import {
+  AckPolicy,
+  DeliverPolicy,
+  DiscardPolicy,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  type ConsumerConfig,
+  type StreamConfig,
+} from '@nats-io/jetstream';
+import { nanos } from '@nats-io/nats-core';
+import { DEFAULT_MAX_MESSAGE_BYTES } from '@triad/protocol';
+import type { Bus } from './connection.js';
+
+const HOUR = 3_600_000;
+
+export interface TopologyOptions {
+  /** How long task events stay replayable (the `triad watch` history). */
+  eventsMaxAgeMs?: number;
+  alertsMaxAgeMs?: number;
+  deadLettersMaxAgeMs?: number;
+  /** The window in which a resubmitted task id is dropped by JetStream itself. */
+  duplicateWindowMs?: number;
+  maxMessageBytes?: number;
+}
+
+type StreamSpec = Pick<StreamConfig, 'name' | 'subjects' | 'retention' | 'max_age' | 'duplicate_window' | 'max_msg_size' | 'discard'>;
+
+export function streamSpecs(bus: Bus, o: TopologyOptions = {}): StreamSpec[] {
+  const { subjects: s, streams: n } = bus.names;
+  const maxMsg = (o.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES) + 4096;
+  const dup = nanos(o.duplicateWindowMs ?? 2 * 60_000);
+  const work = (name: string, subjects: string[]): StreamSpec => ({
+    name,
+    subjects,
+    retention: RetentionPolicy.Workqueue,
+    max_age: 0,
+    duplicate_window: dup,
+    max_msg_size: maxMsg,
+    discard: DiscardPolicy.Old,
+  });
+  const log = (name: string, subjects: string[], maxAgeMs: number): StreamSpec => ({
+    name,
+    subjects,
+    retention: RetentionPolicy.Limits,
+    max_age: nanos(maxAgeMs),
+    duplicate_window: nanos(Math.min(maxAgeMs, 2 * 60_000)),
+    max_msg_size: maxMsg,
+    discard: DiscardPolicy.Old,
+  });
+  return [
+    work(n.submit, [s.submit]),
+    work(n.steps, [s.stepAll]),
+    work(n.results, [s.result]),
+    work(n.commands, [s.command]),
+    log(n.events, [s.eventAll], o.eventsMaxAgeMs ?? 24 * HOUR),
+    log(n.alerts, [s.alert], o.alertsMaxAgeMs ?? 7 * 24 * HOUR),
+    log(n.deadLetters, [s.deadLetterAll], o.deadLettersMaxAgeMs ?? 7 * 24 * HOUR),
+  ];
+}
+
+/** JetStream API error 10058: stream name in use with a different configuration. */
+const STREAM_NAME_EXIST = 10058;
+
+export async function ensureStreams(bus: Bus, o: TopologyOptions = {}): Promise<void> {
+  for (const spec of streamSpecs(bus, o)) {
+    const cfg: Partial<StreamConfig> & { name: string } = { ...spec, storage: StorageType.File, num_replicas: 1 };
+    try {
+      await bus.jsm.streams.add(cfg);
+    } catch (e) {
+      if (e instanceof JetStreamApiError && e.code === STREAM_NAME_EXIST) {
+        const { name, ...update } = cfg;
+        delete update.storage; // storage cannot change on an existing stream
+        delete update.retention;
+        await bus.jsm.streams.update(name, update);
+      } else throw e;
+    }
+  }
+}
+
+export interface ConsumerSpec {
+  stream: string;
+  durable: string;
+  filterSubject: string;
+  /** Redelivery after this long without ack (the message's handler may extend it with working()). */
+  ackWaitMs: number;
+  maxAckPending?: number;
+}
+
+/** JetStream API error 10148: consumer already exists with a different configuration. */
+const CONSUMER_EXISTS = 10148;
+
+export async function ensureConsumer(bus: Bus, c: ConsumerSpec): Promise<void> {
+  const cfg: Partial<ConsumerConfig> = {
+    durable_name: c.durable,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    filter_subject: c.filterSubject,
+    ack_wait: nanos(c.ackWaitMs),
+    // Dead-lettering past the redelivery limit is ours (the consumer loop), so the server never
+    // silently stops delivering a message that still sits in a work-queue stream.
+    max_deliver: -1,
+    max_ack_pending: c.maxAckPending ?? 10_000,
+  };
+  try {
+    await bus.jsm.consumers.add(c.stream, cfg);
+  } catch (e) {
+    if (e instanceof JetStreamApiError && (e.code === CONSUMER_EXISTS || /already exists/i.test(e.message))) {
+      await bus.jsm.consumers.update(c.stream, c.durable, {
+        ack_wait: cfg.ack_wait,
+        max_deliver: cfg.max_deliver,
+        max_ack_pending: cfg.max_ack_pending,
+      } as never);
+    } else throw e;
+  }
+}

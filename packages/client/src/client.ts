@@ -1,0 +1,215 @@
+/**
+ * The client SDK: everything a submitting application does, over NATS only — register workflows,
+ * submit tasks (optionally with a private reply subject), wait for outcomes, watch and replay a task's
+ * events, and read task state.
+ *
+ * @example
+ *   const client = await TriadClient.connect({ natsUrl: 'nats://127.0.0.1:4222', namespace: 'default' });
+ *   await client.registerWorkflow(ordersDefinition);
+ *   const { taskId } = await client.submit('orders', { orderId: 'o1', amount: 42 });
+ *   const state = await client.wait(taskId, { timeoutMs: 30_000 });
+ */
+import { randomUUID } from 'node:crypto';
+import { DeliverPolicy } from '@nats-io/jetstream';
+import { createInbox } from '@nats-io/nats-core';
+import { connectBus, type Bus } from '@triad/bus';
+import {
+  ApiReplySchema,
+  ErrorCode,
+  SubmissionSchema,
+  TaskEventSchema,
+  TriadError,
+  decode,
+  encode,
+  errorMessage,
+  isTerminal,
+  validate,
+  type ApiOp,
+  type RegisteredWorkflow,
+  type Submission,
+  type TaskEvent,
+  type TaskState,
+  type TaskStatus,
+  type TaskSummary,
+  type WorkflowDefinitionInput,
+} from '@triad/protocol';
+
+export interface ClientOptions {
+  natsUrl?: string;
+  namespace?: string;
+  name?: string;
+  /** Timeout of API requests. */
+  requestTimeoutMs?: number;
+}
+
+export interface SubmitOptions {
+  taskId?: string;
+  version?: number;
+  /** A private subject the scheduler publishes this task's events to. */
+  replyTo?: string;
+}
+
+export interface WorkflowSummary {
+  name: string;
+  latest: number;
+  versions: number[];
+  description?: string;
+}
+
+export class TriadClient {
+  private constructor(
+    readonly bus: Bus,
+    private readonly requestTimeoutMs: number,
+  ) {}
+
+  static async connect(o: ClientOptions = {}): Promise<TriadClient> {
+    const bus = await connectBus({
+      url: o.natsUrl ?? 'nats://127.0.0.1:4222',
+      namespace: o.namespace ?? 'default',
+      name: o.name ?? `triad-client-${process.pid}`,
+      connectTimeoutMs: 10_000,
+    });
+    return new TriadClient(bus, o.requestTimeoutMs ?? 10_000);
+  }
+
+  get namespace(): string {
+    return this.bus.names.namespace;
+  }
+
+  async close(): Promise<void> {
+    await this.bus.close();
+  }
+
+  /** Calls a scheduler API operation; throws the TriadError the scheduler answered with. */
+  async request<T>(op: ApiOp, body: unknown): Promise<T> {
+    let raw;
+    try {
+      raw = await this.bus.nc.request(this.bus.names.subjects.api(op), encode(body), { timeout: this.requestTimeoutMs });
+    } catch (e) {
+      throw new TriadError(
+        ErrorCode.Unavailable,
+        `no scheduler answered ${op} in namespace "${this.namespace}" (${errorMessage(e)}): is a scheduler running with TRIAD_NAMESPACE=${this.namespace}?`,
+        { cause: e },
+      );
+    }
+    const reply = decode(raw.data, ApiReplySchema, `${op} reply`);
+    if (!reply.ok) throw reply.error;
+    if (!reply.value.ok) throw TriadError.fromWire(reply.value.error);
+    return reply.value.value as T;
+  }
+
+  /** Registers a definition (or a builder's document); the scheduler validates it and lists every problem. */
+  async registerWorkflow(definition: WorkflowDefinitionInput | { toJSON(): WorkflowDefinitionInput }): Promise<{ name: string; version: number; created: boolean }> {
+    const doc = 'toJSON' in definition && typeof definition.toJSON === 'function' ? definition.toJSON() : definition;
+    return this.request('workflow.register', { definition: doc });
+  }
+
+  async getWorkflow(name: string, version?: number): Promise<RegisteredWorkflow> {
+    return this.request('workflow.get', version === undefined ? { name } : { name, version });
+  }
+
+  async listWorkflows(): Promise<WorkflowSummary[]> {
+    return this.request('workflow.list', {});
+  }
+
+  async getTask(taskId: string): Promise<TaskState> {
+    return this.request('task.get', { taskId });
+  }
+
+  async listTasks(q: { status?: TaskStatus; limit?: number } = {}): Promise<TaskSummary[]> {
+    return this.request('task.list', { ...(q.status ? { status: q.status } : {}), limit: q.limit ?? 100 });
+  }
+
+  /**
+   * Submits a task; resolves once JetStream has stored the submission (so it will not be lost).
+   * The same task id submitted twice runs once.
+   */
+  async submit(workflow: string, input: unknown, o: SubmitOptions = {}): Promise<{ taskId: string; duplicate: boolean }> {
+    const candidate: Submission = {
+      taskId: o.taskId ?? randomUUID(),
+      workflow,
+      input,
+      submittedAt: Date.now(),
+      ...(o.version !== undefined ? { version: o.version } : {}),
+      ...(o.replyTo ? { replyTo: o.replyTo } : {}),
+    };
+    const v = validate(candidate, SubmissionSchema, 'submission');
+    if (!v.ok) throw v.error;
+    const ack = await this.bus.js.publish(this.bus.names.subjects.submit, encode(v.value), { msgID: v.value.taskId });
+    return { taskId: v.value.taskId, duplicate: ack.duplicate };
+  }
+
+  /**
+   * A task's events: its stored history first, then live ones, until the task ends (or `signal` aborts).
+   * Events are de-duplicated by sequence number.
+   */
+  async *watch(taskId: string, o: { signal?: AbortSignal; idleTimeoutMs?: number } = {}): AsyncGenerator<TaskEvent> {
+    const consumer = await this.bus.js.consumers.get(this.bus.names.streams.events, {
+      // A single string, not an array: nats-server 2.9 knows only filter_subject.
+      filter_subjects: this.bus.names.subjects.event(taskId),
+      deliver_policy: DeliverPolicy.All,
+    });
+    const messages = await consumer.consume();
+    const stop = (): void => void messages.close();
+    o.signal?.addEventListener('abort', stop, { once: true });
+    const seen = new Set<number>();
+    try {
+      for await (const m of messages) {
+        const d = decode(m.data, TaskEventSchema, 'task event');
+        if (!d.ok) continue;
+        const ev = d.value;
+        if (ev.seq > 0 && seen.has(ev.seq)) continue;
+        seen.add(ev.seq);
+        yield ev;
+        if (ev.type === 'rejected' || (ev.status && isTerminal(ev.status) && isTaskEnd(ev))) return;
+      }
+    } finally {
+      o.signal?.removeEventListener('abort', stop);
+      await messages.close();
+    }
+  }
+
+  /** Waits until the task reaches a terminal state and returns its final state. */
+  async wait(taskId: string, o: { timeoutMs?: number; onEvent?: (e: TaskEvent) => void } = {}): Promise<TaskState> {
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), o.timeoutMs ?? 60_000);
+    try {
+      for await (const ev of this.watch(taskId, { signal: ac.signal })) {
+        o.onEvent?.(ev);
+        if (ev.type === 'rejected') {
+          throw ev.error ? TriadError.fromWire(ev.error) : new TriadError(ErrorCode.InvalidMessage, ev.reason ?? `task ${taskId} was rejected`);
+        }
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+    if (ac.signal.aborted) {
+      throw new TriadError(ErrorCode.Timeout, `task ${taskId} did not finish within ${o.timeoutMs ?? 60_000} ms; it may still finish: check with triad status ${taskId}`);
+    }
+    return this.getTask(taskId);
+  }
+
+  /** Submits and waits, with the task's events on a private reply subject as they happen. */
+  async run(workflow: string, input: unknown, o: SubmitOptions & { timeoutMs?: number; onEvent?: (e: TaskEvent) => void } = {}): Promise<TaskState> {
+    const { taskId } = await this.submit(workflow, input, o);
+    return this.wait(taskId, o);
+  }
+
+  /** A private reply subject and an iterator of the events the scheduler sends there. */
+  replySubject(): { subject: string; events: AsyncIterable<TaskEvent>; close(): void } {
+    const subject = createInbox(`_INBOX_triad_${this.namespace}`);
+    const sub = this.bus.nc.subscribe(subject);
+    async function* events(): AsyncGenerator<TaskEvent> {
+      for await (const m of sub) {
+        const d = decode(m.data, TaskEventSchema, 'task event');
+        if (d.ok) yield d.value;
+      }
+    }
+    return { subject, events: events(), close: () => sub.unsubscribe() };
+  }
+}
+
+/** The task-level terminal events (a step event can carry a status too, but never a terminal one). */
+function isTaskEnd(ev: TaskEvent): boolean {
+  return ['completed', 'failed', 'compensated', 'compensation_failed', 'cancelled'].includes(ev.type);
+}

@@ -1,0 +1,120 @@
+/**
+ * The request/reply API clients use (register and read workflows, read tasks), served by every
+ * scheduler in one queue group. Requests are validated; every failure is a wire error with a reason.
+ */
+import type { Msg, Subscription } from '@nats-io/nats-core';
+import type { Bus } from '@triad/bus';
+import { validateDefinition } from '@triad/core';
+import {
+  ErrorCode,
+  GetTaskRequestSchema,
+  GetWorkflowRequestSchema,
+  ListTasksRequestSchema,
+  ListWorkflowsRequestSchema,
+  RegisterWorkflowRequestSchema,
+  TriadError,
+  decode,
+  encode,
+  errorMessage,
+  silentLogger,
+  type ApiReply,
+  type Logger,
+} from '@triad/protocol';
+import { requireTask, type TaskStore, type WorkflowStore } from '@triad/store';
+import type { z } from 'zod';
+
+type Handler = (data: Uint8Array) => Promise<unknown>;
+
+export class ApiServer {
+  private sub: Subscription | undefined;
+
+  constructor(
+    private readonly bus: Bus,
+    private readonly tasks: TaskStore,
+    private readonly workflows: WorkflowStore,
+    private readonly log: Logger = silentLogger,
+  ) {}
+
+  private handlers(): Record<string, Handler> {
+    const req = <S extends z.ZodType>(data: Uint8Array, schema: S, what: string): z.output<S> => {
+      const d = decode(data, schema, what);
+      if (!d.ok) throw d.error;
+      return d.value;
+    };
+    const s = this.bus.names.subjects;
+    return {
+      [s.api('workflow.register')]: async (data) => {
+        const { definition } = req(data, RegisterWorkflowRequestSchema, 'workflow.register request');
+        const def = validateDefinition(definition);
+        const r = await this.workflows.register(def, Date.now());
+        this.log.info({ workflow: def.name, version: r.version, created: r.created }, 'workflow registered');
+        return { name: def.name, ...r };
+      },
+      [s.api('workflow.get')]: async (data) => {
+        const { name, version } = req(data, GetWorkflowRequestSchema, 'workflow.get request');
+        const wf = await this.workflows.get(name, version);
+        if (!wf) throw unknownWorkflow(name, version);
+        return wf;
+      },
+      [s.api('workflow.list')]: async (data) => {
+        req(data, ListWorkflowsRequestSchema, 'workflow.list request');
+        return this.workflows.list();
+      },
+      [s.api('task.get')]: async (data) => {
+        const { taskId } = req(data, GetTaskRequestSchema, 'task.get request');
+        return requireTask(await this.tasks.getTask(taskId), taskId);
+      },
+      [s.api('task.list')]: async (data) => {
+        const q = req(data, ListTasksRequestSchema, 'task.list request');
+        return this.tasks.listTasks(q.status ? { status: q.status, limit: q.limit } : { limit: q.limit });
+      },
+    };
+  }
+
+  start(): void {
+    const handlers = this.handlers();
+    this.sub = this.bus.nc.subscribe(this.bus.names.subjects.apiAll, {
+      queue: this.bus.names.queueGroup,
+      callback: (err, msg) => {
+        if (err) {
+          this.log.warn({ err: errorMessage(err) }, 'api subscription error');
+          return;
+        }
+        void this.answer(handlers, msg);
+      },
+    });
+  }
+
+  private async answer(handlers: Record<string, Handler>, msg: Msg): Promise<void> {
+    let reply: ApiReply;
+    try {
+      const h = handlers[msg.subject];
+      if (!h) throw new TriadError(ErrorCode.InvalidMessage, `unknown API operation ${msg.subject}`);
+      reply = { ok: true, value: await h(msg.data) };
+    } catch (e) {
+      const te = e instanceof TriadError ? e : new TriadError(ErrorCode.Internal, errorMessage(e), { cause: e });
+      if (te.code === ErrorCode.Internal) this.log.error({ err: te.message, subject: msg.subject }, 'api request failed');
+      reply = { ok: false, error: te.toWire() };
+    }
+    if (msg.reply) {
+      try {
+        msg.respond(encode(reply));
+      } catch (e) {
+        msg.respond(encode({ ok: false, error: new TriadError(ErrorCode.PayloadTooLarge, errorMessage(e)).toWire() }));
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.sub) await this.sub.drain().catch(() => undefined);
+  }
+}
+
+export function unknownWorkflow(name: string, version?: number): TriadError {
+  return new TriadError(
+    ErrorCode.UnknownWorkflow,
+    version === undefined
+      ? `unknown workflow "${name}": register it first (triad workflows register <file>, or client.registerWorkflow())`
+      : `workflow "${name}" has no version ${version}: list versions with triad workflows`,
+  );
+}

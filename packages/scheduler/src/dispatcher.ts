@@ -1,0 +1,74 @@
+/**
+ * Turns a transition's output into messages: step requests to agents and task events to the events
+ * stream and the submitter's private reply subject. Message ids make every publish safe to repeat.
+ */
+import { headers } from '@nats-io/nats-core';
+import { publishDurable, type Bus } from '@triad/bus';
+import { idempotencyKey } from '@triad/core';
+import { encode, unpackTrusted, type RegisteredWorkflow, type StepKind, type StepRequest, type TaskEvent } from '@triad/protocol';
+import type { Transition } from '@triad/store';
+
+export function stepMessageId(taskId: string, step: string, kind: StepKind, attempt: number): string {
+  return `${taskId}:${step}:${kind}:${attempt}`;
+}
+
+export class Dispatcher {
+  constructor(private readonly bus: Bus) {}
+
+  /** Sends the step requests and events of one transition; resolves when JetStream has stored them all. */
+  async publish(taskId: string, wf: RegisteredWorkflow, t: Transition, now: number): Promise<void> {
+    const work: Promise<unknown>[] = [];
+    if (t.dispatch.length > 0) {
+      const input = t.input && t.input.length > 0 ? unpackTrusted(t.input) : undefined;
+      const outputs = new Map<string, unknown>();
+      for (const [name, bytes] of t.outputs) outputs.set(name, bytes.length > 0 ? unpackTrusted(bytes) : undefined);
+      for (const d of t.dispatch) {
+        const def = wf.steps.find((s) => s.name === d.step);
+        const retry = def?.retry ?? wf.defaults.retry;
+        const needs: Record<string, unknown> = {};
+        for (const n of d.needs) needs[n] = outputs.get(n);
+        const req: StepRequest = {
+          taskId,
+          workflow: wf.name,
+          version: wf.version,
+          step: d.step,
+          agent: d.agent,
+          kind: 'run',
+          attempt: d.attempt,
+          idempotencyKey: idempotencyKey(this.bus.names.namespace, taskId, d.step, 'run'),
+          completeBy: d.completeBy,
+          input,
+          needs,
+          dispatchedAt: now,
+        };
+        if (retry) req.retry = retry;
+        work.push(publishDurable(this.bus, this.bus.names.subjects.step(d.agent), encode(req), stepMessageId(taskId, d.step, 'run', d.attempt)));
+      }
+    }
+    work.push(this.publishEvents(taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo));
+    await Promise.all(work);
+  }
+
+  async publishEvents(taskId: string, events: TaskEvent[], replyTo?: string): Promise<void> {
+    await Promise.all(
+      events.map(async (ev) => {
+        const bytes = encode(ev);
+        if (replyTo) {
+          const h = headers();
+          h.set('Triad-Task-Id', taskId);
+          this.bus.nc.publish(replyTo, bytes, { headers: h });
+        }
+        await publishDurable(this.bus, this.bus.names.subjects.event(taskId), bytes, `${taskId}:ev:${ev.seq}`);
+      }),
+    );
+  }
+}
+
+function toTaskEvent(taskId: string, e: Transition['events'][number], now: number): TaskEvent {
+  const ev: TaskEvent = { taskId, seq: e.seq, type: e.type, at: now };
+  if (e.status) ev.status = e.status;
+  if (e.step) ev.step = e.step;
+  if (e.attempt) ev.attempt = e.attempt;
+  if (e.reason) ev.reason = e.reason;
+  return ev;
+}

@@ -1,0 +1,215 @@
+/**
+ * The Scheduler actor: consumes submissions and agent results, applies each as one atomic store
+ * transition, and publishes what the transition decided (step requests, task events). It keeps no state
+ * a crash can lose: every message stays unacknowledged until its transition and publishes are done.
+ */
+import { randomUUID } from 'node:crypto';
+import { ensureConsumer, ensureStreams, startConsumer, type Bus, type Disposition, type RunningConsumer, type TopologyOptions } from '@triad/bus';
+import { compilePlan } from '@triad/core';
+import {
+  StepResultSchema,
+  SubmissionSchema,
+  TriadError,
+  decode,
+  encode,
+  isTerminal,
+  silentLogger,
+  unpackTrusted,
+  type Logger,
+  type RegisteredWorkflow,
+  type TaskEvent,
+} from '@triad/protocol';
+import type { TaskStore, WorkflowStore } from '@triad/store';
+import { ApiServer, unknownWorkflow } from './api.js';
+import { Dispatcher } from './dispatcher.js';
+
+export interface SchedulerOptions {
+  bus: Bus;
+  tasks: TaskStore;
+  workflows: WorkflowStore;
+  id?: string;
+  logger?: Logger;
+  /** Messages handled at once per consumer. */
+  concurrency?: number;
+  topology?: TopologyOptions;
+}
+
+export interface SchedulerMetrics {
+  submissionsAccepted: number;
+  submissionsDuplicate: number;
+  submissionsRejected: number;
+  resultsApplied: number;
+  /** Results rejected by fencing (late, duplicate, or for a superseded attempt): counted, never applied. */
+  resultsStale: number;
+  deadLettered: number;
+}
+
+export class Scheduler {
+  readonly id: string;
+  readonly metrics: SchedulerMetrics = {
+    submissionsAccepted: 0,
+    submissionsDuplicate: 0,
+    submissionsRejected: 0,
+    resultsApplied: 0,
+    resultsStale: 0,
+    deadLettered: 0,
+  };
+  private readonly log: Logger;
+  private readonly dispatcher: Dispatcher;
+  private readonly api: ApiServer;
+  private consumers: RunningConsumer[] = [];
+
+  constructor(private readonly o: SchedulerOptions) {
+    this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
+    this.log = o.logger ?? silentLogger;
+    this.dispatcher = new Dispatcher(o.bus);
+    this.api = new ApiServer(o.bus, o.tasks, o.workflows, this.log);
+  }
+
+  async start(): Promise<void> {
+    const { bus } = this.o;
+    const n = bus.names;
+    await ensureStreams(bus, this.o.topology);
+    await ensureConsumer(bus, { stream: n.streams.submit, durable: n.consumers.scheduler, filterSubject: n.subjects.submit, ackWaitMs: 30_000 });
+    await ensureConsumer(bus, { stream: n.streams.results, durable: n.consumers.results, filterSubject: n.subjects.result, ackWaitMs: 30_000 });
+    this.api.start();
+    const concurrency = this.o.concurrency ?? 64;
+    this.consumers = [
+      startConsumer(bus, { stream: n.streams.submit, durable: n.consumers.scheduler, source: 'submit', concurrency, logger: this.log }, (d) =>
+        this.onSubmission(d.data, d.deliveryCount),
+      ),
+      startConsumer(bus, { stream: n.streams.results, durable: n.consumers.results, source: 'result', concurrency, logger: this.log }, (d) =>
+        this.onResult(d.data, d.deliveryCount),
+      ),
+    ];
+    await Promise.all(this.consumers.map((c) => c.ready));
+    this.log.info({ schedulerId: this.id, namespace: n.namespace }, 'scheduler started');
+  }
+
+  async stop(): Promise<void> {
+    await this.api.stop();
+    await Promise.all(this.consumers.map((c) => c.stop()));
+  }
+
+  private async workflow(name: string, version?: number): Promise<RegisteredWorkflow | undefined> {
+    return this.o.workflows.get(name, version);
+  }
+
+  async onSubmission(data: Uint8Array, deliveryCount: number): Promise<Disposition> {
+    const d = decode(data, SubmissionSchema, 'submission');
+    if (!d.ok) {
+      this.metrics.submissionsRejected++;
+      this.metrics.deadLettered++;
+      await this.rejectUnparsed(data, d.error.message);
+      return { deadLetter: d.error.message };
+    }
+    const sub = d.value;
+    const wf = await this.workflow(sub.workflow, sub.version);
+    if (!wf) {
+      const err = unknownWorkflow(sub.workflow, sub.version);
+      this.metrics.submissionsRejected++;
+      this.metrics.deadLettered++;
+      await this.reject(sub.taskId, err, sub.replyTo);
+      return { deadLetter: err.message };
+    }
+    let input: Uint8Array;
+    try {
+      input = encode(sub.input);
+    } catch (e) {
+      const err = e as TriadError;
+      await this.reject(sub.taskId, err, sub.replyTo);
+      return { deadLetter: err.message };
+    }
+    const now = Date.now();
+    const created = await this.o.tasks.createTask({
+      taskId: sub.taskId,
+      workflow: wf.name,
+      version: wf.version,
+      input,
+      plan: compilePlan(wf),
+      onFailure: wf.onFailure,
+      now,
+      schedulerId: this.id,
+      ...(sub.replyTo ? { replyTo: sub.replyTo } : {}),
+    });
+    if (!created.created) {
+      this.metrics.submissionsDuplicate++;
+      // A redelivery after a crash between the transition and its publishes: send the in-flight
+      // step requests again (message ids make this harmless if they did go out).
+      if (deliveryCount > 1 && !isTerminal(created.status)) await this.redispatch(sub.taskId);
+      return 'ack';
+    }
+    this.metrics.submissionsAccepted++;
+    await this.dispatcher.publish(sub.taskId, wf, created.transition, now);
+    return 'ack';
+  }
+
+  async onResult(data: Uint8Array, deliveryCount: number): Promise<Disposition> {
+    const d = decode(data, StepResultSchema, 'step result');
+    if (!d.ok) {
+      this.metrics.deadLettered++;
+      return { deadLetter: d.error.message };
+    }
+    const r = d.value;
+    const now = Date.now();
+    const outcome = await this.o.tasks.applyResult({
+      taskId: r.taskId,
+      step: r.step,
+      attempt: r.attempt,
+      now,
+      schedulerId: this.id,
+      agentId: r.agentId,
+      outcome: r.ok ? { ok: true, output: encode(r.output) } : { ok: false, message: r.error.message, retryable: r.error.retryable },
+    }).catch((e: unknown) => {
+      if (e instanceof TriadError && (e.code === 'UNKNOWN_TASK' || e.code === 'UNKNOWN_STEP')) return { applied: false as const, reason: e.message, unknown: true };
+      throw e;
+    });
+    if (!outcome.applied) {
+      if ('unknown' in outcome) {
+        this.metrics.deadLettered++;
+        return { deadLetter: outcome.reason };
+      }
+      this.metrics.resultsStale++;
+      this.log.warn({ taskId: r.taskId, step: r.step, attempt: r.attempt, agentId: r.agentId, reason: outcome.reason }, 'stale result rejected');
+      if (deliveryCount > 1) await this.redispatch(r.taskId);
+      return 'ack';
+    }
+    this.metrics.resultsApplied++;
+    const wf = await this.workflow(outcome.transition.workflow, outcome.transition.version);
+    if (!wf) throw new Error(`workflow ${outcome.transition.workflow} v${outcome.transition.version} of task ${r.taskId} is not registered`);
+    await this.dispatcher.publish(r.taskId, wf, outcome.transition, now);
+    return 'ack';
+  }
+
+  /** Re-sends the requests of a task's processing steps (same attempt, same completeBy). */
+  private async redispatch(taskId: string): Promise<void> {
+    const t = await this.o.tasks.inFlight(taskId);
+    if (!t || t.dispatch.length === 0) return;
+    const wf = await this.workflow(t.workflow, t.version);
+    if (wf) await this.dispatcher.publish(taskId, wf, t, Date.now());
+  }
+
+  /** A submission that did not parse: tell the caller if its reply subject and task id can be read. */
+  private async rejectUnparsed(data: Uint8Array, reason: string): Promise<void> {
+    let raw: unknown;
+    try {
+      raw = unpackTrusted(data);
+    } catch {
+      return;
+    }
+    if (raw === null || typeof raw !== 'object') return;
+    const { taskId, replyTo } = raw as { taskId?: unknown; replyTo?: unknown };
+    if (typeof taskId !== 'string' || typeof replyTo !== 'string') return;
+    const ev: TaskEvent = { taskId: taskId.slice(0, 128) || 'unknown', seq: 0, type: 'rejected', at: Date.now(), reason: reason.slice(0, 4000) };
+    try {
+      this.o.bus.nc.publish(replyTo, encode(ev));
+    } catch {
+      // an unusable reply subject: the dead letter still records the reason
+    }
+  }
+
+  private async reject(taskId: string, err: TriadError, replyTo?: string): Promise<void> {
+    const ev: TaskEvent = { taskId, seq: 0, type: 'rejected', at: Date.now(), reason: err.message, error: err.toWire() };
+    await this.dispatcher.publishEvents(taskId, [ev], replyTo);
+  }
+}
