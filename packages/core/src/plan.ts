@@ -2,7 +2,7 @@
  * The plan: the compact form of a pinned definition that a task carries in Redis and the Lua
  * transitions interpret (which steps exist, their agents, budgets and dependencies).
  */
-import type { WorkflowDefinition } from '@triad/protocol';
+import { LadderSchema, type WorkflowDefinition } from '@triad/protocol';
 
 export interface PlanStep {
   /** name */
@@ -15,10 +15,17 @@ export interface PlanStep {
   d: string[];
   /** needs: the steps whose outputs the request carries */
   nd: string[];
+  /** the supervisor's failure ladder: [retries, longBackoffMs, maxFailures] */
+  l: [number, number, number];
 }
 
+const DEFAULT_LADDER = LadderSchema.parse({});
+
 export function compilePlan(def: WorkflowDefinition): PlanStep[] {
-  return def.steps.map((s) => ({ n: s.name, a: s.agent, b: s.budgetMs, d: [...s.dependsOn], nd: [...s.needs] }));
+  return def.steps.map((s) => {
+    const ladder = s.ladder ?? def.defaults.ladder ?? DEFAULT_LADDER;
+    return { n: s.name, a: s.agent, b: s.budgetMs, d: [...s.dependsOn], nd: [...s.needs], l: [ladder.retries, ladder.longBackoffMs, ladder.maxFailures] };
+  });
 }
 
 /** The idempotency key of a step: stable across attempts, distinct per namespace, task, step and kind. */

@@ -2,11 +2,10 @@
  * Turns a transition's output into messages: step requests to agents and task events to the events
  * stream and the submitter's private reply subject. Message ids make every publish safe to repeat.
  */
-import { headers } from '@nats-io/nats-core';
-import { publishDurable, type Bus } from '@triad/bus';
+import { publishDurable, publishTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
-import { encode, unpackTrusted, type RegisteredWorkflow, type StepKind, type StepRequest, type TaskEvent } from '@triad/protocol';
-import type { Transition } from '@triad/store';
+import { encode, unpackTrusted, type RegisteredWorkflow, type StepKind, type StepRequest } from '@triad/protocol';
+import { toTaskEvent, type Transition } from '@triad/store';
 
 export function stepMessageId(taskId: string, step: string, kind: StepKind, attempt: number): string {
   return `${taskId}:${step}:${kind}:${attempt}`;
@@ -45,30 +44,7 @@ export class Dispatcher {
         work.push(publishDurable(this.bus, this.bus.names.subjects.step(d.agent), encode(req), stepMessageId(taskId, d.step, 'run', d.attempt)));
       }
     }
-    work.push(this.publishEvents(taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo));
+    work.push(publishTaskEvents(this.bus, taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo));
     await Promise.all(work);
   }
-
-  async publishEvents(taskId: string, events: TaskEvent[], replyTo?: string): Promise<void> {
-    await Promise.all(
-      events.map(async (ev) => {
-        const bytes = encode(ev);
-        if (replyTo) {
-          const h = headers();
-          h.set('Triad-Task-Id', taskId);
-          this.bus.nc.publish(replyTo, bytes, { headers: h });
-        }
-        await publishDurable(this.bus, this.bus.names.subjects.event(taskId), bytes, `${taskId}:ev:${ev.seq}`);
-      }),
-    );
-  }
-}
-
-function toTaskEvent(taskId: string, e: Transition['events'][number], now: number): TaskEvent {
-  const ev: TaskEvent = { taskId, seq: e.seq, type: e.type, at: now };
-  if (e.status) ev.status = e.status;
-  if (e.step) ev.step = e.step;
-  if (e.attempt) ev.attempt = e.attempt;
-  if (e.reason) ev.reason = e.reason;
-  return ev;
 }

@@ -4,11 +4,12 @@
  * a crash can lose: every message stays unacknowledged until its transition and publishes are done.
  */
 import { randomUUID } from 'node:crypto';
-import { ensureConsumer, ensureStreams, startConsumer, type Bus, type Disposition, type RunningConsumer, type TopologyOptions } from '@triad/bus';
+import { ensureConsumer, ensureStreams, publishTaskEvents, startConsumer, type Bus, type Disposition, type RunningConsumer, type TopologyOptions } from '@triad/bus';
 import { compilePlan } from '@triad/core';
 import {
   StepResultSchema,
   SubmissionSchema,
+  SupervisorCommandSchema,
   TriadError,
   decode,
   encode,
@@ -72,6 +73,7 @@ export class Scheduler {
     await ensureStreams(bus, this.o.topology);
     await ensureConsumer(bus, { stream: n.streams.submit, durable: n.consumers.scheduler, filterSubject: n.subjects.submit, ackWaitMs: 30_000 });
     await ensureConsumer(bus, { stream: n.streams.results, durable: n.consumers.results, filterSubject: n.subjects.result, ackWaitMs: 30_000 });
+    await ensureConsumer(bus, { stream: n.streams.commands, durable: n.consumers.commands, filterSubject: n.subjects.command, ackWaitMs: 30_000 });
     this.api.start();
     const concurrency = this.o.concurrency ?? 64;
     this.consumers = [
@@ -80,6 +82,9 @@ export class Scheduler {
       ),
       startConsumer(bus, { stream: n.streams.results, durable: n.consumers.results, source: 'result', concurrency, logger: this.log }, (d) =>
         this.onResult(d.data, d.deliveryCount),
+      ),
+      startConsumer(bus, { stream: n.streams.commands, durable: n.consumers.commands, source: 'command', concurrency, logger: this.log }, (d) =>
+        this.onCommand(d.data),
       ),
     ];
     await Promise.all(this.consumers.map((c) => c.ready));
@@ -181,6 +186,34 @@ export class Scheduler {
     return 'ack';
   }
 
+  /**
+   * A supervisor command. The supervisor has already made the fenced transition (new attempt, new
+   * completeBy); the scheduler sends the step request if that attempt is still the current one.
+   */
+  async onCommand(data: Uint8Array): Promise<Disposition> {
+    const d = decode(data, SupervisorCommandSchema, 'supervisor command');
+    if (!d.ok) {
+      this.metrics.deadLettered++;
+      return { deadLetter: d.error.message };
+    }
+    const cmd = d.value;
+    if (cmd.type !== 'retry_step') {
+      // undo_task and resume_task arrive with the workflow issue (compensation); until then they are
+      // recorded in the dead-letter stream rather than dropped.
+      return { deadLetter: `command ${cmd.type} is not supported by this scheduler version` };
+    }
+    const t = await this.o.tasks.inFlight(cmd.taskId);
+    const step = t?.dispatch.find((s) => s.step === cmd.step && s.attempt === cmd.attempt);
+    if (!t || !step) {
+      this.log.debug({ ...cmd }, 'retry command is stale (task finished or attempt superseded)');
+      return 'ack';
+    }
+    const wf = await this.workflow(t.workflow, t.version);
+    if (!wf) throw new Error(`workflow ${t.workflow} v${t.version} of task ${cmd.taskId} is not registered`);
+    await this.dispatcher.publish(cmd.taskId, wf, { ...t, dispatch: [step] }, Date.now());
+    return 'ack';
+  }
+
   /** Re-sends the requests of a task's processing steps (same attempt, same completeBy). */
   private async redispatch(taskId: string): Promise<void> {
     const t = await this.o.tasks.inFlight(taskId);
@@ -210,6 +243,6 @@ export class Scheduler {
 
   private async reject(taskId: string, err: TriadError, replyTo?: string): Promise<void> {
     const ev: TaskEvent = { taskId, seq: 0, type: 'rejected', at: Date.now(), reason: err.message, error: err.toWire() };
-    await this.dispatcher.publishEvents(taskId, [ev], replyTo);
+    await publishTaskEvents(this.o.bus, taskId, [ev], replyTo);
   }
 }

@@ -8,5 +8,6 @@ export { ScriptCode, scriptError } from './codes.js';
 export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts.js';
 export { TaskStore, requireTask, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome } from './task-store.js';
 export { WorkflowStore, type WorkflowSummary } from './workflow-store.js';
-export type { Transition, TransitionEvent, Dispatch } from './transitions.js';
+export { toTaskEvent, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';
+export { Leadership, type LeadershipState } from './leadership.js';
 export { connectRedis } from './connect.js';

@@ -12,6 +12,10 @@ export interface Keys {
   readonly finished: string;
   workflow(name: string): string;
   readonly workflows: string;
+  readonly supervisorLeader: string;
+  readonly supervisorEpoch: string;
+  readonly supervisorStatus: string;
+  readonly alerts: string;
 }
 
 export function keys(namespace: string): Keys {
@@ -24,6 +28,10 @@ export function keys(namespace: string): Keys {
     finished: `${prefix}:finished`,
     workflow: (name) => `${prefix}:wf:${name}`,
     workflows: `${prefix}:workflows`,
+    supervisorLeader: `${prefix}:supervisor:leader`,
+    supervisorEpoch: `${prefix}:supervisor:epoch`,
+    supervisorStatus: `${prefix}:supervisor:status`,
+    alerts: `${prefix}:alerts`,
   };
 }
 

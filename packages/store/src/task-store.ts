@@ -15,7 +15,7 @@ import type { PlanStep } from '@triad/core';
 import { keys, type Keys } from './keys.js';
 import { ScriptCode, scriptError } from './codes.js';
 import { runScript } from './scripts.js';
-import { parseBody, parseTransition, type Transition } from './transitions.js';
+import { parseBody, parseExpiry, parseTransition, type Expiry, type Transition } from './transitions.js';
 
 export interface CreateTaskArgs {
   taskId: string;
@@ -197,6 +197,19 @@ export class TaskStore {
       }
     }
     return t;
+  }
+
+  /**
+   * The supervisor's transition for an expired step (retry, park, or error by the step's ladder).
+   * Throws TriadError STALE when `epoch` is older than the current leader epoch.
+   */
+  async expireStep(taskId: string, step: string, now: number, epoch: number): Promise<Expiry> {
+    const k = this.keys;
+    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), k.deadlines, k.supervisorEpoch, k.finished], [taskId, step, now, epoch])) as unknown[];
+    const code = Number(reply[0]);
+    if (code === ScriptCode.UnknownTask) return { action: 'noop', events: [], dispatch: [] };
+    if (code !== ScriptCode.Ok) throw scriptError(code, `expire ${taskId}/${step} at epoch ${epoch}`);
+    return parseExpiry(reply[1]);
   }
 
   /** Reads a task's step record (for fencing checks and tests). */

@@ -1,5 +1,5 @@
 /** Typed views of what the task transitions return (parsed from the Lua reply). */
-import type { TaskEventType, TaskStatus } from '@triad/protocol';
+import type { TaskEvent, TaskEventType, TaskStatus } from '@triad/protocol';
 
 export interface TransitionEvent {
   type: TaskEventType;
@@ -74,4 +74,42 @@ export function parseTransition(reply: unknown[]): Transition {
   if (body.replyTo) t.replyTo = body.replyTo;
   if (Buffer.isBuffer(reply[2])) t.input = reply[2];
   return t;
+}
+
+/** The wire event for a transition's event. */
+export function toTaskEvent(taskId: string, e: TransitionEvent, at: number): TaskEvent {
+  const ev: TaskEvent = { taskId, seq: e.seq, type: e.type, at };
+  if (e.status) ev.status = e.status;
+  if (e.step) ev.step = e.step;
+  if (e.attempt) ev.attempt = e.attempt;
+  if (e.reason) ev.reason = e.reason.slice(0, 4000);
+  return ev;
+}
+
+export type ExpireAction = 'retry' | 'park' | 'error' | 'noop';
+
+export interface Expiry {
+  action: ExpireAction;
+  events: TransitionEvent[];
+  dispatch: Dispatch[];
+  attempt?: number;
+  replyTo?: string;
+  failureCount?: number;
+  lastError?: string;
+  onFailure?: string;
+}
+
+export function parseExpiry(raw: unknown): Expiry {
+  const b = (Buffer.isBuffer(raw) ? JSON.parse(raw.toString('utf8')) : {}) as Partial<Expiry> & { events?: unknown; dispatch?: unknown };
+  const e: Expiry = {
+    action: b.action ?? 'noop',
+    events: asArray<TransitionEvent>(b.events),
+    dispatch: asArray<Dispatch>(b.dispatch).map((d) => ({ ...d, needs: asArray<string>(d.needs) })),
+  };
+  if (b.attempt !== undefined) e.attempt = b.attempt;
+  if (b.replyTo) e.replyTo = b.replyTo;
+  if (b.failureCount !== undefined) e.failureCount = b.failureCount;
+  if (b.lastError) e.lastError = b.lastError;
+  if (b.onFailure) e.onFailure = b.onFailure;
+  return e;
 }

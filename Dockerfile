@@ -1,0 +1,79 @@
+# syntax=docker/dockerfile:1
+#
+# One image for every Triad process (scheduler, supervisor, agent host, example services, CLI).
+# docker-compose.yml picks the process with `command:`; the default command prints the CLI help.
+# See docs/decisions/0005-containers.md.
+#
+#   docker build -t triad .
+#   docker run --rm triad                                  # triad --help
+#   docker run --rm -e NATS_URL=... -e REDIS_URL=... triad node apps/scheduler/dist/main.js
+
+# ---------------------------------------------------------------------------------------------
+# build: install everything (dev dependencies included), compile the TypeScript, then drop the
+# dev dependencies and assemble in /out exactly the files that run.
+# ---------------------------------------------------------------------------------------------
+FROM node:24-bookworm-slim AS build
+
+ENV CI=true \
+    TURBO_TELEMETRY_DISABLED=1 \
+    NPM_CONFIG_AUDIT=false \
+    NPM_CONFIG_FUND=false \
+    NPM_CONFIG_UPDATE_NOTIFIER=false
+
+WORKDIR /app
+
+# The context is filtered by .dockerignore (no node_modules, dist, .git, test sources, ...).
+COPY . .
+
+# Exact install from package-lock.json; the npm cache survives between builds (BuildKit).
+RUN --mount=type=cache,target=/root/.npm \
+    npm ci
+
+# Build the apps and, through turbo's ^build, every package they depend on. The test workspace
+# is not built: its sources are not in the context and nothing in the image runs them.
+RUN npm run build -- --filter='./apps/*'
+
+# Production dependencies only, then copy what runs: every workspace's package.json, dist/,
+# its own node_modules (if npm did not hoist everything), and the non-TypeScript runtime files
+# (packages/store/lua, apps/cli/bin). node_modules/@triad/* are relative symlinks to the
+# workspaces, so the layout under /out mirrors /app. Declarations and build info are dropped;
+# the .js.map files stay for readable stack traces (--enable-source-maps).
+RUN npm prune --omit=dev \
+ && mkdir -p /out \
+ && cp package.json package-lock.json /out/ \
+ && cp -a node_modules /out/node_modules \
+ && for ws in packages/* apps/* test; do \
+      [ -f "$ws/package.json" ] || continue; \
+      mkdir -p "/out/$ws"; \
+      cp "$ws/package.json" "/out/$ws/"; \
+      for part in dist node_modules lua bin; do \
+        if [ -e "$ws/$part" ]; then cp -a "$ws/$part" "/out/$ws/$part"; fi; \
+      done; \
+    done \
+ && find /out -name node_modules -prune -o \
+      \( -name '*.tsbuildinfo' -o -name '*.d.ts' -o -name '*.d.ts.map' \) -type f -print0 \
+    | xargs -0 -r rm -f \
+ && test -f /out/apps/cli/bin/triad.js \
+ && test -d /out/packages/store/lua
+
+# ---------------------------------------------------------------------------------------------
+# runtime: same base, production dependencies and compiled output only, non-root.
+# ---------------------------------------------------------------------------------------------
+FROM node:24-bookworm-slim AS runtime
+
+ENV NODE_ENV=production \
+    NODE_OPTIONS=--enable-source-maps
+
+WORKDIR /app
+
+# Owned by root and not writable by the process: the app only needs to read its code.
+# Runtime state lives in NATS and Redis; the health heartbeat file goes to /tmp.
+COPY --from=build /out/ ./
+
+# Documentation only: the example's stand-in services (INVENTORY_PORT, PAYMENT_PORT,
+# SHIPPING_PORT). The actors listen on nothing.
+EXPOSE 7101 7102 7103
+
+USER node
+
+CMD ["node", "apps/cli/bin/triad.js", "--help"]

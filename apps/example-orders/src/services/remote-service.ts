@@ -1,0 +1,424 @@
+/** A small local HTTP stand-in for one remote service of the order example: it applies effects once per idempotency key, records them for tests, and injects faults that can be changed from outside. */
+import { createHash } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** The example's three services; any other name works too and gets a generic result. */
+export type ServiceName = 'inventory' | 'payment' | 'shipping' | (string & {});
+
+/** Fault knobs. They apply only to POST /apply and POST /undo, checked in this order: latency, hang, fail. */
+export interface Faults {
+  /** 0..1: probability of answering 503 without applying anything. */
+  failRate: number;
+  /** 0..1: probability of never answering (the socket stays open until the client goes away or the service closes). */
+  hangRate: number;
+  /** Whole milliseconds to wait before handling the request. */
+  latencyMs: number;
+}
+
+/** One applied effect, as recorded by the service. */
+export interface Effect {
+  idempotencyKey: string;
+  action: string;
+  /** The payload as sent, or null when none was sent. */
+  payload: unknown;
+  /** ISO timestamp of the first (and only) application. */
+  appliedAt: string;
+  /** Made-up but deterministic result: the same key always yields the same result. */
+  result: Record<string, unknown>;
+  /** How many POST /apply requests for this key were answered (1 + duplicates); faulted requests are not counted. */
+  calls: number;
+  undone: boolean;
+  undoneAt: string | null;
+  /** The idempotency key of the undo that undid this effect. */
+  undoneBy: string | null;
+  undoResult: Record<string, unknown> | null;
+}
+
+export interface RemoteServiceOptions {
+  name: ServiceName;
+  /** 0 (the default) picks any free port. */
+  port?: number;
+  /** Defaults to 127.0.0.1 so the stand-ins are never reachable from elsewhere. */
+  host?: string;
+  faults?: Partial<Faults>;
+  /** Source of randomness for fault decisions; inject one in tests for determinism. */
+  random?: () => number;
+}
+
+export interface RemoteService {
+  readonly name: string;
+  /** Base URL, e.g. http://127.0.0.1:7101 (no trailing slash). */
+  readonly url: string;
+  readonly port: number;
+  faults(): Faults;
+  /** Changes fault knobs at run time; throws on invalid values (same rules as PUT /faults). */
+  setFaults(f: Partial<Faults>): void;
+  /** A snapshot (deep copy) of every recorded effect, in order of application. */
+  effects(): Effect[];
+  /** Stops listening and destroys every open socket, hanging ones included. */
+  close(): Promise<void>;
+}
+
+/** Request bodies above this size get 413. */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+export const NO_FAULTS: Readonly<Faults> = Object.freeze({ failRate: 0, hangRate: 0, latencyMs: 0 });
+
+interface FaultRule {
+  envSuffix: string;
+  allowed: string;
+  /** For env values: the text must look like this before it is converted, so '0x1' or '1e0' are refused. */
+  pattern: RegExp;
+  valid: (n: number) => boolean;
+}
+
+const RATE_ALLOWED = 'a number from 0 to 1 (e.g. 0.25; 0 = never, 1 = always)';
+const FAULT_RULES: Record<keyof Faults, FaultRule> = {
+  failRate: { envSuffix: 'FAIL_RATE', allowed: RATE_ALLOWED, pattern: /^\d+(\.\d+)?$/, valid: (n) => Number.isFinite(n) && n >= 0 && n <= 1 },
+  hangRate: { envSuffix: 'HANG_RATE', allowed: RATE_ALLOWED, pattern: /^\d+(\.\d+)?$/, valid: (n) => Number.isFinite(n) && n >= 0 && n <= 1 },
+  latencyMs: { envSuffix: 'LATENCY_MS', allowed: 'a whole number of milliseconds >= 0 (e.g. 200)', pattern: /^\d+$/, valid: (n) => Number.isSafeInteger(n) && n >= 0 },
+};
+const FAULT_KEYS = Object.keys(FAULT_RULES) as (keyof Faults)[];
+
+/** Environment variable prefix for a service name: 'payment' -> 'PAYMENT', 'fraud-check' -> 'FRAUD_CHECK'. */
+export function envPrefix(name: string): string {
+  return name.toUpperCase().replace(/[^A-Z0-9]+/g, '_');
+}
+
+/**
+ * Reads <NAME>_FAIL_RATE, <NAME>_HANG_RATE and <NAME>_LATENCY_MS; unset or empty means no fault.
+ * Throws an Error naming the variable, the bad value and what is allowed, so a typo fails at start-up rather than silently disabling a fault.
+ */
+export function faultsFromEnv(name: string, env: NodeJS.ProcessEnv = process.env): Faults {
+  const faults: Faults = { ...NO_FAULTS };
+  for (const key of FAULT_KEYS) {
+    const rule = FAULT_RULES[key];
+    const variable = `${envPrefix(name)}_${rule.envSuffix}`;
+    const raw = env[variable];
+    if (raw === undefined || raw.trim() === '') continue;
+    const text = raw.trim();
+    const n = Number(text);
+    if (!rule.pattern.test(text) || !rule.valid(n)) {
+      throw new Error(`${variable}=${JSON.stringify(raw)} is not allowed: expected ${rule.allowed}`);
+    }
+    faults[key] = n;
+  }
+  return faults;
+}
+
+/** Validates a partial Faults object from an untrusted source; `where` prefixes the error message. */
+function validateFaultsPatch(input: unknown, where: string): Partial<Faults> {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw new Error(`${where} must be a JSON object with any of ${FAULT_KEYS.join(', ')}, e.g. {"failRate":0.5}`);
+  }
+  const patch: Partial<Faults> = {};
+  for (const [key, value] of Object.entries(input)) {
+    if (!(FAULT_KEYS as string[]).includes(key)) {
+      throw new Error(`${where}: unknown field "${key}"; allowed fields are ${FAULT_KEYS.join(', ')}`);
+    }
+    const rule = FAULT_RULES[key as keyof Faults];
+    if (typeof value !== 'number' || !rule.valid(value)) {
+      throw new Error(`${where}: ${key}=${JSON.stringify(value)} is not allowed: expected ${rule.allowed}`);
+    }
+    patch[key as keyof Faults] = value;
+  }
+  return patch;
+}
+
+/** Signals a client mistake; the message says what was wrong and what to send instead. */
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function digest(...parts: string[]): string {
+  return createHash('sha256').update(parts.join('\0')).digest('hex').slice(0, 16);
+}
+
+/** The made-up result of applying an effect; derived from the key so it is identical across runs and restarts. */
+function applyResult(service: string, idempotencyKey: string, payload: unknown): Record<string, unknown> {
+  const id = digest(service, 'apply', idempotencyKey);
+  switch (service) {
+    case 'inventory':
+      return { reservationId: `res_${id}` };
+    case 'payment':
+      return { chargeId: `ch_${id}`, amount: paymentAmount(payload) };
+    case 'shipping':
+      return { trackingNumber: `TRK${BigInt(`0x${id}`).toString().padStart(20, '0').slice(-12)}` };
+    default:
+      return { ref: `${envPrefix(service).toLowerCase()}_${id}` };
+  }
+}
+
+function undoResult(service: string, undoKey: string, effect: Effect): Record<string, unknown> {
+  const id = digest(service, 'undo', undoKey);
+  switch (service) {
+    case 'inventory':
+      return { released: effect.result['reservationId'] };
+    case 'payment':
+      return { refundId: `re_${id}`, chargeId: effect.result['chargeId'], amount: effect.result['amount'] };
+    case 'shipping':
+      return { cancelled: effect.result['trackingNumber'] };
+    default:
+      return { reverted: effect.result['ref'] };
+  }
+}
+
+/** Payment is the one service whose result depends on the payload, so it insists on an amount. */
+function paymentAmount(payload: unknown): number {
+  const amount = typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>)['amount'] : undefined;
+  if (typeof amount !== 'number' || !Number.isFinite(amount) || amount < 0) {
+    throw new HttpError(400, `payment needs payload.amount as a number >= 0 (got ${describe(amount)}); send e.g. {"idempotencyKey":"order-1:charge","action":"charge","payload":{"amount":42.5}}`);
+  }
+  return amount;
+}
+
+function describe(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  const json = JSON.stringify(value);
+  return json.length > 80 ? `${json.slice(0, 77)}...` : json;
+}
+
+function requireKey(body: Record<string, unknown>, field: string, example: string): string {
+  const value = body[field];
+  if (typeof value !== 'string' || value.trim() === '') {
+    throw new HttpError(400, `"${field}" must be a non-empty string (got ${describe(value)}); send e.g. ${example}`);
+  }
+  return value;
+}
+
+const APPLY_EXAMPLE = '{"idempotencyKey":"order-1:reserve","action":"reserve","payload":{"sku":"A1","qty":2}}';
+const UNDO_EXAMPLE = '{"idempotencyKey":"order-1:reserve:undo","of":"order-1:reserve"}';
+const ROUTES = 'POST /apply, POST /undo, GET /effects, GET /effects/:key, GET /faults, PUT /faults, GET /health';
+
+type Body = { tooLarge: true } | { tooLarge: false; text: string };
+
+/** Reads the whole body; past the limit it keeps draining without buffering so the client still receives the 413 instead of a reset. */
+function readBody(req: IncomingMessage, limit: number): Promise<Body> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    let ended = false;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        tooLarge = true;
+        chunks.length = 0;
+      } else if (!tooLarge) chunks.push(chunk);
+    });
+    req.on('end', () => {
+      ended = true;
+      resolve(tooLarge ? { tooLarge: true } : { tooLarge: false, text: Buffer.concat(chunks).toString('utf8') });
+    });
+    req.on('error', reject);
+    req.on('close', () => {
+      if (!ended) reject(new Error('client went away while sending the body'));
+    });
+  });
+}
+
+async function readJsonObject(req: IncomingMessage, example: string): Promise<Record<string, unknown>> {
+  const body = await readBody(req, MAX_BODY_BYTES);
+  if (body.tooLarge) throw new HttpError(413, `request body is larger than ${MAX_BODY_BYTES} bytes; send a smaller JSON object`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.text);
+  } catch {
+    throw new HttpError(400, `body is not valid JSON (got ${describe(body.text.slice(0, 80))}); send a JSON object, e.g. ${example}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new HttpError(400, `body must be a JSON object (got ${describe(parsed)}); send e.g. ${example}`);
+  }
+  return parsed as Record<string, unknown>;
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent || res.destroyed) return;
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+/** Outcome of one undo request, remembered under the undo's own key so a retry gets the same answer. */
+interface UndoRecord {
+  of: string;
+  result: Record<string, unknown>;
+}
+
+export async function startRemoteService(opts: RemoteServiceOptions): Promise<RemoteService> {
+  const name = opts.name;
+  if (typeof name !== 'string' || name.trim() === '') throw new Error(`startRemoteService: name must be a non-empty string (got ${describe(name)})`);
+  const host = opts.host ?? '127.0.0.1';
+  const requestedPort = opts.port ?? 0;
+  if (!Number.isInteger(requestedPort) || requestedPort < 0 || requestedPort > 65535) {
+    throw new Error(`startRemoteService(${name}): port=${describe(requestedPort)} is not allowed: expected a whole number from 0 to 65535 (0 = any free port)`);
+  }
+  const random = opts.random ?? Math.random;
+  let faults: Faults = { ...NO_FAULTS, ...validateFaultsPatch(opts.faults ?? {}, `startRemoteService(${name}) faults`) };
+
+  // Insertion-ordered, so effects() lists them in order of application.
+  const effects = new Map<string, Effect>();
+  const undos = new Map<string, UndoRecord>();
+  // Latency timers are tracked so close() does not have to wait for them to fire.
+  const timers = new Set<NodeJS.Timeout>();
+  let closed = false;
+
+  const sleep = (ms: number): Promise<void> =>
+    new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        timers.delete(timer);
+        resolve();
+      }, ms);
+      timers.add(timer);
+    });
+
+  /** Returns false when the request must not be answered (hang) or has been answered already (fail). */
+  async function injectFaults(res: ServerResponse): Promise<boolean> {
+    const current = faults;
+    if (current.latencyMs > 0) await sleep(current.latencyMs);
+    if (closed) return false;
+    // Draw only when a rate is set, so an injected random sequence maps one value to one decision.
+    if (current.hangRate > 0 && random() < current.hangRate) return false; // Leave the socket open; close() or the client ends it.
+    if (current.failRate > 0 && random() < current.failRate) {
+      send(res, 503, { error: `${name} injected failure (failRate=${current.failRate}); nothing was applied, retry later or PUT /faults to heal` });
+      return false;
+    }
+    return true;
+  }
+
+  function apply(body: Record<string, unknown>): unknown {
+    const idempotencyKey = requireKey(body, 'idempotencyKey', APPLY_EXAMPLE);
+    const action = requireKey(body, 'action', APPLY_EXAMPLE);
+    const existing = effects.get(idempotencyKey);
+    if (existing) {
+      // Reusing a key for another action is a caller bug that would otherwise be silently swallowed as a duplicate.
+      if (existing.action !== action) {
+        throw new HttpError(409, `idempotencyKey "${idempotencyKey}" was already used for action "${existing.action}", not "${action}"; use a new idempotencyKey for a different action`);
+      }
+      existing.calls += 1;
+      return { applied: true, duplicate: true, result: structuredClone(existing.result) };
+    }
+    const payload = body['payload'] === undefined ? null : body['payload'];
+    const result = applyResult(name, idempotencyKey, payload);
+    effects.set(idempotencyKey, { idempotencyKey, action, payload, appliedAt: new Date().toISOString(), result, calls: 1, undone: false, undoneAt: null, undoneBy: null, undoResult: null });
+    return { applied: true, duplicate: false, result: structuredClone(result) };
+  }
+
+  function undo(body: Record<string, unknown>): unknown {
+    const idempotencyKey = requireKey(body, 'idempotencyKey', UNDO_EXAMPLE);
+    const of = requireKey(body, 'of', UNDO_EXAMPLE);
+    const previous = undos.get(idempotencyKey);
+    if (previous) {
+      if (previous.of !== of) {
+        throw new HttpError(409, `undo idempotencyKey "${idempotencyKey}" was already used to undo "${previous.of}", not "${of}"; use a new idempotencyKey for another undo`);
+      }
+      return { undone: true, duplicate: true, of, result: structuredClone(previous.result) };
+    }
+    const effect = effects.get(of);
+    // Compensating a step that never applied must succeed; nothing is remembered, so a retry after a late apply still undoes it.
+    if (!effect) return { undone: false, duplicate: false, of, reason: 'no such effect' };
+    if (effect.undone && effect.undoResult) {
+      // Already undone under another key: the effect is reverted once; this key just learns the outcome.
+      undos.set(idempotencyKey, { of, result: effect.undoResult });
+      return { undone: true, duplicate: true, of, result: structuredClone(effect.undoResult) };
+    }
+    const result = undoResult(name, idempotencyKey, effect);
+    effect.undone = true;
+    effect.undoneAt = new Date().toISOString();
+    effect.undoneBy = idempotencyKey;
+    effect.undoResult = result;
+    undos.set(idempotencyKey, { of, result });
+    return { undone: true, duplicate: false, of, result: structuredClone(result) };
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const method = req.method ?? 'GET';
+    const path = new URL(req.url ?? '/', 'http://service.invalid').pathname;
+
+    if (method === 'GET' && path === '/health') return send(res, 200, { ok: true, name });
+
+    if (method === 'POST' && (path === '/apply' || path === '/undo')) {
+      // Read the body first so a fault never leaves an unread request on the connection.
+      const body = await readJsonObject(req, path === '/apply' ? APPLY_EXAMPLE : UNDO_EXAMPLE);
+      if (!(await injectFaults(res))) return;
+      return send(res, 200, path === '/apply' ? apply(body) : undo(body));
+    }
+
+    if (method === 'GET' && path === '/effects') return send(res, 200, { effects: [...effects.values()] });
+    if (method === 'GET' && path.startsWith('/effects/')) {
+      let key: string;
+      try {
+        key = decodeURIComponent(path.slice('/effects/'.length));
+      } catch {
+        throw new HttpError(400, `effect key in ${path} is not valid percent-encoding; encode it with encodeURIComponent`);
+      }
+      const effect = effects.get(key);
+      if (!effect) return send(res, 404, { error: `no effect with idempotencyKey "${key}" on ${name}; GET /effects lists the recorded ones` });
+      return send(res, 200, effect);
+    }
+
+    if (method === 'GET' && path === '/faults') return send(res, 200, faults);
+    if (method === 'PUT' && path === '/faults') {
+      const body = await readJsonObject(req, '{"failRate":0,"hangRate":0,"latencyMs":0}');
+      let patch: Partial<Faults>;
+      try {
+        patch = validateFaultsPatch(body, 'PUT /faults body');
+      } catch (err) {
+        throw new HttpError(400, (err as Error).message);
+      }
+      faults = { ...faults, ...patch };
+      return send(res, 200, faults);
+    }
+
+    // Drain any body so the connection stays usable for the client's next request.
+    req.resume();
+    send(res, 404, { error: `no route ${method} ${path} on ${name}; routes are ${ROUTES}` });
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      if (err instanceof HttpError) send(res, err.status, { error: err.message });
+      else send(res, 500, { error: `${name} failed unexpectedly: ${err instanceof Error ? err.message : String(err)}` });
+    });
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(requestedPort, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+
+  let closing: Promise<void> | undefined;
+  return {
+    name,
+    url,
+    port,
+    faults: () => ({ ...faults }),
+    setFaults(f: Partial<Faults>): void {
+      faults = { ...faults, ...validateFaultsPatch(f, `${name}.setFaults`) };
+    },
+    effects: () => structuredClone([...effects.values()]),
+    close(): Promise<void> {
+      closing ??= new Promise<void>((resolve, reject) => {
+        closed = true;
+        for (const timer of timers) clearTimeout(timer);
+        timers.clear();
+        server.close((err) => (err ? reject(err) : resolve()));
+        // server.close() alone waits for hanging and keep-alive sockets; destroy them so close is prompt.
+        server.closeAllConnections();
+      });
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,275 @@
+/** Tests the stand-in remote services over real HTTP: once-per-key effects, idempotent undo, fault injection, validation and routing. */
+import { describe, it, expect, afterEach } from 'vitest';
+import { faultsFromEnv, startRemoteService } from '../src/services/index.js';
+import type { RemoteService, RemoteServiceOptions } from '../src/services/index.js';
+import { startExampleServices } from '../src/services/main.js';
+
+const started: RemoteService[] = [];
+
+async function start(opts: RemoteServiceOptions): Promise<RemoteService> {
+  const service = await startRemoteService({ port: 0, ...opts });
+  started.push(service);
+  return service;
+}
+
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((s) => s.close()));
+});
+
+async function call(service: RemoteService, method: string, path: string, body?: unknown, init: RequestInit = {}): Promise<{ status: number; json: any }> {
+  const res = await fetch(`${service.url}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    ...init,
+  });
+  return { status: res.status, json: await res.json() };
+}
+
+/** A random source that replays the given values, so fault decisions are deterministic. */
+function sequence(...values: number[]): () => number {
+  let i = 0;
+  return () => {
+    const value = values[i++];
+    if (value === undefined) throw new Error('random sequence exhausted');
+    return value;
+  };
+}
+
+describe('POST /apply', () => {
+  it('applies an effect once per idempotency key and answers repeats with the same result', async () => {
+    const inventory = await start({ name: 'inventory' });
+    const body = { idempotencyKey: 'order-1:reserve', action: 'reserve', payload: { sku: 'A1', qty: 2 } };
+
+    const first = await call(inventory, 'POST', '/apply', body);
+    expect(first.status).toBe(200);
+    expect(first.json).toEqual({ applied: true, duplicate: false, result: { reservationId: expect.stringMatching(/^res_/) } });
+
+    const second = await call(inventory, 'POST', '/apply', body);
+    const third = await call(inventory, 'POST', '/apply', body);
+    expect(second.json).toEqual({ applied: true, duplicate: true, result: first.json.result });
+    expect(third.json).toEqual(second.json);
+
+    const effects = inventory.effects();
+    expect(effects).toHaveLength(1);
+    expect(effects[0]).toMatchObject({ idempotencyKey: 'order-1:reserve', action: 'reserve', payload: { sku: 'A1', qty: 2 }, result: first.json.result, calls: 3, undone: false, undoneAt: null });
+
+    const listed = await call(inventory, 'GET', '/effects');
+    expect(listed.json.effects).toEqual(effects);
+    const one = await call(inventory, 'GET', `/effects/${encodeURIComponent('order-1:reserve')}`);
+    expect(one).toEqual({ status: 200, json: effects[0] });
+  });
+
+  it('keeps separate keys separate and derives results deterministically from the key', async () => {
+    const a = await start({ name: 'payment' });
+    const b = await start({ name: 'payment' });
+    const charge = (key: string) => ({ idempotencyKey: key, action: 'charge', payload: { amount: 42.5 } });
+
+    const onA = await call(a, 'POST', '/apply', charge('order-1:charge'));
+    const onB = await call(b, 'POST', '/apply', charge('order-1:charge'));
+    const other = await call(a, 'POST', '/apply', charge('order-2:charge'));
+    expect(onA.json.result).toEqual({ chargeId: expect.stringMatching(/^ch_/), amount: 42.5 });
+    expect(onB.json.result).toEqual(onA.json.result);
+    expect(other.json.result.chargeId).not.toBe(onA.json.result.chargeId);
+    expect(a.effects().map((e) => e.idempotencyKey)).toEqual(['order-1:charge', 'order-2:charge']);
+
+    const shipping = await start({ name: 'shipping' });
+    const shipped = await call(shipping, 'POST', '/apply', { idempotencyKey: 'order-1:ship', action: 'ship' });
+    expect(shipped.json.result).toEqual({ trackingNumber: expect.stringMatching(/^TRK\d{12}$/) });
+    expect(shipping.effects()[0]?.payload).toBeNull();
+  });
+
+  it('refuses reusing a key for a different action', async () => {
+    const inventory = await start({ name: 'inventory' });
+    await call(inventory, 'POST', '/apply', { idempotencyKey: 'k', action: 'reserve' });
+    const clash = await call(inventory, 'POST', '/apply', { idempotencyKey: 'k', action: 'release' });
+    expect(clash.status).toBe(409);
+    expect(clash.json.error).toContain('already used for action "reserve"');
+    expect(inventory.effects()[0]?.calls).toBe(1);
+  });
+});
+
+describe('POST /undo', () => {
+  it('undoes an effect once, idempotently by its own key', async () => {
+    const payment = await start({ name: 'payment' });
+    const applied = await call(payment, 'POST', '/apply', { idempotencyKey: 'order-1:charge', action: 'charge', payload: { amount: 10 } });
+
+    const undo = { idempotencyKey: 'order-1:refund', of: 'order-1:charge' };
+    const first = await call(payment, 'POST', '/undo', undo);
+    expect(first).toEqual({ status: 200, json: { undone: true, duplicate: false, of: 'order-1:charge', result: { refundId: expect.stringMatching(/^re_/), chargeId: applied.json.result.chargeId, amount: 10 } } });
+    const repeat = await call(payment, 'POST', '/undo', undo);
+    expect(repeat.json).toEqual({ ...first.json, duplicate: true });
+
+    // A second compensation under another key must not refund twice.
+    const otherKey = await call(payment, 'POST', '/undo', { idempotencyKey: 'order-1:refund-again', of: 'order-1:charge' });
+    expect(otherKey.json).toEqual({ ...first.json, duplicate: true });
+
+    const [effect] = payment.effects();
+    expect(effect).toMatchObject({ undone: true, undoneBy: 'order-1:refund', undoneAt: expect.any(String), undoResult: first.json.result });
+    expect(payment.effects()).toHaveLength(1);
+  });
+
+  it('treats undo of an effect that was never applied as a no-op, and still undoes it once it exists', async () => {
+    const inventory = await start({ name: 'inventory' });
+    const undo = { idempotencyKey: 'order-9:release', of: 'order-9:reserve' };
+    const noop = await call(inventory, 'POST', '/undo', undo);
+    expect(noop.status).toBe(200);
+    expect(noop.json).toMatchObject({ undone: false, reason: 'no such effect' });
+    expect(inventory.effects()).toEqual([]);
+
+    await call(inventory, 'POST', '/apply', { idempotencyKey: 'order-9:reserve', action: 'reserve' });
+    const late = await call(inventory, 'POST', '/undo', undo);
+    expect(late.json).toMatchObject({ undone: true, duplicate: false });
+  });
+});
+
+describe('fault injection', () => {
+  it('answers 503 with failRate 1, records nothing, and heals with setFaults', async () => {
+    const payment = await start({ name: 'payment', faults: { failRate: 1 } });
+    const body = { idempotencyKey: 'order-1:charge', action: 'charge', payload: { amount: 5 } };
+
+    const failed = await call(payment, 'POST', '/apply', body);
+    expect(failed.status).toBe(503);
+    expect(failed.json.error).toContain('injected failure');
+    expect((await call(payment, 'POST', '/undo', { idempotencyKey: 'u', of: 'x' })).status).toBe(503);
+    expect(payment.effects()).toEqual([]);
+    // Health is never subject to faults.
+    expect(await call(payment, 'GET', '/health')).toEqual({ status: 200, json: { ok: true, name: 'payment' } });
+
+    payment.setFaults({ failRate: 0 });
+    const healed = await call(payment, 'POST', '/apply', body);
+    expect(healed.status).toBe(200);
+    expect(payment.effects()).toHaveLength(1);
+  });
+
+  it('uses the injected random source for each decision', async () => {
+    const inventory = await start({ name: 'inventory', faults: { failRate: 0.5 }, random: sequence(0.9, 0.1, 0.5) });
+    const statuses: number[] = [];
+    for (const key of ['a', 'b', 'c']) statuses.push((await call(inventory, 'POST', '/apply', { idempotencyKey: key, action: 'reserve' })).status);
+    expect(statuses).toEqual([200, 503, 200]);
+    expect(inventory.effects().map((e) => e.idempotencyKey)).toEqual(['a', 'c']);
+  });
+
+  it('hangs with hangRate 1 until the client gives up, and close() still returns', async () => {
+    const shipping = await start({ name: 'shipping', faults: { hangRate: 1 } });
+    const hung = call(shipping, 'POST', '/apply', { idempotencyKey: 'order-1:ship', action: 'ship' }, { signal: AbortSignal.timeout(300) });
+    await expect(hung).rejects.toMatchObject({ name: expect.stringMatching(/^(TimeoutError|AbortError)$/) });
+    expect(shipping.effects()).toEqual([]);
+
+    // Leave one request hanging on an open socket; close() must destroy it rather than wait for it.
+    const controller = new AbortController();
+    const pending = fetch(`${shipping.url}/apply`, { method: 'POST', body: JSON.stringify({ idempotencyKey: 'k', action: 'ship' }), signal: controller.signal }).catch((err: unknown) => err);
+    expect((await call(shipping, 'GET', '/health')).status).toBe(200);
+    await shipping.close();
+    controller.abort();
+    expect(await pending).toBeInstanceOf(Error);
+  });
+
+  it('applies latency and still answers', async () => {
+    const inventory = await start({ name: 'inventory', faults: { latencyMs: 20 } });
+    expect((await call(inventory, 'POST', '/apply', { idempotencyKey: 'k', action: 'reserve' })).status).toBe(200);
+  });
+
+  it('reads and changes faults over HTTP, validating the body', async () => {
+    const inventory = await start({ name: 'inventory' });
+    expect(await call(inventory, 'GET', '/faults')).toEqual({ status: 200, json: { failRate: 0, hangRate: 0, latencyMs: 0 } });
+
+    const changed = await call(inventory, 'PUT', '/faults', { failRate: 1, latencyMs: 5 });
+    expect(changed).toEqual({ status: 200, json: { failRate: 1, hangRate: 0, latencyMs: 5 } });
+    expect(inventory.faults()).toEqual({ failRate: 1, hangRate: 0, latencyMs: 5 });
+    expect((await call(inventory, 'POST', '/apply', { idempotencyKey: 'k', action: 'reserve' })).status).toBe(503);
+
+    const badRate = await call(inventory, 'PUT', '/faults', { failRate: 2 });
+    expect(badRate.status).toBe(400);
+    expect(badRate.json.error).toContain('failRate=2 is not allowed');
+    const unknown = await call(inventory, 'PUT', '/faults', { failrate: 0 });
+    expect(unknown.status).toBe(400);
+    expect(unknown.json.error).toContain('unknown field "failrate"');
+    expect(inventory.faults().failRate).toBe(1);
+
+    expect((await call(inventory, 'PUT', '/faults', { failRate: 0 })).status).toBe(200);
+    expect((await call(inventory, 'POST', '/apply', { idempotencyKey: 'k', action: 'reserve' })).status).toBe(200);
+  });
+
+  it('rejects invalid faults passed in code', async () => {
+    await expect(startRemoteService({ name: 'inventory', faults: { hangRate: -1 } })).rejects.toThrow(/hangRate=-1 is not allowed/);
+    const inventory = await start({ name: 'inventory' });
+    expect(() => inventory.setFaults({ latencyMs: 1.5 })).toThrow(/latencyMs=1.5 is not allowed: expected a whole number/);
+  });
+});
+
+describe('faultsFromEnv', () => {
+  it('reads <NAME>_FAIL_RATE, _HANG_RATE and _LATENCY_MS, defaulting to no faults', () => {
+    expect(faultsFromEnv('payment', {})).toEqual({ failRate: 0, hangRate: 0, latencyMs: 0 });
+    expect(faultsFromEnv('payment', { PAYMENT_FAIL_RATE: '0.25', PAYMENT_HANG_RATE: '1', PAYMENT_LATENCY_MS: '200', INVENTORY_FAIL_RATE: '1' })).toEqual({ failRate: 0.25, hangRate: 1, latencyMs: 200 });
+    expect(faultsFromEnv('payment', { PAYMENT_FAIL_RATE: '' })).toEqual({ failRate: 0, hangRate: 0, latencyMs: 0 });
+  });
+
+  it('throws an error naming the variable, the bad value and what is allowed', () => {
+    expect(() => faultsFromEnv('payment', { PAYMENT_FAIL_RATE: '1.5' })).toThrow('PAYMENT_FAIL_RATE="1.5" is not allowed: expected a number from 0 to 1');
+    expect(() => faultsFromEnv('shipping', { SHIPPING_HANG_RATE: 'often' })).toThrow(/SHIPPING_HANG_RATE="often".*from 0 to 1/);
+    expect(() => faultsFromEnv('inventory', { INVENTORY_LATENCY_MS: '-5' })).toThrow(/INVENTORY_LATENCY_MS="-5".*whole number of milliseconds/);
+    expect(() => faultsFromEnv('inventory', { INVENTORY_LATENCY_MS: '2.5' })).toThrow(/INVENTORY_LATENCY_MS="2.5"/);
+  });
+});
+
+describe('input validation and routing', () => {
+  it('answers 400 with a clear message for bad bodies', async () => {
+    const payment = await start({ name: 'payment' });
+
+    const notJson = await call(payment, 'POST', '/apply', '{nope');
+    expect(notJson.status).toBe(400);
+    expect(notJson.json.error).toMatch(/not valid JSON.*send a JSON object/);
+
+    const array = await call(payment, 'POST', '/apply', [1]);
+    expect(array.status).toBe(400);
+    expect(array.json.error).toContain('must be a JSON object');
+
+    const noKey = await call(payment, 'POST', '/apply', { action: 'charge', payload: { amount: 1 } });
+    expect(noKey.status).toBe(400);
+    expect(noKey.json.error).toMatch(/"idempotencyKey" must be a non-empty string \(got nothing\); send e\.g\./);
+
+    const noAmount = await call(payment, 'POST', '/apply', { idempotencyKey: 'k', action: 'charge', payload: { amount: '10' } });
+    expect(noAmount.status).toBe(400);
+    expect(noAmount.json.error).toContain('payment needs payload.amount as a number >= 0');
+
+    const noOf = await call(payment, 'POST', '/undo', { idempotencyKey: 'u' });
+    expect(noOf.status).toBe(400);
+    expect(noOf.json.error).toContain('"of" must be a non-empty string');
+
+    expect(payment.effects()).toEqual([]);
+  });
+
+  it('answers 413 for bodies over 1 MB', async () => {
+    const inventory = await start({ name: 'inventory' });
+    const huge = await call(inventory, 'POST', '/apply', { idempotencyKey: 'k', action: 'reserve', payload: 'x'.repeat(1024 * 1024) });
+    expect(huge.status).toBe(413);
+    expect(huge.json.error).toContain('larger than');
+    expect(inventory.effects()).toEqual([]);
+  });
+
+  it('answers 404 with a JSON error for unknown routes and effects', async () => {
+    const inventory = await start({ name: 'inventory' });
+    const route = await call(inventory, 'GET', '/nope');
+    expect(route.status).toBe(404);
+    expect(route.json.error).toContain('no route GET /nope');
+    expect((await call(inventory, 'DELETE', '/apply')).status).toBe(404);
+    const effect = await call(inventory, 'GET', '/effects/missing');
+    expect(effect.status).toBe(404);
+    expect(effect.json.error).toContain('no effect with idempotencyKey "missing"');
+  });
+});
+
+describe('startExampleServices', () => {
+  it('starts inventory, payment and shipping with ports and faults from env', async () => {
+    const services = await startExampleServices({ INVENTORY_PORT: '0', PAYMENT_PORT: '0', SHIPPING_PORT: '0', PAYMENT_FAIL_RATE: '1' });
+    started.push(...services);
+    expect(services.map((s) => s.name)).toEqual(['inventory', 'payment', 'shipping']);
+    expect(services[1]?.faults().failRate).toBe(1);
+    for (const service of services) expect((await call(service, 'GET', '/health')).json).toEqual({ ok: true, name: service.name });
+  });
+
+  it('rejects a bad port before starting anything', async () => {
+    await expect(startExampleServices({ INVENTORY_PORT: '0', PAYMENT_PORT: 'abc' })).rejects.toThrow('PAYMENT_PORT="abc" is not allowed');
+  });
+});

@@ -1,0 +1,2 @@
+/** The runnable supervisor has no library surface; see main.ts. */
+export {};

@@ -1,0 +1,63 @@
+/**
+ * Leader election in Redis for the supervisors: a lease key held by one candidate, renewed by its owner,
+ * and an epoch that grows on every election. The holder must stop acting as soon as it cannot prove
+ * its lease is still valid (measured on the monotonic clock from the moment it asked).
+ */
+import { performance } from 'node:perf_hooks';
+import type { Redis } from 'ioredis';
+import { keys, type Keys } from './keys.js';
+import { runScript } from './scripts.js';
+
+export interface LeadershipState {
+  leading: boolean;
+  epoch: number;
+  /** The current holder (`id|epoch`) when another candidate leads. */
+  holder?: string;
+}
+
+export class Leadership {
+  private readonly keys: Keys;
+  private epoch = 0;
+  /** performance.now() until which our lease is certainly valid; 0 = not leading. */
+  private validUntil = 0;
+
+  constructor(
+    /** A dedicated connection, so renewals never queue behind sweep traffic. */
+    private readonly redis: Redis,
+    namespace: string,
+    readonly id: string,
+    readonly leaseMs: number,
+  ) {
+    this.keys = keys(namespace);
+  }
+
+  /** Acquires or renews; call every leaseMs/3. */
+  async tick(): Promise<LeadershipState> {
+    const asked = performance.now();
+    // If this throws (Redis unreachable), leadership lapses when the last proven lease runs out.
+    const reply = (await runScript(this.redis, 'leadership', [this.keys.supervisorLeader, this.keys.supervisorEpoch], [this.id, this.leaseMs])) as unknown[];
+    if (Number(reply[0]) === 1) {
+      this.epoch = Number(reply[1]);
+      // Valid from when we asked, not from when we heard back; less a margin for Redis' clock.
+      this.validUntil = asked + this.leaseMs * 0.9;
+      return { leading: true, epoch: this.epoch };
+    }
+    this.validUntil = 0;
+    return { leading: false, epoch: this.epoch, holder: String(reply[1]) };
+  }
+
+  /** True only while the lease is proven valid: a paused or partitioned leader stops acting at once. */
+  isLeader(): boolean {
+    return performance.now() < this.validUntil;
+  }
+
+  currentEpoch(): number {
+    return this.epoch;
+  }
+
+  async resign(): Promise<void> {
+    if (this.epoch === 0) return;
+    this.validUntil = 0;
+    await runScript(this.redis, 'resign', [this.keys.supervisorLeader], [`${this.id}|${this.epoch}`]).catch(() => undefined);
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * The Supervisor actor: on every interval the leader reads the steps whose completeBy has passed (the
+ * deadline index, O(expired)), applies the step's failure ladder through one fenced transition each,
+ * and asks the scheduler to act (a retry command) or raises an operator alert. It knows nothing of
+ * the business: the ladder comes from the task's pinned plan.
+ */
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { Redis } from 'ioredis';
+import { ensureStreams, publishDurable, publishTaskEvents, type Bus } from '@triad/bus';
+import { encode, errorMessage, isTriadError, silentLogger, type Alert, type Logger, type SupervisorCommand } from '@triad/protocol';
+import { Leadership, TaskStore, toTaskEvent, type Expiry } from '@triad/store';
+
+export interface SupervisorOptions {
+  bus: Bus;
+  tasks: TaskStore;
+  /** A dedicated Redis connection for the leadership lease. */
+  leaderRedis: Redis;
+  id?: string;
+  logger?: Logger;
+  /** How often the leader sweeps. */
+  intervalMs?: number;
+  /** The leadership lease; a new leader takes over within this after the old one dies. */
+  leaseMs?: number;
+  /** Expired steps handled per sweep (the rest wait for the next one). */
+  batchSize?: number;
+}
+
+export interface SupervisorHealth {
+  supervisorId: string;
+  leading: boolean;
+  leader?: string;
+  epoch: number;
+  lastSweepAt?: number;
+  sweepMs?: number;
+  handled: number;
+  /** Steps past completeBy still waiting to be handled at the end of the last sweep. */
+  expiredWaiting: number;
+  retries: number;
+  parked: number;
+  errors: number;
+  /** Writes rejected because a newer leader epoch exists. */
+  fencedWrites: number;
+}
+
+export class Supervisor {
+  readonly id: string;
+  readonly health: SupervisorHealth;
+  private readonly log: Logger;
+  private readonly leadership: Leadership;
+  private readonly intervalMs: number;
+  private readonly leaseMs: number;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private leaseTimer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly o: SupervisorOptions) {
+    this.id = o.id ?? `supervisor-${randomUUID().slice(0, 8)}`;
+    this.log = o.logger ?? silentLogger;
+    this.intervalMs = o.intervalMs ?? 1_000;
+    this.leaseMs = o.leaseMs ?? 5_000;
+    this.leadership = new Leadership(o.leaderRedis, o.bus.names.namespace, this.id, this.leaseMs);
+    this.health = { supervisorId: this.id, leading: false, epoch: 0, handled: 0, expiredWaiting: 0, retries: 0, parked: 0, errors: 0, fencedWrites: 0 };
+  }
+
+  async start(): Promise<void> {
+    await ensureStreams(this.o.bus);
+    await this.renew();
+    this.leaseTimer = setInterval(() => void this.renew(), Math.max(50, Math.floor(this.leaseMs / 3)));
+    this.sweepTimer = setInterval(() => {
+      if (!this.sweeping) this.sweeping = this.sweep().finally(() => (this.sweeping = undefined));
+    }, this.intervalMs);
+    this.log.info({ supervisorId: this.id, intervalMs: this.intervalMs, leaseMs: this.leaseMs }, 'supervisor started');
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.sweepTimer);
+    clearInterval(this.leaseTimer);
+    await this.sweeping;
+    await this.leadership.resign();
+  }
+
+  isLeader(): boolean {
+    return this.leadership.isLeader();
+  }
+
+  private async renew(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const s = await this.leadership.tick();
+      if (s.leading && (!this.health.leading || s.epoch !== this.health.epoch)) {
+        this.log.info({ supervisorId: this.id, epoch: s.epoch }, 'leading');
+      }
+      this.health.leading = s.leading;
+      this.health.epoch = s.epoch;
+      if (s.leading) this.health.leader = this.id;
+      else if (s.holder) this.health.leader = s.holder.split('|')[0];
+    } catch (e) {
+      this.health.leading = this.leadership.isLeader();
+      this.log.warn({ err: errorMessage(e) }, 'leadership lease could not be renewed');
+    }
+  }
+
+  /** One sweep: handles up to batchSize expired steps. Public so tests and the benchmark can drive it. */
+  async sweep(): Promise<void> {
+    if (!this.leadership.isLeader()) return;
+    const started = performance.now();
+    const now = Date.now();
+    const epoch = this.leadership.currentEpoch();
+    const batch = this.o.batchSize ?? 500;
+    const expired = await this.o.tasks.expiredSteps(now, batch);
+    for (const { taskId, step } of expired) {
+      // Stop at once if the lease lapsed mid-sweep (a pause, a partition): the epoch fences us anyway.
+      if (this.stopped || !this.leadership.isLeader()) break;
+      try {
+        const x = await this.o.tasks.expireStep(taskId, step, now, epoch);
+        await this.act(taskId, step, epoch, x, now);
+        this.health.handled++;
+      } catch (e) {
+        if (isTriadError(e, 'STALE')) {
+          this.health.fencedWrites++;
+          this.log.warn({ taskId, step, epoch }, 'write rejected: a newer supervisor epoch exists; stepping down');
+          break;
+        }
+        this.log.error({ err: errorMessage(e), taskId, step }, 'could not handle an expired step; retrying next sweep');
+      }
+    }
+    this.health.lastSweepAt = now;
+    this.health.sweepMs = performance.now() - started;
+    this.health.expiredWaiting = await this.o.tasks.countExpired(Date.now()).catch(() => this.health.expiredWaiting);
+    await this.publishHealth();
+  }
+
+  private async act(taskId: string, step: string, epoch: number, x: Expiry, now: number): Promise<void> {
+    const bus = this.o.bus;
+    const work: Promise<unknown>[] = [publishTaskEvents(bus, taskId, x.events.map((e) => toTaskEvent(taskId, e, now)), x.replyTo)];
+    if (x.action === 'retry' && x.attempt !== undefined) {
+      this.health.retries++;
+      const cmd: SupervisorCommand = { type: 'retry_step', taskId, step, kind: 'run', attempt: x.attempt, epoch };
+      work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:${step}:retry:${x.attempt}`));
+    } else if (x.action === 'park') {
+      this.health.parked++;
+    } else if (x.action === 'error') {
+      this.health.errors++;
+      const alert: Alert = {
+        id: `${taskId}:${step}:${x.failureCount ?? 0}`,
+        kind: 'step_error',
+        taskId,
+        step,
+        failureCount: x.failureCount ?? 0,
+        raisedAt: now,
+        ...(x.lastError ? { lastError: x.lastError.slice(0, 4000) } : {}),
+      };
+      this.log.error({ ...alert }, 'step failed for good: operator alert raised');
+      // The message id makes the alert exactly-once even if this sweep is repeated.
+      work.push(publishDurable(bus, bus.names.subjects.alert, encode(alert), `alert:${alert.id}`));
+      work.push(this.o.tasks.redis.hset(this.o.tasks.keys.alerts, alert.id, JSON.stringify(alert)));
+    }
+    await Promise.all(work);
+  }
+
+  private async publishHealth(): Promise<void> {
+    const h = this.health;
+    const bus = this.o.bus;
+    try {
+      bus.nc.publish(bus.names.subjects.health, encode({ ...h }));
+      await this.o.tasks.redis.hset(this.o.tasks.keys.supervisorStatus, this.id, JSON.stringify({ ...h, at: Date.now() }));
+    } catch (e) {
+      this.log.debug({ err: errorMessage(e) }, 'health not published');
+    }
+  }
+}
