@@ -14,12 +14,12 @@ export interface Delivery {
   /** 1 on first delivery. */
   readonly deliveryCount: number;
   /** Tells the server the handler is still working (resets the ack wait). */
-  working(): void;
+  readonly working: () => void;
   /**
    * Acknowledges now, before the handler finishes: for work whose loss is recovered elsewhere (an agent
    * acks a step request when it starts it; a lost step is the supervisor's to retry).
    */
-  ackNow(): void;
+  readonly ackNow: () => void;
 }
 
 /** What a handler decides; throwing means "retry later" (nak with back-off). */

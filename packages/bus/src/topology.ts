@@ -114,7 +114,7 @@ export async function ensureConsumer(bus: Bus, c: ConsumerSpec): Promise<void> {
         ack_wait: cfg.ack_wait,
         max_deliver: cfg.max_deliver,
         max_ack_pending: cfg.max_ack_pending,
-      } as never);
+      });
     } else throw e;
   }
 }

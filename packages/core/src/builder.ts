@@ -45,7 +45,8 @@ export class WorkflowBuilder<Known extends string = never> {
   /** Adds a step; dependencies and needs may only name steps added before (the types enforce it). */
   step<N extends string>(name: N, options: StepOptions<Known>): WorkflowBuilder<Known | N> {
     this.doc.steps.push({ name, ...options });
-    return this as unknown as WorkflowBuilder<Known | N>;
+    // The document is the same object; only the set of known step names (a type) grows.
+    return this;
   }
 
   /** The raw document (what is sent over the wire). */

@@ -105,7 +105,7 @@ export class Scheduler {
     if (!d.ok) {
       this.metrics.submissionsRejected++;
       this.metrics.deadLettered++;
-      await this.rejectUnparsed(data, d.error.message);
+      this.rejectUnparsed(data, d.error.message);
       return { deadLetter: d.error.message };
     }
     const sub = d.value;
@@ -223,7 +223,7 @@ export class Scheduler {
   }
 
   /** A submission that did not parse: tell the caller if its reply subject and task id can be read. */
-  private async rejectUnparsed(data: Uint8Array, reason: string): Promise<void> {
+  private rejectUnparsed(data: Uint8Array, reason: string): void {
     let raw: unknown;
     try {
       raw = unpackTrusted(data);

@@ -14,9 +14,9 @@ export interface ServiceContext {
   config: Config;
   log: Logger;
   /** Registers a cleanup to run at shutdown (in reverse order). */
-  onShutdown(fn: () => Promise<void> | void): void;
+  onShutdown: (fn: () => Promise<void> | void) => void;
   /** Sets the health probe: the heartbeat file is only touched while it returns true. */
-  healthy(probe: () => boolean): void;
+  healthy: (probe: () => boolean) => void;
 }
 
 /**

@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { ensureStreams, publishDurable, publishTaskEvents, type Bus } from '@triad/bus';
 import { encode, errorMessage, isTriadError, silentLogger, type Alert, type Logger, type SupervisorCommand } from '@triad/protocol';
-import { Leadership, TaskStore, toTaskEvent, type Expiry } from '@triad/store';
+import { Leadership, toTaskEvent, type Expiry, type TaskStore } from '@triad/store';
 
 export interface SupervisorOptions {
   bus: Bus;

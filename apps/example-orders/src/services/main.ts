@@ -54,7 +54,7 @@ async function main(): Promise<void> {
   const shutdown = (signal: NodeJS.Signals): void => {
     // A second signal while closing means the operator wants out now.
     process.once(signal, () => process.exit(1));
-    Promise.allSettled(services.map((s) => s.close())).then(() => process.exit(0));
+    void Promise.allSettled(services.map((s) => s.close())).then(() => process.exit(0));
   };
   process.once('SIGINT', shutdown);
   process.once('SIGTERM', shutdown);

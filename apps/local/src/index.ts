@@ -1,0 +1,2 @@
+/** The local runner has no library surface; see main.ts. */
+export {};

@@ -1,0 +1,113 @@
+/**
+ * `npm start`: a whole local Triad — NATS and Redis (started privately when none is configured), the
+ * example's remote services, a scheduler, a supervisor and the order agents as separate processes —
+ * registers the `orders` workflow and submits a demo order every few seconds, printing its progress.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, openSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { TriadClient } from '@triad/client';
+import { ordersWorkflow } from '@triad/example-orders';
+import { errorMessage, loadConfig, type TaskEvent } from '@triad/protocol';
+import { ensureNats, ensureRedis, type StartedServer } from './servers.js';
+
+const ROOT = resolve(fileURLToPath(new URL('../../../', import.meta.url)));
+const DATA = resolve(process.env['TRIAD_DATA_DIR'] ?? join(ROOT, '.triad'));
+const DEMO_INTERVAL_MS = Number(process.env['TRIAD_DEMO_INTERVAL_MS'] ?? 5_000);
+
+const ACTORS: { name: string; script: string }[] = [
+  { name: 'services', script: 'apps/example-orders/dist/services/main.js' },
+  { name: 'scheduler', script: 'apps/scheduler/dist/main.js' },
+  { name: 'supervisor', script: 'apps/supervisor/dist/main.js' },
+  { name: 'agents', script: 'apps/example-orders/dist/agents.js' },
+];
+
+function time(at: number): string {
+  return new Date(at).toISOString().slice(11, 23);
+}
+
+function describe(e: TaskEvent): string {
+  const where = e.step ? ` ${e.step}${e.attempt ? `#${e.attempt}` : ''}` : '';
+  return `${time(e.at)}  ${e.taskId.slice(0, 12)}  ${e.type}${where}${e.reason ? `  (${e.reason})` : ''}`;
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  mkdirSync(join(DATA, 'logs'), { recursive: true });
+  const servers: StartedServer[] = [];
+  const children: ChildProcess[] = [];
+  let client: TriadClient | undefined;
+  let demo: NodeJS.Timeout | undefined;
+  let stopping = false;
+
+  const stop = async (code: number): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    if (demo) clearInterval(demo);
+    await client?.close().catch(() => undefined);
+    const exited = (c: ChildProcess): Promise<void> => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', () => r())));
+    for (const c of children) c.kill('SIGTERM');
+    await Promise.race([Promise.all(children.map(exited)), new Promise((r) => setTimeout(r, 5_000))]);
+    for (const s of servers) s.child.kill('SIGTERM');
+    await Promise.race([Promise.all(servers.map((s) => exited(s.child))), new Promise((r) => setTimeout(r, 5_000))]);
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void stop(0));
+  process.on('SIGTERM', () => void stop(0));
+
+  try {
+    const nats = await ensureNats(config.natsUrl, DATA);
+    if (nats) servers.push(nats);
+    const redis = await ensureRedis(config.redisUrl, DATA);
+    if (redis) servers.push(redis);
+    console.log(`NATS   ${config.natsUrl}${nats ? ` (started here, data in ${join(DATA, 'nats')})` : ' (already running)'}`);
+    console.log(`Redis  ${config.redisUrl}${redis ? ` (started here, data in ${join(DATA, 'redis')})` : ' (already running)'}`);
+    console.log(`namespace ${config.namespace}; actor logs in ${join(DATA, 'logs')}/`);
+
+    for (const a of ACTORS) {
+      const log = openSync(join(DATA, 'logs', `${a.name}.log`), 'a');
+      const child = spawn(process.execPath, [join(ROOT, a.script)], { stdio: ['ignore', log, log], env: process.env });
+      child.once('exit', (code, signal) => {
+        if (!stopping) {
+          console.error(`${a.name} exited (${signal ?? code}); see ${join(DATA, 'logs', `${a.name}.log`)}. Stopping.`);
+          void stop(1);
+        }
+      });
+      children.push(child);
+    }
+
+    client = await TriadClient.connect({ natsUrl: config.natsUrl, namespace: config.namespace });
+    // The scheduler answers registrations once it is up: retry for a bounded while.
+    let registered: { version: number } | undefined;
+    for (let i = 0; i < 60 && !registered; i++) {
+      registered = await client.registerWorkflow(ordersWorkflow).catch(() => undefined);
+      if (!registered) await new Promise((r) => setTimeout(r, 500));
+    }
+    if (!registered) throw new Error(`the scheduler did not answer within 30 s; see ${join(DATA, 'logs', 'scheduler.log')}`);
+    console.log(`\nTriad is running: workflow orders v${registered.version} registered.\n`);
+    console.log('In another shell:');
+    console.log(`  npx triad submit orders --input '{"orderId":"o1","amount":42}' --wait --json`);
+    console.log('  npx triad list');
+    console.log('  npx triad watch <taskId>');
+    console.log(`Fault knobs (restart with them set): PAYMENT_FAIL_RATE=0.3 PAYMENT_HANG_RATE=0.1 PAYMENT_LATENCY_MS=50 npm start\n`);
+
+    if (DEMO_INTERVAL_MS > 0) {
+      console.log(`A demo order is submitted every ${DEMO_INTERVAL_MS} ms (TRIAD_DEMO_INTERVAL_MS=0 turns it off); its progress:\n`);
+      let n = 0;
+      const submitDemo = async (): Promise<void> => {
+        if (!client || stopping) return;
+        n++;
+        const { taskId } = await client.submit('orders', { orderId: `demo-${n}`, amount: 10 + n });
+        await client.wait(taskId, { timeoutMs: 120_000, onEvent: (e) => console.log(describe(e)) }).catch((e: unknown) => console.log(`${taskId}: ${errorMessage(e)}`));
+      };
+      void submitDemo();
+      demo = setInterval(() => void submitDemo().catch((e: unknown) => console.error(errorMessage(e))), DEMO_INTERVAL_MS);
+    }
+  } catch (e) {
+    console.error(`triad: ${errorMessage(e)}`);
+    await stop(1);
+  }
+}
+
+void main();

@@ -1,0 +1,71 @@
+/**
+ * Finds NATS and Redis at the configured URLs, or starts private ones (data under .triad/) when nothing
+ * listens there — so `npm start` works on a fresh machine with only the two binaries installed.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, openSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+
+export function listening(host: string, port: number, timeoutMs = 500): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ host, port });
+    const done = (ok: boolean): void => {
+      s.destroy();
+      resolve(ok);
+    };
+    s.setTimeout(timeoutMs, () => done(false));
+    s.once('connect', () => done(true));
+    s.once('error', () => done(false));
+  });
+}
+
+export function hostPort(url: string, defaultPort: number): { host: string; port: number } {
+  const u = new URL(url);
+  return { host: u.hostname || '127.0.0.1', port: u.port ? Number(u.port) : defaultPort };
+}
+
+function requireBinary(name: string, install: string): void {
+  const r = spawnSync(name, ['--version'], { stdio: 'ignore' });
+  if (r.error) throw new Error(`${name} is not installed (or not on PATH): ${install}`);
+}
+
+export interface StartedServer {
+  name: string;
+  child: ChildProcess;
+}
+
+async function waitListening(host: string, port: number, name: string, child: ChildProcess, logFile: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode}; see ${logFile}`);
+    if (await listening(host, port)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${name} did not start listening on ${host}:${port} within 10 s; see ${logFile}`);
+}
+
+export async function ensureNats(url: string, dataDir: string): Promise<StartedServer | undefined> {
+  const { host, port } = hostPort(url, 4222);
+  if (await listening(host, port)) return undefined;
+  requireBinary('nats-server', 'install it with `apt-get install -y nats-server` (Debian/Ubuntu) or from the NATS releases, or set NATS_URL to a running server');
+  const dir = join(dataDir, 'nats');
+  mkdirSync(dir, { recursive: true });
+  const logFile = join(dataDir, 'logs', 'nats-server.log');
+  const out = openSync(logFile, 'a');
+  const child = spawn('nats-server', ['-a', host, '-p', String(port), '-js', '-sd', dir], { stdio: ['ignore', out, out] });
+  await waitListening(host, port, 'nats-server', child, logFile);
+  return { name: 'nats-server', child };
+}
+
+export async function ensureRedis(url: string, dataDir: string): Promise<StartedServer | undefined> {
+  const { host, port } = hostPort(url, 6379);
+  if (await listening(host, port)) return undefined;
+  requireBinary('redis-server', 'install it with `apt-get install -y redis-server` (Debian/Ubuntu), or set REDIS_URL to a running server');
+  const dir = join(dataDir, 'redis');
+  mkdirSync(dir, { recursive: true });
+  const logFile = join(dataDir, 'logs', 'redis-server.log');
+  const out = openSync(logFile, 'a');
+  const child = spawn('redis-server', ['--bind', host, '--port', String(port), '--dir', dir, '--appendonly', 'yes', '--save', ''], { stdio: ['ignore', out, out] });
+  await waitListening(host, port, 'redis-server', child, logFile);
+  return { name: 'redis-server', child };
+}

@@ -1,0 +1,95 @@
+// The foundation's end-to-end path: submissions over NATS run through real scheduler and agent
+// processes, steps in order, every state change in Redis, each remote effect applied once per key.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startNats, startRedis, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { effectCounts, startTriad, type TestTriad } from '../support/triad.js';
+import type { TaskEvent, TaskState } from '@triad/protocol';
+
+const td = withTeardown(afterAll);
+let nats: NatsServer;
+let redis: RedisServer;
+let triad: TestTriad;
+
+beforeAll(async () => {
+  [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
+  triad = await startTriad(td, { nats, redis }, { schedulers: 2, agentProcesses: 2 });
+});
+
+function expectInOrder(state: TaskState, order: string[]): void {
+  const steps = order.map((n) => state.steps.find((s) => s.name === n));
+  for (const s of steps) {
+    expect(s?.status, `step ${s?.name} of ${state.taskId}`).toBe('processed');
+    expect(s?.attempt).toBeGreaterThanOrEqual(1);
+  }
+  for (let i = 1; i < steps.length; i++) {
+    // A step starts only after its dependency was processed (same scheduler clock for both stamps).
+    expect(steps[i]!.startedAt!, `${steps[i]!.name} started before ${steps[i - 1]!.name} finished`).toBeGreaterThanOrEqual(steps[i - 1]!.finishedAt!);
+  }
+}
+
+describe('orders workflow end to end', () => {
+  it('completes one task with its three steps in order, outputs passed to the steps that need them', async () => {
+    const events: TaskEvent[] = [];
+    const state = await triad.client.run('orders', { orderId: 'o1', amount: 42 }, { timeoutMs: 30_000, onEvent: (e) => events.push(e) });
+    expect(state.status).toBe('completed');
+    expectInOrder(state, ['reserve', 'charge', 'ship']);
+    expect(state.steps.find((s) => s.name === 'charge')?.output).toMatchObject({ amount: 42 });
+    expect(events.map((e) => e.type)).toEqual(['received', 'step_started', 'step_done', 'step_started', 'step_done', 'step_started', 'step_done', 'completed']);
+    expect(events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    // The shipping agent got reserve's and charge's outputs (declared in needs) and used them.
+    const ship = triad.services.shipping.effects().find((e) => e.idempotencyKey === `${triad.namespace}:${state.taskId}:ship`);
+    expect(ship?.payload).toMatchObject({ reservation: state.steps[0]!.output, charge: state.steps[1]!.output });
+  });
+
+  it('sends every event to a private reply subject named by the submitter', async () => {
+    const reply = triad.client.replySubject();
+    const { taskId } = await triad.client.submit('orders', { orderId: 'o-reply', amount: 7 }, { replyTo: reply.subject });
+    const seen: TaskEvent[] = [];
+    for await (const e of reply.events) {
+      seen.push(e);
+      if (e.type === 'completed') break;
+    }
+    reply.close();
+    expect(seen.every((e) => e.taskId === taskId)).toBe(true);
+    expect(seen.map((e) => e.type)).toContain('step_done');
+    expect(seen.at(-1)?.type).toBe('completed');
+  });
+
+  it('runs 200 tasks submitted at once on 2 schedulers and 2 agent processes: all complete, each effect once per key', async () => {
+    const ids = await Promise.all(Array.from({ length: 200 }, (_, i) => triad.client.submit('orders', { orderId: `bulk-${i}`, amount: i }).then((r) => r.taskId)));
+    const states = await Promise.all(ids.map((id) => triad.client.wait(id, { timeoutMs: 60_000 })));
+    expect(states.filter((s) => s.status !== 'completed').map((s) => `${s.taskId}:${s.status}`)).toEqual([]);
+    for (const s of states) expectInOrder(s, ['reserve', 'charge', 'ship']);
+    for (const service of Object.values(triad.services)) {
+      const counts = effectCounts(service);
+      for (const id of ids) {
+        const step = { inventory: 'reserve', payment: 'charge', shipping: 'ship' }[service.name as 'inventory'];
+        expect(counts.get(`${triad.namespace}:${id}:${step}`), `${service.name} effect of ${id}`).toBe(1);
+      }
+    }
+    // Both schedulers and both agent processes took part (the work is shared, not pinned to one).
+    const lockedBy = new Set(states.map((s) => s.lockedBy));
+    expect(lockedBy.size, 'tasks driven by both schedulers').toBe(2);
+    const agentIds = new Set(states.flatMap((s) => s.steps.map((st) => st.lockedBy)));
+    expect(agentIds.size, 'steps run by both agent processes').toBe(2);
+  });
+
+  it('submitting the same task id twice runs the task once', async () => {
+    const taskId = `dup-${Date.now()}`;
+    const first = await triad.client.submit('orders', { orderId: 'dup', amount: 1 }, { taskId });
+    const second = await triad.client.submit('orders', { orderId: 'dup', amount: 1 }, { taskId });
+    expect(first.duplicate).toBe(false);
+    expect(second.duplicate).toBe(true);
+    const state = await triad.client.wait(taskId, { timeoutMs: 30_000 });
+    expect(state.status).toBe('completed');
+    expect(effectCounts(triad.services.payment).get(`${triad.namespace}:${taskId}:charge`)).toBe(1);
+  });
+
+  it('lists tasks and reads one task state', async () => {
+    const list = await triad.client.listTasks({ status: 'completed', limit: 5 });
+    expect(list.length).toBe(5);
+    expect(list.every((t) => t.status === 'completed' && t.workflow === 'orders')).toBe(true);
+    const one = await triad.client.getTask(list[0]!.taskId);
+    expect(one.steps.map((s) => s.name)).toEqual(['reserve', 'charge', 'ship']);
+  });
+});

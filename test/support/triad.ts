@@ -1,0 +1,117 @@
+// Starts a Triad for one test namespace: actors as real processes (scheduler, supervisor, order agents)
+// against given NATS and Redis servers, the example's remote services in-process (so tests can read
+// their effects and turn fault knobs), and a client.
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { TriadClient } from '@triad/client';
+import { ordersWorkflow, startRemoteService, type Faults, type RemoteService } from '@triad/example-orders';
+import { startProcess, uniqueNamespace, type ActorProcess, type Teardown } from '../harness/index.js';
+
+export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+export const SCRIPTS = {
+  scheduler: 'apps/scheduler/dist/main.js',
+  supervisor: 'apps/supervisor/dist/main.js',
+  orderAgents: 'apps/example-orders/dist/agents.js',
+  agentHost: 'apps/agent/dist/main.js',
+  cli: 'apps/cli/bin/triad.js',
+} as const;
+
+export interface Servers {
+  nats: { url: string };
+  redis: { url: string };
+}
+
+export interface TriadOptions {
+  namespace?: string;
+  schedulers?: number;
+  agentProcesses?: number;
+  supervisor?: false | { intervalMs?: number; leaseMs?: number };
+  faults?: Partial<Record<'inventory' | 'payment' | 'shipping', Partial<Faults>>>;
+  registerOrders?: boolean;
+  /** Extra environment for every actor process. */
+  env?: Record<string, string>;
+}
+
+export interface TestTriad {
+  namespace: string;
+  env: Record<string, string>;
+  client: TriadClient;
+  redis: Redis;
+  services: Record<'inventory' | 'payment' | 'shipping', RemoteService>;
+  schedulers: ActorProcess[];
+  supervisors: ActorProcess[];
+  agents: ActorProcess[];
+  startScheduler(): Promise<ActorProcess>;
+  startSupervisor(o?: { intervalMs?: number; leaseMs?: number }): Promise<ActorProcess>;
+  startAgents(extraEnv?: Record<string, string>): Promise<ActorProcess>;
+}
+
+export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions = {}): Promise<TestTriad> {
+  const namespace = o.namespace ?? uniqueNamespace('triad');
+  const services = {} as TestTriad['services'];
+  for (const name of ['inventory', 'payment', 'shipping'] as const) {
+    const s = await startRemoteService({ name, port: 0, faults: o.faults?.[name] ?? {} });
+    td.add(() => s.close());
+    services[name] = s;
+  }
+  const env: Record<string, string> = {
+    NATS_URL: servers.nats.url,
+    REDIS_URL: servers.redis.url,
+    TRIAD_NAMESPACE: namespace,
+    TRIAD_LOG_LEVEL: 'info',
+    INVENTORY_URL: services.inventory.url,
+    PAYMENT_URL: services.payment.url,
+    SHIPPING_URL: services.shipping.url,
+    ...o.env,
+  };
+  const t: TestTriad = {
+    namespace,
+    env,
+    client: undefined as unknown as TriadClient,
+    redis: new Redis(servers.redis.url, { maxRetriesPerRequest: null }),
+    services,
+    schedulers: [],
+    supervisors: [],
+    agents: [],
+    startScheduler: async () => {
+      const p = await startProcess({ name: `scheduler-${t.schedulers.length + 1}`, args: [SCRIPTS.scheduler], env, cwd: ROOT, readyPattern: /scheduler ready/, teardown: td });
+      t.schedulers.push(p);
+      return p;
+    },
+    startSupervisor: async (s = {}) => {
+      const p = await startProcess({
+        name: `supervisor-${t.supervisors.length + 1}`,
+        args: [SCRIPTS.supervisor],
+        env: { ...env, TRIAD_SUPERVISOR_INTERVAL_MS: String(s.intervalMs ?? 200), TRIAD_SUPERVISOR_LEASE_MS: String(s.leaseMs ?? 2_000) },
+        cwd: ROOT,
+        readyPattern: /supervisor ready/,
+        teardown: td,
+      });
+      t.supervisors.push(p);
+      return p;
+    },
+    startAgents: async (extra = {}) => {
+      const p = await startProcess({ name: `agents-${t.agents.length + 1}`, args: [SCRIPTS.orderAgents], env: { ...env, ...extra }, cwd: ROOT, readyPattern: /order-agents ready/, teardown: td });
+      t.agents.push(p);
+      return p;
+    },
+  };
+  td.add(() => void t.redis.disconnect());
+  const starts: Promise<unknown>[] = [];
+  for (let i = 0; i < (o.schedulers ?? 1); i++) starts.push(t.startScheduler());
+  for (let i = 0; i < (o.agentProcesses ?? 1); i++) starts.push(t.startAgents());
+  if (o.supervisor !== false) starts.push(t.startSupervisor(o.supervisor ?? {}));
+  await Promise.all(starts);
+  t.client = await TriadClient.connect({ natsUrl: servers.nats.url, namespace });
+  td.add(() => t.client.close());
+  if (o.registerOrders !== false) await t.client.registerWorkflow(ordersWorkflow);
+  return t;
+}
+
+/** Effects per idempotency key: every key must have been applied exactly once. */
+export function effectCounts(s: RemoteService): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const e of s.effects()) m.set(e.idempotencyKey, (m.get(e.idempotencyKey) ?? 0) + 1);
+  return m;
+}
