@@ -19,19 +19,35 @@ export interface ValidateOptions {
 /** Parses and checks a definition; throws TriadError INVALID_DEFINITION with every problem in `details`. */
 export function validateDefinition(raw: unknown, options: ValidateOptions = {}): WorkflowDefinition {
   const shape = validate(raw, WorkflowDefinitionSchema, 'workflow definition');
-  if (!shape.ok) {
-    throw new TriadError(ErrorCode.InvalidDefinition, shape.error.message, { details: shape.error.details });
-  }
-  const def = shape.value;
-  const problems = definitionProblems(def, options);
+  // The graph is checked even when the shape is wrong, on what can be read of it, so the author sees
+  // an unknown dependency or a cycle together with a bad budget, not one after the other.
+  const problems = shape.ok ? definitionProblems(shape.value, options) : [...shape.error.details, ...definitionProblems(looseGraph(raw), options)];
   if (problems.length > 0) {
+    const name = shape.ok ? shape.value.name : String((raw as { name?: unknown } | null)?.name ?? '(unnamed)');
     throw new TriadError(
       ErrorCode.InvalidDefinition,
-      `workflow "${def.name}" is invalid (${problems.length} problem${problems.length === 1 ? '' : 's'}): ${problems.join('; ')}`,
+      `workflow "${name}" is invalid (${problems.length} problem${problems.length === 1 ? '' : 's'}): ${problems.join('; ')}`,
       { details: problems },
     );
   }
-  return def;
+  if (!shape.ok) throw new TriadError(ErrorCode.InvalidDefinition, shape.error.message, { details: shape.error.details });
+  return shape.value;
+}
+
+/** What can be read of the step graph of a document that failed the shape check. */
+function looseGraph(raw: unknown): WorkflowDefinition {
+  const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+  const rawSteps = (raw as { steps?: unknown } | null)?.steps;
+  const steps = (Array.isArray(rawSteps) ? rawSteps : [])
+    .filter((s): s is Record<string, unknown> => typeof s === 'object' && s !== null && typeof (s as { name?: unknown }).name === 'string')
+    .map((s) => ({
+      name: s['name'] as string,
+      agent: typeof s['agent'] === 'string' ? s['agent'] : '',
+      budgetMs: 1,
+      dependsOn: strings(s['dependsOn']),
+      needs: strings(s['needs']),
+    }));
+  return { name: '', steps, onFailure: 'error', defaults: {} };
 }
 
 export function definitionProblems(def: WorkflowDefinition, options: ValidateOptions = {}): string[] {
@@ -46,7 +62,7 @@ export function definitionProblems(def: WorkflowDefinition, options: ValidateOpt
       if (dep === step.name) problems.push(`step "${step.name}" depends on itself`);
       else if (!byName.has(dep)) problems.push(`step "${step.name}" depends on unknown step "${dep}"`);
     }
-    if (options.knownAgents) {
+    if (options.knownAgents && step.agent !== '') {
       if (!options.knownAgents.has(step.agent)) problems.push(`step "${step.name}" uses agent "${step.agent}", which is not known`);
       if (step.compensate && !options.knownAgents.has(step.compensate.agent)) {
         problems.push(`compensation of step "${step.name}" uses agent "${step.compensate.agent}", which is not known`);

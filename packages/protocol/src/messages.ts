@@ -1,7 +1,6 @@
 /** Every message that crosses NATS, as zod schemas. The codec validates with these at each boundary. */
 import { z } from 'zod';
 import { NameSchema, TaskIdSchema } from './names.js';
-import { WorkflowDefinitionSchema } from './definition.js';
 
 const epochMs = z.number().int().nonnegative();
 /** A NATS subject a client owns (its private reply subject). No wildcards. */
@@ -179,7 +178,7 @@ export type DeadLetter = z.output<typeof DeadLetterSchema>;
 
 // ---- request/reply API (client → schedulers) ----
 
-export const RegisterWorkflowRequestSchema = z.object({ definition: WorkflowDefinitionSchema }).strict();
+export const RegisterWorkflowRequestSchema = z.object({ definition: z.unknown() }).strict();
 export const GetWorkflowRequestSchema = z.object({ name: NameSchema, version: z.number().int().min(1).optional() }).strict();
 export const ListWorkflowsRequestSchema = z.object({}).strict();
 export const GetTaskRequestSchema = z.object({ taskId: TaskIdSchema }).strict();

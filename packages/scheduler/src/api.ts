@@ -44,6 +44,7 @@ export class ApiServer {
     const s = this.bus.names.subjects;
     return {
       [s.api('workflow.register')]: async (data) => {
+        // The definition itself is checked by validateDefinition, which lists every problem at once.
         const { definition } = req(data, RegisterWorkflowRequestSchema, 'workflow.register request');
         const def = validateDefinition(definition);
         const r = await this.workflows.register(def, Date.now());

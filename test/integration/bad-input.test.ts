@@ -1,0 +1,139 @@
+// Bad input gets a clear error and loses nothing: malformed bytes, wrong schema, oversized payloads and
+// unknown workflows are dead-lettered with a reason (and the submitter told when it can be), while
+// every other task keeps running. Two namespaces on one NATS and Redis never see each other.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DeliverPolicy } from '@nats-io/jetstream';
+import { DeadLetterSchema, ErrorCode, TriadError, decode, encode, type DeadLetter } from '@triad/protocol';
+import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { startTriad, type TestTriad } from '../support/triad.js';
+
+const td = withTeardown(afterAll);
+let nats: NatsServer;
+let redis: RedisServer;
+let triad: TestTriad;
+
+beforeAll(async () => {
+  [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
+  triad = await startTriad(td, { nats, redis });
+});
+
+/** Reads every dead letter of the namespace so far. */
+async function deadLetters(t: TestTriad): Promise<DeadLetter[]> {
+  const bus = t.client.bus;
+  const info = await bus.jsm.streams.info(bus.names.streams.deadLetters);
+  if (info.state.messages === 0) return [];
+  const c = await bus.js.consumers.get(bus.names.streams.deadLetters, { deliver_policy: DeliverPolicy.All });
+  const out: DeadLetter[] = [];
+  for (let i = 0; i < info.state.messages; i++) {
+    const m = await c.next({ expires: 2_000 });
+    if (!m) break;
+    const d = decode(m.data, DeadLetterSchema, 'dead letter', 3_000_000);
+    if (d.ok) out.push(d.value);
+  }
+  return out;
+}
+
+async function waitForDeadLetter(t: TestTriad, match: (d: DeadLetter) => boolean, what: string): Promise<DeadLetter> {
+  return waitFor(async () => (await deadLetters(t)).find(match), { timeoutMs: 15_000, what });
+}
+
+describe('bad input', () => {
+  it('dead-letters malformed bytes on the submit subject with the reason and the original bytes; other tasks run', async () => {
+    const bus = triad.client.bus;
+    const garbage = new Uint8Array([0xc1, 0xff, 0x00, 0x13]);
+    await bus.js.publish(bus.names.subjects.submit, garbage, { msgID: 'garbage-1' });
+    const state = await triad.client.run('orders', { orderId: 'after-garbage', amount: 1 }, { timeoutMs: 30_000 });
+    expect(state.status).toBe('completed');
+    const dl = await waitForDeadLetter(triad, (d) => d.source === 'submit' && d.original.length === garbage.length, 'the garbage dead letter');
+    expect(dl.reason).toMatch(/not valid msgpack/);
+    expect([...dl.original]).toEqual([...garbage]);
+  });
+
+  it('dead-letters a submission of the wrong schema and tells the submitter why on its reply subject', async () => {
+    const bus = triad.client.bus;
+    const reply = triad.client.replySubject();
+    await bus.js.publish(bus.names.subjects.submit, encode({ taskId: 'bad-schema-1', workflow: 42, replyTo: reply.subject }), { msgID: 'bad-schema-1' });
+    const it = reply.events[Symbol.asyncIterator]();
+    const first = await it.next();
+    reply.close();
+    expect(first.value).toMatchObject({ taskId: 'bad-schema-1', type: 'rejected' });
+    expect((first.value as { reason: string }).reason).toMatch(/workflow/);
+    const dl = await waitForDeadLetter(triad, (d) => d.reason.includes('submission is invalid'), 'the wrong-schema dead letter');
+    expect(dl.reason).toMatch(/submittedAt/);
+  });
+
+  it('dead-letters an oversized submission (over the message limit) with the reason', async () => {
+    const bus = triad.client.bus;
+    // Over Triad's 1,000,000-byte limit but under the stream's maximum, so only the scheduler can refuse it.
+    const big = encode({ taskId: 'big-1', workflow: 'orders', input: 'x'.repeat(1_001_000), submittedAt: Date.now() }, 2_000_000);
+    await bus.js.publish(bus.names.subjects.submit, big, { msgID: 'big-1' });
+    const dl = await waitForDeadLetter(triad, (d) => d.source === 'submit' && d.reason.includes('over the limit'), 'the oversized dead letter');
+    expect(dl.original.length).toBe(big.length);
+    // The client refuses to even send one.
+    await expect(triad.client.submit('orders', { blob: 'x'.repeat(1_100_000) })).rejects.toMatchObject({ code: ErrorCode.PayloadTooLarge });
+  });
+
+  it('dead-letters malformed results, step requests and commands; the consumers move on', async () => {
+    const bus = triad.client.bus;
+    await bus.js.publish(bus.names.subjects.result, encode({ taskId: 'x', ok: 'maybe' }), { msgID: 'bad-result-1' });
+    await bus.js.publish(bus.names.subjects.step('payment'), new Uint8Array([1, 2, 3]), { msgID: 'bad-step-1' });
+    await bus.js.publish(bus.names.subjects.command, encode({ type: 'explode' }), { msgID: 'bad-cmd-1' });
+    await waitForDeadLetter(triad, (d) => d.source === 'result' && d.reason.includes('step result is invalid'), 'the bad result dead letter');
+    await waitForDeadLetter(triad, (d) => d.source === 'step.payment' && d.reason.includes('is not valid msgpack'), 'the bad step request dead letter');
+    await waitForDeadLetter(triad, (d) => d.source === 'command' && d.reason.includes('supervisor command is invalid'), 'the bad command dead letter');
+    const state = await triad.client.run('orders', { orderId: 'after-bad-messages', amount: 3 }, { timeoutMs: 30_000 });
+    expect(state.status).toBe('completed');
+  });
+
+  it('rejects an unknown workflow with a clear error to the waiting submitter, and dead-letters it', async () => {
+    const err = await triad.client.run('no-such-workflow', {}, { timeoutMs: 30_000 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TriadError);
+    expect((err as TriadError).code).toBe(ErrorCode.UnknownWorkflow);
+    expect((err as TriadError).message).toMatch(/register it first/);
+    await waitForDeadLetter(triad, (d) => d.reason.includes('unknown workflow "no-such-workflow"'), 'the unknown-workflow dead letter');
+  });
+
+  it('refuses an invalid input for an agent as a permanent failure with the reason (the task fails, nothing hangs)', async () => {
+    const state = await triad.client.run('orders', { orderId: '', amount: -5 }, { timeoutMs: 30_000 });
+    expect(state.status).toBe('failed');
+    expect(state.steps[0]).toMatchObject({ name: 'reserve', status: 'failed' });
+    expect(state.steps[0]!.error).toMatch(/input for agent "inventory" is invalid/);
+    expect(state.steps[1]!.status).toBe('pending');
+  });
+
+  it('refuses an invalid workflow definition listing every problem', async () => {
+    const err = await triad.client
+      .registerWorkflow({
+        name: 'broken',
+        steps: [
+          { name: 'a', agent: 'x', dependsOn: ['ghost'] },
+          { name: 'b', agent: 'x', dependsOn: ['c'], budgetMs: -1 },
+          { name: 'c', agent: 'x', dependsOn: ['b'] },
+        ],
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TriadError);
+    expect((err as TriadError).code).toBe(ErrorCode.InvalidDefinition);
+    const details = (err as TriadError).details.join('\n');
+    expect(details).toMatch(/budgetMs/);
+    expect(details).toMatch(/depends on unknown step "ghost"/);
+    expect(details).toMatch(/dependency cycle: (b -> c -> b|c -> b -> c)/);
+  });
+});
+
+describe('namespaces', () => {
+  it('keeps two namespaces on the same NATS and Redis apart', async () => {
+    const other = await startTriad(td, { nats, redis }, { supervisor: false, registerOrders: false });
+    // The other namespace has no orders workflow: a submission there is refused, not run by ours.
+    const err = await other.client.run('orders', { orderId: 'ns', amount: 1 }, { timeoutMs: 30_000 }).catch((e: unknown) => e);
+    expect((err as TriadError).code).toBe(ErrorCode.UnknownWorkflow);
+    await other.client.registerWorkflow({ name: 'orders', steps: [{ name: 'reserve', agent: 'inventory' }] });
+    const there = await other.client.run('orders', { orderId: 'ns', amount: 1 }, { timeoutMs: 30_000 });
+    expect(there.steps.map((s) => s.name)).toEqual(['reserve']);
+    expect(await triad.client.getTask(there.taskId).catch((e: unknown) => (e as TriadError).code)).toBe(ErrorCode.UnknownTask);
+    const ours = await triad.client.getWorkflow('orders');
+    expect(ours.steps.map((s) => s.name)).toEqual(['reserve', 'charge', 'ship']);
+    expect(other.services.inventory.effects().every((e) => e.idempotencyKey.startsWith(`${other.namespace}:`))).toBe(true);
+    expect(triad.services.inventory.effects().every((e) => e.idempotencyKey.startsWith(`${triad.namespace}:`))).toBe(true);
+  });
+});
