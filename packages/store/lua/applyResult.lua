@@ -25,6 +25,7 @@ local rec = decode_step(redis.call('HGET', taskKey, 's:' .. stepName))
 if not rec then return { UNKNOWN_STEP, '{}' } end
 local taskStatus = redis.call('HGET', taskKey, 'status')
 if taskStatus ~= 'running' then
+  redis.call('HINCRBY', taskKey, 'staleResults', 1)
   return { STALE, cjson.encode({ reason = 'task is ' .. taskStatus }) }
 end
 if rec.attempt ~= attempt or rec.status ~= 'processing' then

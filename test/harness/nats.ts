@@ -1,0 +1,121 @@
+// Starts a real nats-server (JetStream on by default) on free ports with its own store directory.
+import { get } from 'node:http';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { requireBinary } from './binaries.js';
+import { uniqueNamespace } from './namespace.js';
+import { natsInfo } from './nats-protocol.js';
+import { freePorts } from './ports.js';
+import { ManagedServer } from './server.js';
+import type { Teardown } from './teardown.js';
+
+export interface StartNatsOptions {
+  /** `-js` with `-sd <dataDir>`; default true. */
+  jetstream?: boolean;
+  /** Registered (its stop()) as soon as the data directory exists, before the first spawn. */
+  teardown?: Teardown;
+  /** Per start attempt; default 20 s (JetStream recovers its store before it serves). */
+  readyTimeoutMs?: number;
+}
+
+export interface NatsServer {
+  /** nats://127.0.0.1:PORT — stays the same across restart(). */
+  readonly url: string;
+  readonly port: number;
+  /** http://127.0.0.1:MONITORPORT — /varz, /jsz, /connz, /healthz. */
+  readonly monitorUrl: string;
+  /** Passed as -sd; nats-server keeps JetStream state in `<dataDir>/jetstream`. */
+  readonly dataDir: string;
+  readonly serverName: string;
+  pid(): number | undefined;
+  /** SIGKILL and wait for the exit: a crash. */
+  kill(): Promise<void>;
+  /** SIGSTOP: connections hang instead of failing. */
+  pause(): void;
+  /** SIGCONT. */
+  resume(): void;
+  /** Any other signal (nats-server: SIGHUP reloads, SIGUSR2 enters lame-duck mode). */
+  signal(signal: NodeJS.Signals): void;
+  /** SIGTERM and wait if running, then start on the same port and data dir and wait until ready. */
+  restart(): Promise<void>;
+  /** SIGTERM, wait, remove the data dir. Idempotent; the server cannot be restarted afterwards. */
+  stop(): Promise<void>;
+  /** Tail of its stdout/stderr, with a harness line at every (re)start. */
+  log(): string;
+}
+
+interface NatsPorts {
+  port: number;
+  monitorPort: number;
+}
+
+const PROBE_TIMEOUT_MS = 1_000;
+
+export async function startNats(opts: StartNatsOptions = {}): Promise<NatsServer> {
+  const binary = requireBinary('nats-server');
+  const jetstream = opts.jetstream ?? true;
+  // Identity check: INFO carries server_name, so an unrelated server on a reused port is never mistaken for ours.
+  const serverName = uniqueNamespace('nats');
+  const dataDir = await mkdtemp(join(tmpdir(), 'triad-nats-'));
+  const server = new ManagedServer<NatsPorts>(
+    {
+      kind: 'nats-server',
+      binary,
+      readyTimeoutMs: opts.readyTimeoutMs ?? 20_000,
+      allocatePorts: async () => {
+        const [port, monitorPort] = await freePorts(2);
+        if (port === undefined || monitorPort === undefined) throw new Error('freePorts(2) returned too few ports');
+        return { port, monitorPort };
+      },
+      // -a also binds the monitoring listener (its host defaults to the client host), so nothing listens beyond loopback.
+      args: ({ port, monitorPort }, dir) => [
+        '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort),
+        '--server_name', serverName, '-sd', dir, ...(jetstream ? ['-js'] : []),
+      ],
+      probe: async ({ port, monitorPort }) => {
+        const info = await natsInfo(`nats://127.0.0.1:${port}`, { timeoutMs: PROBE_TIMEOUT_MS });
+        if (info.server_name !== serverName) return false;
+        if (!jetstream) return true;
+        // The client port can answer INFO before JetStream has finished enabling (store recovery).
+        return (await httpStatus(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`)) === 200;
+      },
+    },
+    dataDir,
+  );
+  opts.teardown?.add(() => server.stop());
+  try {
+    await server.start();
+  } catch (error) {
+    await server.stop().catch(() => undefined);
+    throw error;
+  }
+  const { port, monitorPort } = server.ports;
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    monitorUrl: `http://127.0.0.1:${monitorPort}`,
+    dataDir,
+    serverName,
+    pid: () => server.pid(),
+    kill: () => server.kill(),
+    pause: () => server.pause(),
+    resume: () => server.resume(),
+    signal: (signal) => server.signal(signal),
+    restart: () => server.restart(),
+    stop: () => server.stop(),
+    log: () => server.log(),
+  };
+}
+
+/** Status code of a GET, without keep-alive (a pooled socket would outlive the probe). */
+function httpStatus(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const request = get(url, { agent: false, timeout: PROBE_TIMEOUT_MS }, (response) => {
+      response.resume();
+      resolve(response.statusCode ?? 0);
+    });
+    request.once('timeout', () => request.destroy(new Error(`GET ${url} timed out after ${PROBE_TIMEOUT_MS}ms`)));
+    request.once('error', reject);
+  });
+}

@@ -1,0 +1,72 @@
+// Bounded waiting: polling a condition with a deadline, and sleeping without holding the process open.
+import { HarnessTimeoutError, messageOf } from './errors.js';
+
+export interface WaitForOptions {
+  /** Upper bound for the whole wait, including a call of `fn` that never settles. */
+  timeoutMs: number;
+  /** Pause between attempts; default 50 ms. */
+  intervalMs?: number;
+  /** Completes the timeout message: `timed out after Nms waiting for <what>`. */
+  what: string;
+}
+
+/**
+ * Calls `fn` until it returns something other than `undefined` or `false`, and resolves with it.
+ * A throw counts as "not yet" and is reported with the timeout, so a probe that keeps failing says why.
+ */
+export async function waitFor<T>(
+  fn: () => Promise<T | undefined | false> | T | undefined | false,
+  opts: WaitForOptions,
+): Promise<T> {
+  const intervalMs = opts.intervalMs ?? 50;
+  const deadline = Date.now() + opts.timeoutMs;
+  let lastError: unknown;
+  let attempts = 0;
+  while (attempts === 0 || Date.now() < deadline) {
+    attempts += 1;
+    try {
+      // Bounded too: a call that never settles must not outlive the deadline.
+      const remaining = Math.max(0, deadline - Date.now());
+      const value = await withTimeout(Promise.resolve().then(fn), remaining, () => new DeadlineReached());
+      if (value !== undefined && value !== false) return value as T;
+    } catch (error) {
+      if (error instanceof DeadlineReached) break;
+      lastError = error;
+    }
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) break;
+    await sleep(Math.min(intervalMs, remaining));
+  }
+  const suffix = lastError === undefined ? '' : ` (last error: ${messageOf(lastError)})`;
+  throw new HarnessTimeoutError(`timed out after ${opts.timeoutMs}ms waiting for ${opts.what}${suffix}`, {
+    cause: lastError,
+  });
+}
+
+/** Resolves after `ms`; the timer is unref'd so a pending sleep never keeps a worker alive. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
+/**
+ * Resolves or rejects like `promise`, or rejects with `onTimeout()` after `ms`.
+ * The timer is cleared either way, so finished waits leave nothing behind.
+ */
+export function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(onTimeout()), ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** Internal marker: the attempt in flight was cut off by the overall deadline. */
+class DeadlineReached extends Error {}
