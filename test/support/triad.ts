@@ -69,7 +69,7 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
     namespace,
     env,
     client: undefined as unknown as TriadClient,
-    redis: new Redis(servers.redis.url, { maxRetriesPerRequest: null }),
+    redis: new Redis(servers.redis.url, { maxRetriesPerRequest: null }).on('error', () => undefined),
     services,
     schedulers: [],
     supervisors: [],

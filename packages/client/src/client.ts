@@ -10,7 +10,7 @@
  *   const state = await client.wait(taskId, { timeoutMs: 30_000 });
  */
 import { randomUUID } from 'node:crypto';
-import { DeliverPolicy } from '@nats-io/jetstream';
+import { DeliverPolicy, type Consumer } from '@nats-io/jetstream';
 import { createInbox } from '@nats-io/nats-core';
 import { connectBus, type Bus } from '@triad/bus';
 import {
@@ -22,7 +22,6 @@ import {
   decode,
   encode,
   errorMessage,
-  isTerminal,
   validate,
   type ApiOp,
   type RegisteredWorkflow,
@@ -143,12 +142,9 @@ export class TriadClient {
    * A task's events: its stored history first, then live ones, until the task ends (or `signal` aborts).
    * Events are de-duplicated by sequence number.
    */
-  async *watch(taskId: string, o: { signal?: AbortSignal; idleTimeoutMs?: number } = {}): AsyncGenerator<TaskEvent> {
-    const consumer = await this.bus.js.consumers.get(this.bus.names.streams.events, {
-      // A single string, not an array: nats-server 2.9 knows only filter_subject.
-      filter_subjects: this.bus.names.subjects.event(taskId),
-      deliver_policy: DeliverPolicy.All,
-    });
+  async *watch(taskId: string, o: { signal?: AbortSignal } = {}): AsyncGenerator<TaskEvent> {
+    const consumer = await this.orderedEventConsumer(taskId, o.signal);
+    if (!consumer) return;
     const messages = await consumer.consume();
     const stop = (): void => void messages.close();
     o.signal?.addEventListener('abort', stop, { once: true });
@@ -161,11 +157,31 @@ export class TriadClient {
         if (ev.seq > 0 && seen.has(ev.seq)) continue;
         seen.add(ev.seq);
         yield ev;
-        if (ev.type === 'rejected' || (ev.status && isTerminal(ev.status) && isTaskEnd(ev))) return;
+        if (ev.type === 'rejected' || isTaskEnd(ev)) return;
       }
     } finally {
       o.signal?.removeEventListener('abort', stop);
       await messages.close();
+    }
+  }
+
+  /**
+   * An ordered consumer of one task's events from the start of its history. Creating it is retried
+   * (NATS may be restarting and JetStream recovering) until it works or `signal` aborts.
+   */
+  private async orderedEventConsumer(taskId: string, signal?: AbortSignal): Promise<Consumer | undefined> {
+    for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
+      if (signal?.aborted) return undefined;
+      try {
+        return await this.bus.js.consumers.get(this.bus.names.streams.events, {
+          // A single string, not an array: nats-server 2.9 knows only filter_subject.
+          filter_subjects: this.bus.names.subjects.event(taskId),
+          deliver_policy: DeliverPolicy.All,
+        });
+      } catch (e) {
+        if (!isTransient(e)) throw e;
+        await new Promise((r) => setTimeout(r, delay));
+      }
     }
   }
 
@@ -207,6 +223,13 @@ export class TriadClient {
     }
     return { subject, events: events(), close: () => sub.unsubscribe() };
   }
+}
+
+/** Errors worth retrying: the connection or JetStream is (re)starting. */
+function isTransient(e: unknown): boolean {
+  const name = e instanceof Error ? e.name : '';
+  const msg = e instanceof Error ? e.message : String(e);
+  return /Timeout|NoResponders|ConnectionError|Disconnect/i.test(name) || /timeout|no responders|503|disconnect|reconnect/i.test(msg);
 }
 
 /** The task-level terminal events (a step event can carry a status too, but never a terminal one). */

@@ -105,7 +105,12 @@ export class Supervisor {
 
   /** One sweep: handles up to batchSize expired steps. Public so tests and the benchmark can drive it. */
   async sweep(): Promise<void> {
-    if (!this.leadership.isLeader()) return;
+    if (!this.leadership.isLeader()) {
+      // Followers (and a leader that lost its lease) still report, so operators see who leads.
+      this.health.leading = false;
+      await this.publishHealth();
+      return;
+    }
     const started = performance.now();
     const now = Date.now();
     const epoch = this.leadership.currentEpoch();

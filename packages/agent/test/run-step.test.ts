@@ -1,0 +1,233 @@
+// Proves runStep's contract inside the complete-by window: success, bounded retries, permanent errors, input validation, and silence (expired) once the window closes.
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { StepRequest } from '@triad/protocol';
+import { PermanentError, defineAgent, isPermanent, runStep, type StepContext } from '../src/index.js';
+
+function request(over: Partial<StepRequest> = {}): StepRequest {
+  const now = Date.now();
+  return {
+    taskId: 'order-1',
+    workflow: 'orders',
+    version: 1,
+    step: 'charge',
+    agent: 'payment',
+    kind: 'run',
+    attempt: 2,
+    idempotencyKey: 'test:order-1:charge',
+    completeBy: now + 10_000,
+    input: { orderId: 'o-1', amount: 42 },
+    needs: { reserve: { reservationId: 'r-1' } },
+    retry: { maxAttempts: 3, initialDelayMs: 1, maxDelayMs: 1 },
+    dispatchedAt: now,
+    ...over,
+  };
+}
+
+/** An agent whose handler runs `impl` and records every context it was called with. */
+function recordingAgent<O>(impl: (ctx: StepContext<unknown>) => Promise<O>, extra: { retry?: { maxAttempts: number; initialDelayMs: number; maxDelayMs: number } } = {}) {
+  const calls: StepContext<unknown>[] = [];
+  const agent = defineAgent<unknown, O>({
+    name: 'payment',
+    ...extra,
+    async handler(ctx) {
+      calls.push(ctx);
+      return impl(ctx);
+    },
+  });
+  return { agent, calls };
+}
+
+const opts = { safetyMarginMs: 0, random: () => 0 };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('runStep', () => {
+  it('succeeds on the first try and passes the request through to the handler', async () => {
+    const req = request();
+    const { agent, calls } = recordingAgent(async (ctx) => ({ chargeId: `ch-${String((ctx.input as { orderId: string }).orderId)}` }));
+    const outcome = await runStep(req, agent, opts);
+    expect(outcome).toEqual({ kind: 'ok', output: { chargeId: 'ch-o-1' }, tries: 1 });
+    expect(calls).toHaveLength(1);
+    const ctx = calls[0] as StepContext<unknown>;
+    expect(ctx.input).toEqual({ orderId: 'o-1', amount: 42 });
+    expect(ctx.needs).toEqual({ reserve: { reservationId: 'r-1' } });
+    expect(ctx).toMatchObject({ taskId: 'order-1', step: 'charge', kind: 'run', attempt: 2, try: 1, idempotencyKey: 'test:order-1:charge', completeBy: req.completeBy });
+    expect(ctx.signal).toBeInstanceOf(AbortSignal);
+  });
+
+  it('retries retryable errors up to maxAttempts, then reports failed retryable:true with the last error', async () => {
+    let n = 0;
+    const { agent, calls } = recordingAgent(async () => {
+      n++;
+      throw new Error(`service unavailable #${n}`);
+    });
+    const outcome = await runStep(request({ retry: { maxAttempts: 4, initialDelayMs: 1, maxDelayMs: 1 } }), agent, opts);
+    expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'service unavailable #4', name: 'Error', tries: 4 });
+    expect(calls.map((c) => c.try)).toEqual([1, 2, 3, 4]);
+    // The same idempotency key and attempt on every try inside the window.
+    expect(new Set(calls.map((c) => `${c.idempotencyKey}#${c.attempt}`)).size).toBe(1);
+  });
+
+  it('succeeds after transient errors, counting the tries', async () => {
+    const { agent } = recordingAgent(async (ctx) => {
+      if (ctx.try < 3) throw new Error('flaky');
+      return 'done';
+    });
+    expect(await runStep(request({ retry: { maxAttempts: 5, initialDelayMs: 1, maxDelayMs: 1 } }), agent, opts)).toEqual({ kind: 'ok', output: 'done', tries: 3 });
+  });
+
+  it('reports a PermanentError at once: retryable false, tries 1', async () => {
+    const { agent, calls } = recordingAgent(async () => {
+      throw new PermanentError('card declined');
+    });
+    const outcome = await runStep(request({ retry: { maxAttempts: 5, initialDelayMs: 1, maxDelayMs: 1 } }), agent, opts);
+    expect(outcome).toEqual({ kind: 'failed', retryable: false, message: 'card declined', name: 'PermanentError', tries: 1 });
+    expect(calls).toHaveLength(1);
+  });
+
+  it('treats any error with retryable:false as permanent (an Error subclass or a plain object)', async () => {
+    class Declined extends Error {
+      override name = 'Declined';
+      readonly retryable = false;
+    }
+    const first = recordingAgent(async () => {
+      throw new Declined('insufficient funds');
+    });
+    expect(await runStep(request({ retry: { maxAttempts: 5, initialDelayMs: 1, maxDelayMs: 1 } }), first.agent, opts)).toEqual({
+      kind: 'failed',
+      retryable: false,
+      message: 'insufficient funds',
+      name: 'Declined',
+      tries: 1,
+    });
+    const second = recordingAgent(async () => {
+      throw { code: 'E_BAD', retryable: false };
+    });
+    const o2 = await runStep(request({ retry: { maxAttempts: 5, initialDelayMs: 1, maxDelayMs: 1 } }), second.agent, opts);
+    expect(o2).toMatchObject({ kind: 'failed', retryable: false, tries: 1 });
+    expect(second.calls).toHaveLength(1);
+    expect(isPermanent({ retryable: true })).toBe(false);
+    expect(isPermanent(new Error('x'))).toBe(false);
+  });
+
+  it('a thrown non-Error is retried and reported with its text', async () => {
+    const { agent } = recordingAgent(async () => {
+      throw 'socket hang up';
+    });
+    const outcome = await runStep(request({ retry: { maxAttempts: 2, initialDelayMs: 1, maxDelayMs: 1 } }), agent, opts);
+    expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'socket hang up', tries: 2 });
+  });
+
+  it('uses the request retry policy first, then the agent policy', async () => {
+    const failing = () => recordingAgent(async () => Promise.reject(new Error('nope')), { retry: { maxAttempts: 5, initialDelayMs: 1, maxDelayMs: 1 } });
+    const a = failing();
+    expect(await runStep(request({ retry: { maxAttempts: 2, initialDelayMs: 1, maxDelayMs: 1 } }), a.agent, opts)).toMatchObject({ kind: 'failed', tries: 2 });
+    const b = failing();
+    const noRetry = request();
+    delete noRetry.retry;
+    expect(await runStep(noRetry, b.agent, opts)).toMatchObject({ kind: 'failed', tries: 5 });
+  });
+
+  it('returns expired with tries 0 and never calls the handler when completeBy (less the margin) has passed', async () => {
+    const { agent, calls } = recordingAgent(async () => 'should not run');
+    const now = () => 1_000_000;
+    expect(await runStep(request({ completeBy: 1_000_040 }), agent, { safetyMarginMs: 50, now })).toEqual({ kind: 'expired', tries: 0 });
+    expect(await runStep(request({ completeBy: 1_000_050 }), agent, { safetyMarginMs: 50, now })).toEqual({ kind: 'expired', tries: 0 });
+    expect(await runStep(request({ completeBy: 999_000 }), agent, { safetyMarginMs: 0, now })).toEqual({ kind: 'expired', tries: 0 });
+    expect(calls).toHaveLength(0);
+    // With time left (beyond the margin) the handler runs.
+    const fast = recordingAgent(async () => 'ran');
+    expect(await runStep(request({ completeBy: Date.now() + 5_000 }), fast.agent, { safetyMarginMs: 50 })).toMatchObject({ kind: 'ok', output: 'ran' });
+  });
+
+  it('a handler that hangs past completeBy yields expired and its signal is aborted with the complete-by reason', async () => {
+    let seen: AbortSignal | undefined;
+    const { agent } = recordingAgent((ctx) => {
+      seen = ctx.signal;
+      return new Promise<never>(() => undefined);
+    });
+    const outcome = await runStep(request({ completeBy: Date.now() + 150 }), agent, { safetyMarginMs: 0 });
+    expect(outcome).toEqual({ kind: 'expired', tries: 1 });
+    expect(seen?.aborted).toBe(true);
+    expect(String((seen?.reason as Error | undefined)?.message)).toMatch(/complete-by .* reached/);
+  });
+
+  it('a handler that honours the signal (rejects on abort) yields expired, not failed', async () => {
+    const { agent } = recordingAgent(
+      (ctx) =>
+        new Promise<never>((_resolve, reject) => {
+          ctx.signal.addEventListener('abort', () => reject(new Error('aborted by signal')), { once: true });
+        }),
+    );
+    expect(await runStep(request({ completeBy: Date.now() + 150 }), agent, { safetyMarginMs: 0 })).toEqual({ kind: 'expired', tries: 1 });
+  });
+
+  it('a handler that ignores the signal and returns late still yields expired (its output is discarded)', async () => {
+    let finished = false;
+    const { agent } = recordingAgent(async () => {
+      await sleep(400);
+      finished = true;
+      return 'too late';
+    });
+    const outcome = await runStep(request({ completeBy: Date.now() + 150 }), agent, { safetyMarginMs: 0 });
+    expect(outcome).toEqual({ kind: 'expired', tries: 1 });
+    expect(finished).toBe(false);
+  });
+
+  it('validates the input with the agent schema: failed, retryable false, the message names the field, handler not called', async () => {
+    const calls: unknown[] = [];
+    const agent = defineAgent({
+      name: 'payment',
+      input: z.object({ orderId: z.string(), amount: z.number().positive() }),
+      async handler(ctx) {
+        calls.push(ctx.input);
+        return ctx.input.amount;
+      },
+    });
+    const outcome = await runStep(request({ input: { orderId: 'o-1', amount: 'ten' } }), agent, opts);
+    expect(outcome).toMatchObject({ kind: 'failed', retryable: false, name: 'InvalidInput' });
+    if (outcome.kind !== 'failed') throw new Error('unreachable');
+    expect(outcome.message).toContain('payment');
+    expect(outcome.message).toMatch(/amount: /);
+    expect(outcome.message).not.toMatch(/orderId: /);
+    expect(calls).toHaveLength(0);
+    // A valid input reaches the handler as the schema's output.
+    const ok = await runStep(request({ input: { orderId: 'o-1', amount: 7 } }), agent, opts);
+    expect(ok).toEqual({ kind: 'ok', output: 7, tries: 1 });
+  });
+
+  it('the handler receives the parsed input (defaults and transforms applied)', async () => {
+    const agent = defineAgent({
+      name: 'payment',
+      input: z.object({ amount: z.number(), currency: z.string().default('EUR') }),
+      async handler(ctx) {
+        return ctx.input;
+      },
+    });
+    expect(await runStep(request({ input: { amount: 3 } }), agent, opts)).toEqual({ kind: 'ok', output: { amount: 3, currency: 'EUR' }, tries: 1 });
+  });
+
+  it('reports failed retryable:true at once when the next back-off would cross the deadline', async () => {
+    // First back-off: random 0 → 0 ms; second: ceiling 2 s, random ~1 → ~2 s, past a 1.5 s window.
+    const randoms = [0, 1 - Number.EPSILON];
+    const random = () => randoms.shift() ?? 0;
+    const { agent, calls } = recordingAgent(async () => Promise.reject(new Error('busy')));
+    const outcome = await runStep(request({ completeBy: Date.now() + 1_500, retry: { maxAttempts: 10, initialDelayMs: 1_000, maxDelayMs: 60_000 } }), agent, {
+      safetyMarginMs: 0,
+      random,
+    });
+    // Had it waited, the window would have closed and the outcome would be 'expired'.
+    expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'busy', name: 'Error', tries: 2 });
+    expect(calls).toHaveLength(2);
+  });
+
+  it('does not start a back-off that cannot finish inside the window even on the first retry', async () => {
+    const { agent, calls } = recordingAgent(async () => Promise.reject(new Error('busy')));
+    const outcome = await runStep(request({ completeBy: Date.now() + 1_000, retry: { maxAttempts: 5, initialDelayMs: 60_000, maxDelayMs: 60_000 } }), agent, {
+      safetyMarginMs: 0,
+      random: () => 0.5,
+    });
+    expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'busy', name: 'Error', tries: 1 });
+    expect(calls).toHaveLength(1);
+  });
+});
