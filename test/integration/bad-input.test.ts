@@ -133,7 +133,7 @@ describe('namespaces', () => {
     expect(await triad.client.getTask(there.taskId).catch((e: unknown) => (e as TriadError).code)).toBe(ErrorCode.UnknownTask);
     const ours = await triad.client.getWorkflow('orders');
     expect(ours.steps.map((s) => s.name)).toEqual(['reserve', 'charge', 'ship']);
-    expect(other.services.inventory.effects().every((e) => e.idempotencyKey.startsWith(`${other.namespace}:`))).toBe(true);
-    expect(triad.services.inventory.effects().every((e) => e.idempotencyKey.startsWith(`${triad.namespace}:`))).toBe(true);
+    expect(other.services.inventory.effects().every((e) => e.idempotencyKey.startsWith(`${other.namespace}/`))).toBe(true);
+    expect(triad.services.inventory.effects().every((e) => e.idempotencyKey.startsWith(`${triad.namespace}/`))).toBe(true);
   });
 });

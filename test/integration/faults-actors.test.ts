@@ -41,7 +41,7 @@ describe('actor crashes', () => {
     const states = await Promise.all(ids.map((id) => t.client.wait(id, { timeoutMs: 60_000 })));
     expect(states.filter((s) => s.status !== 'completed').map((s) => `${s.taskId}:${s.status}`)).toEqual([]);
     const counts = effectCounts(t.services.payment);
-    for (const id of ids) expect(counts.get(`${t.namespace}:${id}:charge`), `charge of ${id}`).toBe(1);
+    for (const id of ids) expect(counts.get(`${t.namespace}/${id}/charge`), `charge of ${id}`).toBe(1);
   });
 
   it('the supervisor leader killed: another leads within the lease with epoch + 1 and keeps recovering steps', async () => {

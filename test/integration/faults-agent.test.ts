@@ -47,7 +47,7 @@ describe('agent faults', () => {
     const charge = state.steps.find((s) => s.name === 'charge')!;
     expect(charge.attempt).toBeGreaterThanOrEqual(2);
     expect(charge.failureCount).toBeGreaterThanOrEqual(1);
-    expect(effectCounts(t.services.payment).get(`${t.namespace}:${taskId}:charge`)).toBe(1);
+    expect(effectCounts(t.services.payment).get(`${t.namespace}/${taskId}/charge`)).toBe(1);
   });
 
   it('an agent paused (SIGSTOP) past completeBy, then resumed: the retried attempt wins, a late result is rejected, effect once', async () => {
@@ -71,7 +71,7 @@ describe('agent faults', () => {
     for (const a of t.agents.slice(0, 2)) a.resume();
     const state = await t.client.wait(taskId, { timeoutMs: 30_000 });
     expect(state.status).toBe('completed');
-    expect(effectCounts(t.services.payment).get(`${t.namespace}:${taskId}:charge`)).toBe(1);
+    expect(effectCounts(t.services.payment).get(`${t.namespace}/${taskId}/charge`)).toBe(1);
     // Whatever the resumed agents send for attempt 1 now is late: inject exactly such a late result and
     // check it is rejected, counted, and changes nothing.
     const before = await t.client.getTask(taskId);

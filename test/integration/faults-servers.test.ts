@@ -29,7 +29,7 @@ async function submitMany(t: TestTriad, n: number, prefix: string): Promise<stri
 function expectAllOnce(t: TestTriad, ids: string[]): void {
   for (const [service, step] of [['inventory', 'reserve'], ['payment', 'charge'], ['shipping', 'ship']] as const) {
     const counts = effectCounts(t.services[service]);
-    for (const id of ids) expect(counts.get(`${t.namespace}:${id}:${step}`), `${service} effect of ${id}`).toBe(1);
+    for (const id of ids) expect(counts.get(`${t.namespace}/${id}/${step}`), `${service} effect of ${id}`).toBe(1);
   }
 }
 

@@ -37,7 +37,7 @@ describe('orders workflow end to end', () => {
     expect(events.map((e) => e.type)).toEqual(['received', 'step_started', 'step_done', 'step_started', 'step_done', 'step_started', 'step_done', 'completed']);
     expect(events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     // The shipping agent got reserve's and charge's outputs (declared in needs) and used them.
-    const ship = triad.services.shipping.effects().find((e) => e.idempotencyKey === `${triad.namespace}:${state.taskId}:ship`);
+    const ship = triad.services.shipping.effects().find((e) => e.idempotencyKey === `${triad.namespace}/${state.taskId}/ship`);
     expect(ship?.payload).toMatchObject({ reservation: state.steps[0]!.output, charge: state.steps[1]!.output });
   });
 
@@ -64,7 +64,7 @@ describe('orders workflow end to end', () => {
       const counts = effectCounts(service);
       for (const id of ids) {
         const step = { inventory: 'reserve', payment: 'charge', shipping: 'ship' }[service.name as 'inventory'];
-        expect(counts.get(`${triad.namespace}:${id}:${step}`), `${service.name} effect of ${id}`).toBe(1);
+        expect(counts.get(`${triad.namespace}/${id}/${step}`), `${service.name} effect of ${id}`).toBe(1);
       }
     }
     // Both schedulers and both agent processes took part (the work is shared, not pinned to one).
@@ -82,7 +82,7 @@ describe('orders workflow end to end', () => {
     expect(second.duplicate).toBe(true);
     const state = await triad.client.wait(taskId, { timeoutMs: 30_000 });
     expect(state.status).toBe('completed');
-    expect(effectCounts(triad.services.payment).get(`${triad.namespace}:${taskId}:charge`)).toBe(1);
+    expect(effectCounts(triad.services.payment).get(`${triad.namespace}/${taskId}/charge`)).toBe(1);
   });
 
   it('lists tasks and reads one task state', async () => {

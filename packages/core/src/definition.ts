@@ -79,14 +79,13 @@ export function definitionProblems(def: WorkflowDefinition, options: ValidateOpt
   }
   const cycle = findCycle(def.steps, byName);
   if (cycle) problems.push(`dependency cycle: ${cycle.join(' -> ')}`);
-  else {
-    for (const step of def.steps) {
-      const ancestors = ancestorsOf(step.name, byName);
-      for (const need of step.needs) {
-        if (!byName.has(need)) problems.push(`step "${step.name}" needs unknown step "${need}"`);
-        else if (!ancestors.has(need)) {
-          problems.push(`step "${step.name}" needs the output of "${need}" but does not depend on it (add it to dependsOn)`);
-        }
+  // ancestorsOf terminates on cycles too, so a cycle does not hide the needs problems.
+  for (const step of def.steps) {
+    const ancestors = ancestorsOf(step.name, byName);
+    for (const need of step.needs) {
+      if (!byName.has(need)) problems.push(`step "${step.name}" needs unknown step "${need}"`);
+      else if (!ancestors.has(need)) {
+        problems.push(`step "${step.name}" needs the output of "${need}" but does not depend on it (add it to dependsOn)`);
       }
     }
   }

@@ -28,7 +28,11 @@ export function compilePlan(def: WorkflowDefinition): PlanStep[] {
   });
 }
 
-/** The idempotency key of a step: stable across attempts, distinct per namespace, task, step and kind. */
+/**
+ * The idempotency key of a step: stable across attempts, distinct per namespace, task, step and kind.
+ * "/" separates the parts because no namespace, task id or step name may contain it, so no two
+ * (task, step, kind) share a key (task ids may contain ":").
+ */
 export function idempotencyKey(namespace: string, taskId: string, step: string, kind: 'run' | 'compensate'): string {
-  return kind === 'run' ? `${namespace}:${taskId}:${step}` : `${namespace}:${taskId}:${step}:compensate`;
+  return kind === 'run' ? `${namespace}/${taskId}/${step}` : `${namespace}/${taskId}/${step}/compensate`;
 }
