@@ -28,7 +28,7 @@ export async function waitFor<T>(
       // Bounded too: a call that never settles must not outlive the deadline.
       const remaining = Math.max(0, deadline - Date.now());
       const value = await withTimeout(Promise.resolve().then(fn), remaining, () => new DeadlineReached());
-      if (value !== undefined && value !== false) return value as T;
+      if (value !== undefined && value !== false) return value;
     } catch (error) {
       if (error instanceof DeadlineReached) break;
       lastError = error;
@@ -62,7 +62,7 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () =>
       },
       (error: unknown) => {
         clearTimeout(timer);
-        reject(error);
+        reject(error instanceof Error ? error : new Error(String(error)));
       },
     );
   });

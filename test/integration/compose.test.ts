@@ -92,11 +92,16 @@ function isDefaultProfile(name: string): boolean {
   return !Array.isArray(profiles) || profiles.length === 0;
 }
 
+/** A YAML scalar as compose reads it (numbers and booleans as their text; anything else as JSON). */
+function scalar(v: unknown): string {
+  return typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v);
+}
+
 /** Splits a compose string command the simple way compose does for plain words. */
 function words(value: unknown): string[] {
   if (value === undefined || value === null) return [];
-  if (Array.isArray(value)) return value.map((v) => String(v));
-  return String(value).trim().split(/\s+/).filter((w) => w.length > 0);
+  if (Array.isArray(value)) return value.map((v) => scalar(v));
+  return scalar(value).trim().split(/\s+/).filter((w) => w.length > 0);
 }
 
 /** What the container runs: entrypoint followed by command. */
@@ -117,7 +122,7 @@ function environment(name: string): Record<string, string | undefined> {
       else out[text.slice(0, eq)] = text.slice(eq + 1);
     }
   } else if (isObj(env)) {
-    for (const [k, v] of Object.entries(env)) out[k] = v === null || v === undefined ? undefined : String(v);
+    for (const [k, v] of Object.entries(env)) out[k] = v === null || v === undefined ? undefined : scalar(v);
   }
   return out;
 }
@@ -160,7 +165,7 @@ function isNamedVolume(source: string | undefined): source is string {
 function fixedHostPort(entry: unknown): string | undefined {
   if (isObj(entry)) {
     const published = entry['published'];
-    return published === undefined || published === null || String(published) === '' ? undefined : String(published);
+    return published === undefined || published === null || scalar(published) === '' ? undefined : scalar(published);
   }
   const spec = String(entry).replace(/\/(tcp|udp|sctp)$/, '');
   const parts = spec.split(':');

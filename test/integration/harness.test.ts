@@ -204,9 +204,9 @@ describe('port collisions', () => {
   it(`gives up after ${MAX_START_ATTEMPTS} attempts when every port is taken`, async () => {
     const blocker = await occupy(0);
     let offered = 0;
-    const server = await redisOn(async () => {
+    const server = await redisOn(() => {
       offered += 1;
-      return blocker.port;
+      return Promise.resolve(blocker.port);
     });
     await expect(server.start()).rejects.toThrow(new RegExp(`attempt ${MAX_START_ATTEMPTS} \\(ports`));
     expect(offered).toBe(MAX_START_ATTEMPTS);
@@ -362,9 +362,9 @@ describe('Teardown', () => {
       ran.push('second');
       throw new Error('second broke');
     });
-    local.add(async () => {
+    local.add(() => {
       ran.push('third');
-      throw new Error('third broke');
+      return Promise.reject(new Error('third broke'));
     });
     const error: unknown = await local.run().catch((e: unknown) => e);
     expect(ran).toEqual(['third', 'second', 'first']);

@@ -16,7 +16,11 @@ afterEach(async () => {
   await Promise.all(started.splice(0).map((s) => s.close()));
 });
 
-async function call(service: RemoteService, method: string, path: string, body?: unknown, init: RequestInit = {}): Promise<{ status: number; json: any }> {
+// Response bodies are read loosely in assertions: any JSON value, indexable.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- test-only loose JSON view
+type Json = any;
+
+async function call(service: RemoteService, method: string, path: string, body?: unknown, init: RequestInit = {}): Promise<{ status: number; json: Json }> {
   const res = await fetch(`${service.url}${path}`, {
     method,
     headers: body === undefined ? {} : { 'content-type': 'application/json' },

@@ -25,14 +25,14 @@ function request(over: Partial<StepRequest> = {}): StepRequest {
 }
 
 /** An agent whose handler runs `impl` and records every context it was called with. */
-function recordingAgent<O>(impl: (ctx: StepContext<unknown>) => Promise<O>, extra: { retry?: { maxAttempts: number; initialDelayMs: number; maxDelayMs: number } } = {}) {
+function recordingAgent<O>(impl: (ctx: StepContext<unknown>) => O | Promise<O>, extra: { retry?: { maxAttempts: number; initialDelayMs: number; maxDelayMs: number } } = {}) {
   const calls: StepContext<unknown>[] = [];
   const agent = defineAgent<unknown, O>({
     name: 'payment',
     ...extra,
     async handler(ctx) {
       calls.push(ctx);
-      return impl(ctx);
+      return await impl(ctx);
     },
   });
   return { agent, calls };
@@ -44,7 +44,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 describe('runStep', () => {
   it('succeeds on the first try and passes the request through to the handler', async () => {
     const req = request();
-    const { agent, calls } = recordingAgent(async (ctx) => ({ chargeId: `ch-${String((ctx.input as { orderId: string }).orderId)}` }));
+    const { agent, calls } = recordingAgent((ctx) => ({ chargeId: `ch-${String((ctx.input as { orderId: string }).orderId)}` }));
     const outcome = await runStep(req, agent, opts);
     expect(outcome).toEqual({ kind: 'ok', output: { chargeId: 'ch-o-1' }, tries: 1 });
     expect(calls).toHaveLength(1);
@@ -57,7 +57,7 @@ describe('runStep', () => {
 
   it('retries retryable errors up to maxAttempts, then reports failed retryable:true with the last error', async () => {
     let n = 0;
-    const { agent, calls } = recordingAgent(async () => {
+    const { agent, calls } = recordingAgent(() => {
       n++;
       throw new Error(`service unavailable #${n}`);
     });
@@ -69,7 +69,7 @@ describe('runStep', () => {
   });
 
   it('succeeds after transient errors, counting the tries', async () => {
-    const { agent } = recordingAgent(async (ctx) => {
+    const { agent } = recordingAgent((ctx) => {
       if (ctx.try < 3) throw new Error('flaky');
       return 'done';
     });
@@ -77,7 +77,7 @@ describe('runStep', () => {
   });
 
   it('reports a PermanentError at once: retryable false, tries 1', async () => {
-    const { agent, calls } = recordingAgent(async () => {
+    const { agent, calls } = recordingAgent(() => {
       throw new PermanentError('card declined');
     });
     const outcome = await runStep(request({ retry: { maxAttempts: 5, initialDelayMs: 1, maxDelayMs: 1 } }), agent, opts);
@@ -90,7 +90,7 @@ describe('runStep', () => {
       override name = 'Declined';
       readonly retryable = false;
     }
-    const first = recordingAgent(async () => {
+    const first = recordingAgent(() => {
       throw new Declined('insufficient funds');
     });
     expect(await runStep(request({ retry: { maxAttempts: 5, initialDelayMs: 1, maxDelayMs: 1 } }), first.agent, opts)).toEqual({
@@ -100,7 +100,8 @@ describe('runStep', () => {
       name: 'Declined',
       tries: 1,
     });
-    const second = recordingAgent(async () => {
+    const second = recordingAgent(() => {
+      // eslint-disable-next-line @typescript-eslint/only-throw-error -- a non-Error with retryable:false on purpose
       throw { code: 'E_BAD', retryable: false };
     });
     const o2 = await runStep(request({ retry: { maxAttempts: 5, initialDelayMs: 1, maxDelayMs: 1 } }), second.agent, opts);
@@ -111,7 +112,8 @@ describe('runStep', () => {
   });
 
   it('a thrown non-Error is retried and reported with its text', async () => {
-    const { agent } = recordingAgent(async () => {
+    const { agent } = recordingAgent(() => {
+      // eslint-disable-next-line @typescript-eslint/only-throw-error -- a thrown string on purpose
       throw 'socket hang up';
     });
     const outcome = await runStep(request({ retry: { maxAttempts: 2, initialDelayMs: 1, maxDelayMs: 1 } }), agent, opts);
@@ -119,7 +121,7 @@ describe('runStep', () => {
   });
 
   it('uses the request retry policy first, then the agent policy', async () => {
-    const failing = () => recordingAgent(async () => Promise.reject(new Error('nope')), { retry: { maxAttempts: 5, initialDelayMs: 1, maxDelayMs: 1 } });
+    const failing = () => recordingAgent(() => Promise.reject(new Error('nope')), { retry: { maxAttempts: 5, initialDelayMs: 1, maxDelayMs: 1 } });
     const a = failing();
     expect(await runStep(request({ retry: { maxAttempts: 2, initialDelayMs: 1, maxDelayMs: 1 } }), a.agent, opts)).toMatchObject({ kind: 'failed', tries: 2 });
     const b = failing();
@@ -129,47 +131,53 @@ describe('runStep', () => {
   });
 
   it('returns expired with tries 0 and never calls the handler when completeBy (less the margin) has passed', async () => {
-    const { agent, calls } = recordingAgent(async () => 'should not run');
+    const { agent, calls } = recordingAgent(() => 'should not run');
     const now = () => 1_000_000;
     expect(await runStep(request({ completeBy: 1_000_040 }), agent, { safetyMarginMs: 50, now })).toEqual({ kind: 'expired', tries: 0 });
     expect(await runStep(request({ completeBy: 1_000_050 }), agent, { safetyMarginMs: 50, now })).toEqual({ kind: 'expired', tries: 0 });
     expect(await runStep(request({ completeBy: 999_000 }), agent, { safetyMarginMs: 0, now })).toEqual({ kind: 'expired', tries: 0 });
     expect(calls).toHaveLength(0);
     // With time left (beyond the margin) the handler runs.
-    const fast = recordingAgent(async () => 'ran');
+    const fast = recordingAgent(() => 'ran');
     expect(await runStep(request({ completeBy: Date.now() + 5_000 }), fast.agent, { safetyMarginMs: 50 })).toMatchObject({ kind: 'ok', output: 'ran' });
   });
 
   it('a handler that hangs past completeBy yields expired and its signal is aborted with the complete-by reason', async () => {
+    // completeBy = now + 150; the injected clock makes the window exactly 150 ms however slow the machine.
+    const base = Date.now();
     let seen: AbortSignal | undefined;
     const { agent } = recordingAgent((ctx) => {
       seen = ctx.signal;
       return new Promise<never>(() => undefined);
     });
-    const outcome = await runStep(request({ completeBy: Date.now() + 150 }), agent, { safetyMarginMs: 0 });
+    const outcome = await runStep(request({ completeBy: base + 150 }), agent, { safetyMarginMs: 0, now: () => base });
     expect(outcome).toEqual({ kind: 'expired', tries: 1 });
     expect(seen?.aborted).toBe(true);
     expect(String((seen?.reason as Error | undefined)?.message)).toMatch(/complete-by .* reached/);
   });
 
   it('a handler that honours the signal (rejects on abort) yields expired, not failed', async () => {
+    // completeBy = now + 150; the injected clock makes the window exactly 150 ms however slow the machine.
+    const base = Date.now();
     const { agent } = recordingAgent(
       (ctx) =>
         new Promise<never>((_resolve, reject) => {
           ctx.signal.addEventListener('abort', () => reject(new Error('aborted by signal')), { once: true });
         }),
     );
-    expect(await runStep(request({ completeBy: Date.now() + 150 }), agent, { safetyMarginMs: 0 })).toEqual({ kind: 'expired', tries: 1 });
+    expect(await runStep(request({ completeBy: base + 150 }), agent, { safetyMarginMs: 0, now: () => base })).toEqual({ kind: 'expired', tries: 1 });
   });
 
   it('a handler that ignores the signal and returns late still yields expired (its output is discarded)', async () => {
+    // completeBy = now + 150; the injected clock makes the window exactly 150 ms however slow the machine.
+    const base = Date.now();
     let finished = false;
     const { agent } = recordingAgent(async () => {
       await sleep(400);
       finished = true;
       return 'too late';
     });
-    const outcome = await runStep(request({ completeBy: Date.now() + 150 }), agent, { safetyMarginMs: 0 });
+    const outcome = await runStep(request({ completeBy: base + 150 }), agent, { safetyMarginMs: 0, now: () => base });
     expect(outcome).toEqual({ kind: 'expired', tries: 1 });
     expect(finished).toBe(false);
   });
@@ -179,9 +187,9 @@ describe('runStep', () => {
     const agent = defineAgent({
       name: 'payment',
       input: z.object({ orderId: z.string(), amount: z.number().positive() }),
-      async handler(ctx) {
+      handler(ctx) {
         calls.push(ctx.input);
-        return ctx.input.amount;
+        return Promise.resolve(ctx.input.amount);
       },
     });
     const outcome = await runStep(request({ input: { orderId: 'o-1', amount: 'ten' } }), agent, opts);
@@ -200,8 +208,8 @@ describe('runStep', () => {
     const agent = defineAgent({
       name: 'payment',
       input: z.object({ amount: z.number(), currency: z.string().default('EUR') }),
-      async handler(ctx) {
-        return ctx.input;
+      handler(ctx) {
+        return Promise.resolve(ctx.input);
       },
     });
     expect(await runStep(request({ input: { amount: 3 } }), agent, opts)).toEqual({ kind: 'ok', output: { amount: 3, currency: 'EUR' }, tries: 1 });
@@ -211,9 +219,11 @@ describe('runStep', () => {
     // First back-off: random 0 → 0 ms; second: ceiling 2 s, random ~1 → ~2 s, past a 1.5 s window.
     const randoms = [0, 1 - Number.EPSILON];
     const random = () => randoms.shift() ?? 0;
-    const { agent, calls } = recordingAgent(async () => Promise.reject(new Error('busy')));
-    const outcome = await runStep(request({ completeBy: Date.now() + 1_500, retry: { maxAttempts: 10, initialDelayMs: 1_000, maxDelayMs: 60_000 } }), agent, {
+    const { agent, calls } = recordingAgent(() => Promise.reject(new Error('busy')));
+    const base = Date.now();
+    const outcome = await runStep(request({ completeBy: base + 1_500, retry: { maxAttempts: 10, initialDelayMs: 1_000, maxDelayMs: 60_000 } }), agent, {
       safetyMarginMs: 0,
+      now: () => base,
       random,
     });
     // Had it waited, the window would have closed and the outcome would be 'expired'.
@@ -222,9 +232,11 @@ describe('runStep', () => {
   });
 
   it('does not start a back-off that cannot finish inside the window even on the first retry', async () => {
-    const { agent, calls } = recordingAgent(async () => Promise.reject(new Error('busy')));
-    const outcome = await runStep(request({ completeBy: Date.now() + 1_000, retry: { maxAttempts: 5, initialDelayMs: 60_000, maxDelayMs: 60_000 } }), agent, {
+    const { agent, calls } = recordingAgent(() => Promise.reject(new Error('busy')));
+    const base = Date.now();
+    const outcome = await runStep(request({ completeBy: base + 1_000, retry: { maxAttempts: 5, initialDelayMs: 60_000, maxDelayMs: 60_000 } }), agent, {
       safetyMarginMs: 0,
+      now: () => base,
       random: () => 0.5,
     });
     expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'busy', name: 'Error', tries: 1 });

@@ -4,6 +4,8 @@
  */
 import {
   ErrorCode,
+  LadderSchema,
+  RetryPolicySchema,
   TriadError,
   validate,
   WorkflowDefinitionSchema,
@@ -23,7 +25,8 @@ export function validateDefinition(raw: unknown, options: ValidateOptions = {}):
   // an unknown dependency or a cycle together with a bad budget, not one after the other.
   const problems = shape.ok ? definitionProblems(shape.value, options) : [...shape.error.details, ...definitionProblems(looseGraph(raw), options)];
   if (problems.length > 0) {
-    const name = shape.ok ? shape.value.name : String((raw as { name?: unknown } | null)?.name ?? '(unnamed)');
+    const rawName = (raw as { name?: unknown } | null)?.name;
+    const name = shape.ok ? shape.value.name : typeof rawName === 'string' ? rawName : '(unnamed)';
     throw new TriadError(
       ErrorCode.InvalidDefinition,
       `workflow "${name}" is invalid (${problems.length} problem${problems.length === 1 ? '' : 's'}): ${problems.join('; ')}`,
@@ -40,13 +43,21 @@ function looseGraph(raw: unknown): WorkflowDefinition {
   const rawSteps = (raw as { steps?: unknown } | null)?.steps;
   const steps = (Array.isArray(rawSteps) ? rawSteps : [])
     .filter((s): s is Record<string, unknown> => typeof s === 'object' && s !== null && typeof (s as { name?: unknown }).name === 'string')
-    .map((s) => ({
-      name: s['name'] as string,
-      agent: typeof s['agent'] === 'string' ? s['agent'] : '',
-      budgetMs: 1,
-      dependsOn: strings(s['dependsOn']),
-      needs: strings(s['needs']),
-    }));
+    .map((s) => {
+      const step: WorkflowDefinition['steps'][number] = {
+        name: s['name'] as string,
+        agent: typeof s['agent'] === 'string' ? s['agent'] : '',
+        budgetMs: 1,
+        dependsOn: strings(s['dependsOn']),
+        needs: strings(s['needs']),
+      };
+      // Policies that parse on their own are checked for their cross-field problems too.
+      const retry = RetryPolicySchema.safeParse(s['retry']);
+      if (retry.success) step.retry = retry.data;
+      const ladder = LadderSchema.safeParse(s['ladder']);
+      if (ladder.success) step.ladder = ladder.data;
+      return step;
+    });
   return { name: '', steps, onFailure: 'error', defaults: {} };
 }
 

@@ -99,6 +99,22 @@ describe('validateDefinition lists every problem at once', () => {
     expect(err.message).toContain('workflow "shape" is invalid (2 problems)');
   });
 
+  // Same promise as above: a shape error elsewhere must not hide a step's retry or ladder problem
+  // (the loose graph read from a document that fails the shape check keeps no retry/ladder).
+  it('a shape error (bad budget) does not hide retry and ladder problems', () => {
+    const err = invalid({
+      name: 'shape2',
+      steps: [
+        { name: 'a', agent: 'x', budgetMs: 0 },
+        { name: 'b', agent: 'x', retry: { initialDelayMs: 2_000, maxDelayMs: 1_000 }, ladder: { retries: 9, maxFailures: 2 } },
+      ],
+    });
+    expect(err.details.some((d) => d.startsWith('steps.0.budgetMs:'))).toBe(true);
+    expect(err.details).toContain('step "b": retry.initialDelayMs (2000) is above retry.maxDelayMs (1000)');
+    expect(err.details).toContain('step "b": ladder.retries (9) is above ladder.maxFailures (2)');
+    expect(err.details).toHaveLength(3);
+  });
+
   it('needs must be a (transitive) ancestor; a transitive one is fine', () => {
     const ok = validateDefinition({
       name: 'chain',

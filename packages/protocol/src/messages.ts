@@ -22,7 +22,8 @@ export const SubmissionSchema = z
     workflow: NameSchema,
     /** Pin a version; the latest registered version when absent. */
     version: z.number().int().min(1).optional(),
-    input: z.unknown(),
+    // Optional: the codec drops undefined values, so an absent input must decode as absent.
+    input: z.unknown().optional(),
     replyTo: SubjectSchema.optional(),
     submittedAt: epochMs,
   })
@@ -46,7 +47,8 @@ export const StepRequestSchema = z
     idempotencyKey: z.string().min(1).max(512),
     /** Absolute deadline (epoch ms). Past it the agent stops and sends nothing back. */
     completeBy: epochMs,
-    input: z.unknown(),
+    // Optional: the codec drops undefined values, so an absent input must decode as absent.
+    input: z.unknown().optional(),
     /** Outputs of the steps this step declared it needs, by step name. */
     needs: z.record(z.string(), z.unknown()),
     retry: z
@@ -68,7 +70,8 @@ const resultBase = {
   tries: z.number().int().min(1),
 };
 export const StepResultSchema = z.discriminatedUnion('ok', [
-  z.object({ ...resultBase, ok: z.literal(true), output: z.unknown() }).strict(),
+  // output is optional: a handler that returns nothing (void) sends no output key.
+  z.object({ ...resultBase, ok: z.literal(true), output: z.unknown().optional() }).strict(),
   z
     .object({
       ...resultBase,
@@ -208,7 +211,7 @@ export const TaskStateSchema = z.object({
   workflow: z.string(),
   version: z.number().int(),
   status: TaskStatusSchema,
-  input: z.unknown(),
+  input: z.unknown().optional(),
   lockedBy: z.string().optional(),
   lockEpoch: z.number().int().nonnegative(),
   createdAt: z.number(),

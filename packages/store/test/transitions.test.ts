@@ -1,0 +1,625 @@
+// Proves the Redis transitions on a real redis-server: readiness, attempt fencing, the failure ladder, epoch fencing, the deadline index, leadership and workflow versions.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { connect, createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { ErrorCode, TriadError, encode, isTriadError, unpackTrusted, type WorkflowDefinitionInput } from '@triad/protocol';
+import { compilePlan, validateDefinition, type PlanStep } from '@triad/core';
+import { Leadership, TaskStore, WorkflowStore, connectRedis } from '../src/index.js';
+
+// ---------------------------------------------------------------------------------------------
+// A private redis-server for this file.
+
+let server: ChildProcess | undefined;
+let serverLog = '';
+let redis: Redis | undefined;
+let url = '';
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen({ host: '127.0.0.1', port: 0, exclusive: true }, () => {
+      const addr = s.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      s.close(() => (port ? resolve(port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** One PING over a raw socket: true when the server answers +PONG. */
+function ping(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = connect({ host: '127.0.0.1', port });
+    let buf = '';
+    const done = (ok: boolean) => {
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(500, () => done(false));
+    sock.once('error', () => done(false));
+    sock.once('connect', () => sock.write('PING\r\n'));
+    sock.on('data', (d) => {
+      buf += d.toString('utf8');
+      if (buf.includes('\r\n')) done(buf.startsWith('+PONG'));
+    });
+  });
+}
+
+async function stopServer(): Promise<void> {
+  const child = server;
+  server = undefined;
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGKILL');
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
+}
+
+async function startServer(): Promise<void> {
+  // A port can be taken between asking and binding: try a few.
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    const port = await freePort();
+    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    server = child;
+    child.stdout?.on('data', (d: Buffer) => (serverLog = (serverLog + d.toString()).slice(-4_000)));
+    child.stderr?.on('data', (d: Buffer) => (serverLog = (serverLog + d.toString()).slice(-4_000)));
+    const spawnError = new Promise<Error>((resolve) => child.once('error', resolve));
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && child.exitCode === null) {
+      const failed = await Promise.race([spawnError, new Promise<undefined>((r) => setTimeout(() => r(undefined), 50))]);
+      if (failed) throw new Error(`cannot start redis-server: ${failed.message}`);
+      if (await ping(port)) {
+        url = `redis://127.0.0.1:${port}`;
+        return;
+      }
+    }
+    await stopServer();
+  }
+  throw new Error(`redis-server did not answer PING:\n${serverLog}`);
+}
+
+beforeAll(async () => {
+  try {
+    await startServer();
+    redis = connectRedis(url, { connectionName: 'triad-store-test' });
+    await redis.ping();
+  } catch (e) {
+    redis?.disconnect();
+    redis = undefined;
+    await stopServer();
+    throw e;
+  }
+});
+
+afterAll(async () => {
+  if (redis) await redis.quit().catch(() => redis?.disconnect());
+  await stopServer();
+});
+
+function r(): Redis {
+  if (!redis) throw new Error('redis not started');
+  return redis;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures.
+
+let nsCounter = 0;
+/** A fresh namespace per test: no test sees another's keys. */
+function ns(): string {
+  nsCounter++;
+  return `t${process.pid}-${nsCounter}`;
+}
+
+const T0 = 1_700_000_000_000;
+
+function plan(def: WorkflowDefinitionInput): PlanStep[] {
+  return compilePlan(validateDefinition(def));
+}
+
+/** a → (b, c) → d, with distinct budgets so each completeBy is recognisable. */
+const fanPlan = plan({
+  name: 'fan',
+  steps: [
+    { name: 'a', agent: 'inventory', budgetMs: 1_000 },
+    { name: 'b', agent: 'payment', budgetMs: 2_000, dependsOn: ['a'], needs: ['a'] },
+    { name: 'c', agent: 'shipping', budgetMs: 3_000, dependsOn: ['a'] },
+    { name: 'd', agent: 'notify', budgetMs: 4_000, dependsOn: ['b', 'c'], needs: ['b', 'c'] },
+  ],
+});
+
+const input = encode({ orderId: 'o-1', amount: 42 });
+
+function createArgs(taskId: string, p: PlanStep[] = fanPlan, now = T0) {
+  return { taskId, workflow: 'fan', version: 1, input, plan: p, onFailure: 'error' as const, now, schedulerId: 'sched-1' };
+}
+
+function ok(taskId: string, step: string, attempt: number, now: number, output: unknown = { from: step }) {
+  return { taskId, step, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: true as const, output: encode(output) } };
+}
+
+function fail(taskId: string, step: string, attempt: number, now: number, message: string, retryable: boolean) {
+  return { taskId, step, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: false as const, message, retryable } };
+}
+
+/** Every field of the task hash as hex, for "nothing changed" comparisons. */
+async function rawTask(store: TaskStore, taskId: string, omit: string[] = []): Promise<Record<string, string>> {
+  const h = await r().hgetallBuffer(store.keys.task(taskId));
+  return Object.fromEntries(
+    Object.entries(h)
+      .filter(([k]) => !omit.includes(k))
+      .map(([k, v]) => [k, v.toString('hex')]),
+  );
+}
+
+async function deadlines(store: TaskStore): Promise<Record<string, number>> {
+  const flat = await r().zrange(store.keys.deadlines, 0, -1, 'WITHSCORES');
+  const out: Record<string, number> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i] as string] = Number(flat[i + 1]);
+  return out;
+}
+
+async function staleResults(store: TaskStore, taskId: string): Promise<number> {
+  return Number((await r().hget(store.keys.task(taskId), 'staleResults')) ?? 0);
+}
+
+async function stepOf(store: TaskStore, taskId: string, step: string) {
+  const t = await store.getTask(taskId);
+  const s = t?.steps.find((x) => x.name === step);
+  if (!s) throw new Error(`no step ${step} in task ${taskId}`);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('createTask', () => {
+  it('starts only the dependency-free steps and returns them in dispatch with attempt 1 and completeBy = now + budget', async () => {
+    const store = new TaskStore(r(), ns());
+    const out = await store.createTask(createArgs('task-1'));
+    if (!out.created) throw new Error('expected created');
+    const t = out.transition;
+    expect(t.dispatch).toEqual([{ step: 'a', agent: 'inventory', attempt: 1, completeBy: T0 + 1_000, needs: [] }]);
+    expect(t.status).toBe('running');
+    expect(t.workflow).toBe('fan');
+    expect(t.version).toBe(1);
+    expect(t.lockEpoch).toBe(1);
+    expect(t.events.map((e) => [e.type, e.seq, e.step])).toEqual([
+      ['received', 1, undefined],
+      ['step_started', 2, 'a'],
+    ]);
+    expect(Buffer.from(t.input ?? []).equals(Buffer.from(input))).toBe(true);
+
+    const state = await store.getTask('task-1');
+    expect(state).toMatchObject({ taskId: 'task-1', workflow: 'fan', version: 1, status: 'running', input: { orderId: 'o-1', amount: 42 }, createdAt: T0, lockEpoch: 1 });
+    expect(state?.steps.map((s) => [s.name, s.status, s.attempt, s.completeBy])).toEqual([
+      ['a', 'processing', 1, T0 + 1_000],
+      ['b', 'pending', 0, undefined],
+      ['c', 'pending', 0, undefined],
+      ['d', 'pending', 0, undefined],
+    ]);
+    expect(await deadlines(store)).toEqual({ 'task-1|a': T0 + 1_000 });
+    expect(await store.listTasks({ limit: 10 })).toEqual([{ taskId: 'task-1', workflow: 'fan', version: 1, status: 'running', createdAt: T0, updatedAt: T0 }]);
+  });
+
+  it('starts every root step of a workflow with several', async () => {
+    const store = new TaskStore(r(), ns());
+    const p = plan({ name: 'roots', steps: [{ name: 'x', agent: 'a1', budgetMs: 50 }, { name: 'y', agent: 'a2', budgetMs: 70 }, { name: 'z', agent: 'a3', dependsOn: ['x', 'y'] }] });
+    const out = await store.createTask(createArgs('roots-1', p, T0 + 5));
+    if (!out.created) throw new Error('expected created');
+    expect(out.transition.dispatch).toEqual([
+      { step: 'x', agent: 'a1', attempt: 1, completeBy: T0 + 55, needs: [] },
+      { step: 'y', agent: 'a2', attempt: 1, completeBy: T0 + 75, needs: [] },
+    ]);
+  });
+
+  it('a duplicate createTask returns created:false with the status and changes nothing', async () => {
+    const store = new TaskStore(r(), ns());
+    await store.createTask(createArgs('dup-1'));
+    const before = await rawTask(store, 'dup-1');
+    const dl = await deadlines(store);
+    const again = await store.createTask({ ...createArgs('dup-1', fanPlan, T0 + 50), schedulerId: 'sched-2' });
+    expect(again).toEqual({ created: false, status: 'running' });
+    expect(await rawTask(store, 'dup-1')).toEqual(before);
+    expect(await deadlines(store)).toEqual(dl);
+  });
+});
+
+describe('applyResult', () => {
+  it('moves the step to processed and starts exactly the newly ready steps (d only after both b and c)', async () => {
+    const store = new TaskStore(r(), ns());
+    await store.createTask(createArgs('fan-1'));
+
+    const ra = await store.applyResult(ok('fan-1', 'a', 1, T0 + 100, { reservationId: 'r-1' }));
+    if (!ra.applied) throw new Error(ra.reason);
+    expect(ra.transition.dispatch).toEqual([
+      { step: 'b', agent: 'payment', attempt: 1, completeBy: T0 + 100 + 2_000, needs: ['a'] },
+      { step: 'c', agent: 'shipping', attempt: 1, completeBy: T0 + 100 + 3_000, needs: [] },
+    ]);
+    // The outputs the dispatched steps need travel with the transition.
+    expect([...ra.transition.outputs.keys()]).toEqual(['a']);
+    expect(unpackTrusted(ra.transition.outputs.get('a') as Uint8Array)).toEqual({ reservationId: 'r-1' });
+    expect(ra.transition.input).toBeDefined();
+    expect(ra.transition.events.map((e) => [e.type, e.step])).toEqual([
+      ['step_done', 'a'],
+      ['step_started', 'b'],
+      ['step_started', 'c'],
+    ]);
+    const a = await stepOf(store, 'fan-1', 'a');
+    expect(a).toMatchObject({ status: 'processed', attempt: 1, finishedAt: T0 + 100, output: { reservationId: 'r-1' }, lockedBy: 'agent-1' });
+    expect(await deadlines(store)).toEqual({ 'fan-1|b': T0 + 2_100, 'fan-1|c': T0 + 3_100 });
+
+    const rb = await store.applyResult(ok('fan-1', 'b', 1, T0 + 200));
+    if (!rb.applied) throw new Error(rb.reason);
+    expect(rb.transition.dispatch).toEqual([]);
+    expect((await stepOf(store, 'fan-1', 'd')).status).toBe('pending');
+
+    const rc = await store.applyResult(ok('fan-1', 'c', 1, T0 + 300));
+    if (!rc.applied) throw new Error(rc.reason);
+    expect(rc.transition.dispatch).toEqual([{ step: 'd', agent: 'notify', attempt: 1, completeBy: T0 + 4_300, needs: ['b', 'c'] }]);
+    expect(new Set(rc.transition.outputs.keys())).toEqual(new Set(['b', 'c']));
+    expect(unpackTrusted(rc.transition.outputs.get('c') as Uint8Array)).toEqual({ from: 'c' });
+    expect(rc.transition.status).toBe('running');
+
+    const rd = await store.applyResult(ok('fan-1', 'd', 1, T0 + 400));
+    if (!rd.applied) throw new Error(rd.reason);
+    expect(rd.transition.status).toBe('completed');
+    expect(rd.transition.dispatch).toEqual([]);
+    expect(rd.transition.events.map((e) => e.type)).toEqual(['step_done', 'completed']);
+    const done = await store.getTask('fan-1');
+    expect(done).toMatchObject({ status: 'completed', finishedAt: T0 + 400, updatedAt: T0 + 400 });
+    expect(done?.steps.every((s) => s.status === 'processed')).toBe(true);
+    expect(await deadlines(store)).toEqual({});
+    expect(await r().zscore(store.keys.finished, 'fan-1')).toBe(String(T0 + 400));
+    // Event sequence numbers grow by one across all transitions of the task.
+    const seqs = [...ra.transition.events, ...rb.transition.events, ...rc.transition.events, ...rd.transition.events].map((e) => e.seq);
+    expect(seqs).toEqual(seqs.map((_, i) => (seqs[0] as number) + i));
+  });
+
+  it('rejects a result for a wrong attempt, or a second result for the same attempt; nothing changes and staleResults counts them', async () => {
+    const store = new TaskStore(r(), ns());
+    await store.createTask(createArgs('stale-1'));
+    expect((await store.applyResult(ok('stale-1', 'a', 1, T0 + 100))).applied).toBe(true);
+    expect(await staleResults(store, 'stale-1')).toBe(0);
+
+    const before = await store.getTask('stale-1');
+    const rawBefore = await rawTask(store, 'stale-1', ['staleResults']);
+    const dlBefore = await deadlines(store);
+
+    // A duplicate delivery of a's result (a is processed now).
+    const dup = await store.applyResult(ok('stale-1', 'a', 1, T0 + 150, { other: true }));
+    expect(dup.applied).toBe(false);
+    if (!dup.applied) expect(dup.reason).toMatch(/processed/);
+    expect(await staleResults(store, 'stale-1')).toBe(1);
+
+    // A result for an attempt b never had, ok and failed.
+    const wrong = await store.applyResult(ok('stale-1', 'b', 2, T0 + 160));
+    expect(wrong.applied).toBe(false);
+    if (!wrong.applied) expect(wrong.reason).toMatch(/attempt 1.*attempt 2/);
+    expect((await store.applyResult(fail('stale-1', 'b', 0, T0 + 170, 'boom', false))).applied).toBe(false);
+    expect(await staleResults(store, 'stale-1')).toBe(3);
+
+    expect(await store.getTask('stale-1')).toEqual(before);
+    expect(await rawTask(store, 'stale-1', ['staleResults'])).toEqual(rawBefore);
+    expect(await deadlines(store)).toEqual(dlBefore);
+  });
+
+  it('a result for an attempt superseded by a supervisor retry is stale', async () => {
+    const store = new TaskStore(r(), ns());
+    await store.createTask(createArgs('super-1'));
+    const e = await store.expireStep('super-1', 'a', T0 + 1_000, 1);
+    expect(e).toMatchObject({ action: 'retry', attempt: 2 });
+    const before = await rawTask(store, 'super-1', ['staleResults']);
+    const late = await store.applyResult(ok('super-1', 'a', 1, T0 + 1_001));
+    expect(late.applied).toBe(false);
+    expect(await rawTask(store, 'super-1', ['staleResults'])).toEqual(before);
+    expect(await staleResults(store, 'super-1')).toBe(1);
+    expect((await store.applyResult(ok('super-1', 'a', 2, T0 + 1_002))).applied).toBe(true);
+  });
+
+  it('a permanent failure fails the step and the task', async () => {
+    const store = new TaskStore(r(), ns());
+    await store.createTask(createArgs('perm-1'));
+    await store.applyResult(ok('perm-1', 'a', 1, T0 + 100));
+    const res = await store.applyResult(fail('perm-1', 'b', 1, T0 + 200, 'card declined', false));
+    if (!res.applied) throw new Error(res.reason);
+    expect(res.transition.status).toBe('failed');
+    expect(res.transition.dispatch).toEqual([]);
+    expect(res.transition.events.map((e) => e.type)).toEqual(['step_failed', 'failed']);
+    const t = await store.getTask('perm-1');
+    expect(t?.status).toBe('failed');
+    expect(t?.finishedAt).toBe(T0 + 200);
+    expect(t?.error).toContain('card declined');
+    expect(await stepOf(store, 'perm-1', 'b')).toMatchObject({ status: 'failed', error: 'card declined', finishedAt: T0 + 200 });
+    expect((await stepOf(store, 'perm-1', 'd')).status).toBe('pending');
+    expect(Object.keys(await deadlines(store))).not.toContain('perm-1|b');
+    // Nothing more is applied to a finished task; d never starts.
+    const before = await rawTask(store, 'perm-1', ['staleResults']);
+    const late = await store.applyResult(ok('perm-1', 'c', 1, T0 + 300));
+    expect(late.applied).toBe(false);
+    if (!late.applied) expect(late.reason).toMatch(/task is failed/);
+    // Counted like every other stale result (ADR 0001), and nothing else changes.
+    expect(await staleResults(store, 'perm-1')).toBe(1);
+    expect(await rawTask(store, 'perm-1', ['staleResults'])).toEqual(before);
+    expect((await store.getTask('perm-1'))?.status).toBe('failed');
+    expect((await stepOf(store, 'perm-1', 'd')).status).toBe('pending');
+  });
+
+  it('a retryable failure keeps the step processing and moves its deadline to now', async () => {
+    const store = new TaskStore(r(), ns());
+    await store.createTask(createArgs('retry-1'));
+    const res = await store.applyResult(fail('retry-1', 'a', 1, T0 + 300, 'upstream 503', true));
+    if (!res.applied) throw new Error(res.reason);
+    expect(res.transition.status).toBe('running');
+    expect(res.transition.dispatch).toEqual([]);
+    expect(res.transition.events.map((e) => [e.type, e.reason])).toEqual([['step_failed', 'upstream 503']]);
+    expect(await stepOf(store, 'retry-1', 'a')).toMatchObject({ status: 'processing', attempt: 1, completeBy: T0 + 300, error: 'upstream 503' });
+    expect(await deadlines(store)).toEqual({ 'retry-1|a': T0 + 300 });
+    expect(await store.expiredSteps(T0 + 300, 10)).toEqual([{ taskId: 'retry-1', step: 'a', completeBy: T0 + 300 }]);
+    // The supervisor then applies the ladder (default: retry at once), keeping the error in the event.
+    const e = await store.expireStep('retry-1', 'a', T0 + 301, 1);
+    expect(e.action).toBe('retry');
+    expect(e.dispatch).toEqual([{ step: 'a', agent: 'inventory', attempt: 2, completeBy: T0 + 1_301, needs: [] }]);
+    expect(e.events[0]).toMatchObject({ type: 'step_retried', reason: 'upstream 503', attempt: 2 });
+  });
+
+  it('unknown task and unknown step are typed errors', async () => {
+    const store = new TaskStore(r(), ns());
+    await expect(store.applyResult(ok('nope', 'a', 1, T0))).rejects.toMatchObject({ code: ErrorCode.UnknownTask });
+    await store.createTask(createArgs('known-1'));
+    await expect(store.applyResult(ok('known-1', 'zzz', 1, T0))).rejects.toMatchObject({ code: ErrorCode.UnknownStep });
+  });
+});
+
+describe('expireStep', () => {
+  const ladderPlan = plan({ name: 'ladder', steps: [{ name: 'a', agent: 'flaky', budgetMs: 1_000, ladder: { retries: 1, longBackoffMs: 1_000, maxFailures: 3 } }] });
+
+  it('follows the ladder: retry (attempt 2) → park → retry after the park time → error (task failed)', async () => {
+    const store = new TaskStore(r(), ns());
+    await store.createTask(createArgs('lad-1', ladderPlan, T0));
+
+    // Before the deadline: nothing happens.
+    const early = await store.expireStep('lad-1', 'a', T0 + 999, 1);
+    expect(early.action).toBe('noop');
+    expect(await stepOf(store, 'lad-1', 'a')).toMatchObject({ status: 'processing', attempt: 1, failureCount: 0 });
+
+    // failureCount 1 <= retries 1: retry at once.
+    const e1 = await store.expireStep('lad-1', 'a', T0 + 1_000, 1);
+    expect(e1).toMatchObject({ action: 'retry', attempt: 2, failureCount: 1, onFailure: 'error' });
+    expect(e1.dispatch).toEqual([{ step: 'a', agent: 'flaky', attempt: 2, completeBy: T0 + 2_000, needs: [] }]);
+    expect(e1.events.map((e) => e.type)).toEqual(['step_retried']);
+    expect(await deadlines(store)).toEqual({ 'lad-1|a': T0 + 2_000 });
+
+    // failureCount 2 > retries, < maxFailures: parked for longBackoffMs.
+    const e2 = await store.expireStep('lad-1', 'a', T0 + 2_000, 1);
+    expect(e2).toMatchObject({ action: 'park', attempt: 2, failureCount: 2 });
+    expect(e2.dispatch).toEqual([]);
+    expect(e2.events.map((e) => e.type)).toEqual(['step_parked']);
+    expect(await stepOf(store, 'lad-1', 'a')).toMatchObject({ status: 'parked', attempt: 2, completeBy: T0 + 3_000 });
+    expect(await deadlines(store)).toEqual({ 'lad-1|a': T0 + 3_000 });
+
+    // Still parked before the park time passes.
+    expect((await store.expireStep('lad-1', 'a', T0 + 2_999, 1)).action).toBe('noop');
+    expect((await stepOf(store, 'lad-1', 'a')).status).toBe('parked');
+
+    // Park time passed: retry (the failure was already counted).
+    const e3 = await store.expireStep('lad-1', 'a', T0 + 3_000, 1);
+    expect(e3).toMatchObject({ action: 'retry', attempt: 3, failureCount: 2 });
+    expect(e3.dispatch).toEqual([{ step: 'a', agent: 'flaky', attempt: 3, completeBy: T0 + 4_000, needs: [] }]);
+    expect(await stepOf(store, 'lad-1', 'a')).toMatchObject({ status: 'processing', attempt: 3 });
+
+    // failureCount 3 >= maxFailures: error, the task fails.
+    const e4 = await store.expireStep('lad-1', 'a', T0 + 4_000, 1);
+    expect(e4).toMatchObject({ action: 'error', failureCount: 3 });
+    expect(e4.lastError).toMatch(/complete-by passed/);
+    expect(e4.events.map((e) => e.type)).toEqual(['step_error', 'failed']);
+    const t = await store.getTask('lad-1');
+    expect(t?.status).toBe('failed');
+    expect(t?.finishedAt).toBe(T0 + 4_000);
+    expect(t?.steps[0]).toMatchObject({ status: 'error', failureCount: 3, attempt: 3 });
+    expect(await deadlines(store)).toEqual({});
+
+    // Anything after the end is a no-op.
+    expect((await store.expireStep('lad-1', 'a', T0 + 9_000, 1)).action).toBe('noop');
+  });
+
+  it('an epoch lower than the stored supervisor epoch throws STALE and changes nothing', async () => {
+    const namespace = ns();
+    const store = new TaskStore(r(), namespace);
+    await store.createTask(createArgs('epoch-1', ladderPlan, T0));
+    // Two real elections: A (epoch 1) resigns, B is elected with epoch 2.
+    const a = new Leadership(r(), namespace, 'sup-a', 10_000);
+    const b = new Leadership(r(), namespace, 'sup-b', 10_000);
+    expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
+    await a.resign();
+    expect(await b.tick()).toEqual({ leading: true, epoch: 2 });
+
+    const before = await rawTask(store, 'epoch-1');
+    const dlBefore = await deadlines(store);
+    let caught: unknown;
+    try {
+      await store.expireStep('epoch-1', 'a', T0 + 5_000, a.currentEpoch());
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught).toBeInstanceOf(TriadError);
+    expect(isTriadError(caught, ErrorCode.Stale)).toBe(true);
+    expect(await rawTask(store, 'epoch-1')).toEqual(before);
+    expect(await deadlines(store)).toEqual(dlBefore);
+    // The current leader's epoch (and a newer one) is accepted.
+    expect((await store.expireStep('epoch-1', 'a', T0 + 5_000, b.currentEpoch())).action).toBe('retry');
+  });
+
+  it('an unknown task is a noop and its index entry is removed', async () => {
+    const store = new TaskStore(r(), ns());
+    await r().zadd(store.keys.deadlines, T0, 'ghost|a');
+    expect(await store.expireStep('ghost', 'a', T0 + 1, 1)).toEqual({ action: 'noop', events: [], dispatch: [] });
+    expect(await deadlines(store)).toEqual({});
+  });
+});
+
+describe('the deadline index', () => {
+  it('expiredSteps(now) returns only the steps whose completeBy <= now, however many finished tasks exist', async () => {
+    const store = new TaskStore(r(), ns());
+    const single = plan({ name: 'one', steps: [{ name: 's', agent: 'x', budgetMs: 10_000 }] });
+    // 1000 finished tasks (created and completed) and 50 in flight with a later deadline.
+    await Promise.all(
+      Array.from({ length: 1_000 }, async (_, i) => {
+        const id = `done-${i}`;
+        await store.createTask(createArgs(id, single, T0));
+        const res = await store.applyResult(ok(id, 's', 1, T0 + 10));
+        if (!res.applied) throw new Error(res.reason);
+      }),
+    );
+    await Promise.all(Array.from({ length: 50 }, (_, i) => store.createTask(createArgs(`later-${i}`, single, T0))));
+    // Three steps expiring by T0+1000 (one exactly at it) and one just after.
+    const budgets: [string, number][] = [['exp-1', 500], ['exp-2', 800], ['exp-3', 1_000], ['not-yet', 1_001]];
+    for (const [id, b] of budgets) await store.createTask(createArgs(id, plan({ name: 'one', steps: [{ name: 's', agent: 'x', budgetMs: b }] }), T0));
+
+    expect(await r().zcard(store.keys.deadlines)).toBe(50 + 4);
+    expect(await r().zcard(store.keys.finished)).toBe(1_000);
+    const expired = await store.expiredSteps(T0 + 1_000, 100);
+    expect(expired).toEqual([
+      { taskId: 'exp-1', step: 's', completeBy: T0 + 500 },
+      { taskId: 'exp-2', step: 's', completeBy: T0 + 800 },
+      { taskId: 'exp-3', step: 's', completeBy: T0 + 1_000 },
+    ]);
+    expect(await store.countExpired(T0 + 1_000)).toBe(3);
+    // The limit takes the oldest first.
+    expect((await store.expiredSteps(T0 + 1_000, 2)).map((e) => e.taskId)).toEqual(['exp-1', 'exp-2']);
+    expect(await store.expiredSteps(T0 + 499, 100)).toEqual([]);
+  });
+
+  it('inFlight returns the processing steps with the outputs they need', async () => {
+    const store = new TaskStore(r(), ns());
+    await store.createTask(createArgs('fl-1'));
+    const ra = await store.applyResult(ok('fl-1', 'a', 1, T0 + 100, { reservationId: 'r-7' }));
+    if (!ra.applied) throw new Error(ra.reason);
+    const t = await store.inFlight('fl-1');
+    expect(t).toBeDefined();
+    expect(t?.status).toBe('running');
+    expect(t?.workflow).toBe('fan');
+    expect(t?.version).toBe(1);
+    // The same requests the transition dispatched: same attempt and completeBy.
+    expect(t?.dispatch).toEqual(ra.transition.dispatch);
+    expect([...(t?.outputs.keys() ?? [])]).toEqual(['a']);
+    expect(unpackTrusted(t?.outputs.get('a') as Uint8Array)).toEqual({ reservationId: 'r-7' });
+    expect(unpackTrusted(t?.input as Uint8Array)).toEqual({ orderId: 'o-1', amount: 42 });
+
+    await store.applyResult(ok('fl-1', 'b', 1, T0 + 200));
+    expect((await store.inFlight('fl-1'))?.dispatch.map((d) => d.step)).toEqual(['c']);
+    await store.applyResult(ok('fl-1', 'c', 1, T0 + 300));
+    const last = await store.inFlight('fl-1');
+    expect(last?.dispatch).toEqual([{ step: 'd', agent: 'notify', attempt: 1, completeBy: T0 + 4_300, needs: ['b', 'c'] }]);
+    expect(new Set(last?.outputs.keys())).toEqual(new Set(['b', 'c']));
+    await store.applyResult(ok('fl-1', 'd', 1, T0 + 400));
+    // Finished or unknown tasks have nothing in flight.
+    expect(await store.inFlight('fl-1')).toBeUndefined();
+    expect(await store.inFlight('no-such-task')).toBeUndefined();
+  });
+});
+
+describe('Leadership', () => {
+  it('one of two candidates leads with epoch 1; after its lease lapses the other leads with epoch 2', async () => {
+    const namespace = ns();
+    // A is first elected with a long lease, so B's first look cannot race a slow machine; A then renews
+    // with a 200 ms lease (same candidate id: a renewal, same epoch) and stops renewing.
+    const aFirst = new Leadership(r(), namespace, 'sup-a', 30_000);
+    const a = new Leadership(r(), namespace, 'sup-a', 200);
+    const b = new Leadership(r(), namespace, 'sup-b', 200);
+    expect(await aFirst.tick()).toEqual({ leading: true, epoch: 1 });
+    expect(await b.tick()).toEqual({ leading: false, epoch: 0, holder: 'sup-a|1' });
+    expect(b.isLeader()).toBe(false);
+    expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
+
+    await new Promise((res) => setTimeout(res, 300));
+    // A did not renew: it must not believe it still leads.
+    expect(a.isLeader()).toBe(false);
+    expect(await b.tick()).toEqual({ leading: true, epoch: 2 });
+    expect(b.currentEpoch()).toBe(2);
+    expect(await a.tick()).toEqual({ leading: false, epoch: 1, holder: 'sup-b|2' });
+    expect(a.isLeader()).toBe(false);
+
+    // A resigning (it does not hold the lease) changes nothing: B still holds it with the same epoch.
+    await a.resign();
+    expect(await r().get(`triad:${namespace}:supervisor:leader`)).toBe('sup-b|2');
+    expect(await b.tick()).toEqual({ leading: true, epoch: 2 });
+    expect(await a.tick()).toMatchObject({ leading: false, holder: 'sup-b|2' });
+
+    // B resigning lets A in at once, with a new epoch.
+    await b.resign();
+    expect(b.isLeader()).toBe(false);
+    expect(await a.tick()).toEqual({ leading: true, epoch: 3 });
+  });
+
+  it('renewal keeps the epoch, and the holder knows it leads while its lease is valid', async () => {
+    const namespace = ns();
+    const a = new Leadership(r(), namespace, 'sup-a', 30_000);
+    expect(a.isLeader()).toBe(false);
+    expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
+    expect(a.isLeader()).toBe(true);
+    expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
+    expect(await r().get(`triad:${namespace}:supervisor:epoch`)).toBe('1');
+    const pttl = await r().pttl(`triad:${namespace}:supervisor:leader`);
+    expect(pttl).toBeGreaterThan(0);
+    expect(pttl).toBeLessThanOrEqual(30_000);
+  });
+
+  it('a resign by a candidate that never led does nothing', async () => {
+    const namespace = ns();
+    const a = new Leadership(r(), namespace, 'sup-a', 30_000);
+    const b = new Leadership(r(), namespace, 'sup-b', 30_000);
+    await a.tick();
+    await b.tick();
+    await b.resign();
+    expect(await r().get(`triad:${namespace}:supervisor:leader`)).toBe('sup-a|1');
+    expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
+  });
+});
+
+describe('WorkflowStore', () => {
+  const v1 = validateDefinition({ name: 'orders', description: 'first', steps: [{ name: 'reserve', agent: 'inventory' }] });
+  const v2 = validateDefinition({
+    name: 'orders',
+    description: 'second',
+    steps: [{ name: 'reserve', agent: 'inventory' }, { name: 'charge', agent: 'payment', dependsOn: ['reserve'] }],
+  });
+
+  it('versions: same document → same version; changed → next; same version with another document → VERSION_CONFLICT', async () => {
+    const store = new WorkflowStore(r(), ns());
+    expect(await store.register(v1, T0)).toEqual({ version: 1, created: true });
+    expect(await store.register(v1, T0 + 1)).toEqual({ version: 1, created: false });
+    // The same document with its keys in another order is the same document.
+    const reordered = validateDefinition({ steps: [{ agent: 'inventory', name: 'reserve' }], description: 'first', name: 'orders' });
+    expect(await store.register(reordered, T0 + 2)).toEqual({ version: 1, created: false });
+    expect(await store.register(v2, T0 + 3)).toEqual({ version: 2, created: true });
+    // Explicitly asking for an existing version with its own document is idempotent.
+    expect(await store.register({ ...v1, version: 1 }, T0 + 4)).toEqual({ version: 1, created: false });
+
+    let caught: unknown;
+    try {
+      await store.register({ ...v2, version: 1 }, T0 + 5);
+    } catch (e) {
+      caught = e;
+    }
+    expect(isTriadError(caught, ErrorCode.VersionConflict)).toBe(true);
+    expect(String((caught as Error).message)).toContain('orders');
+
+    const latest = await store.get('orders');
+    expect(latest).toEqual({ ...v2, version: 2, registeredAt: T0 + 3 });
+    const pinned = await store.get('orders', 1);
+    expect(pinned).toEqual({ ...v1, version: 1, registeredAt: T0 });
+    expect(await store.get('orders', 3)).toBeUndefined();
+    expect(await store.get('unknown')).toBeUndefined();
+    expect(await store.list()).toEqual([{ name: 'orders', latest: 2, versions: [1, 2], description: 'second' }]);
+  });
+
+  it('an explicit new version is stored under that number and becomes the latest', async () => {
+    const store = new WorkflowStore(r(), ns());
+    expect(await store.register({ ...v1, version: 5 }, T0)).toEqual({ version: 5, created: true });
+    expect((await store.get('orders'))?.version).toBe(5);
+    expect(await store.register(v2, T0 + 1)).toEqual({ version: 6, created: true });
+    expect((await store.get('orders', 5))?.description).toBe('first');
+  });
+});
