@@ -9,7 +9,11 @@ export interface BusOptions {
   namespace: string;
   /** Shown in the server's connection list (e.g. "scheduler-3f2a"). */
   name: string;
-  /** Give up connecting at start-up after this long (the process then exits with a clear error). */
+  /**
+   * Services wait for NATS to come up (the default); a client that must not hang a shell sets this to
+   * give up when the first connection fails.
+   */
+  failFast?: boolean;
   connectTimeoutMs?: number;
 }
 
@@ -29,8 +33,8 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
       name: opts.name,
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
-      // Keep trying the first connection too, so an actor started before NATS waits for it.
-      waitOnFirstConnect: true,
+      // Services keep trying the first connection too, so an actor started before NATS waits for it.
+      waitOnFirstConnect: !opts.failFast,
       timeout: opts.connectTimeoutMs ?? 20_000,
       pingInterval: 10_000,
     });

@@ -39,6 +39,8 @@ export interface ClientOptions {
   name?: string;
   /** Timeout of API requests. */
   requestTimeoutMs?: number;
+  /** Wait for NATS if it is not up yet (services) instead of failing at once (the default, for tools). */
+  waitForServer?: boolean;
 }
 
 export interface SubmitOptions {
@@ -66,7 +68,8 @@ export class TriadClient {
       url: o.natsUrl ?? 'nats://127.0.0.1:4222',
       namespace: o.namespace ?? 'default',
       name: o.name ?? `triad-client-${process.pid}`,
-      connectTimeoutMs: 10_000,
+      connectTimeoutMs: o.requestTimeoutMs ?? 10_000,
+      failFast: !o.waitForServer,
     });
     return new TriadClient(bus, o.requestTimeoutMs ?? 10_000);
   }
@@ -134,8 +137,16 @@ export class TriadClient {
     };
     const v = validate(candidate, SubmissionSchema, 'submission');
     if (!v.ok) throw v.error;
-    const ack = await this.bus.js.publish(this.bus.names.subjects.submit, encode(v.value), { msgID: v.value.taskId });
-    return { taskId: v.value.taskId, duplicate: ack.duplicate };
+    try {
+      const ack = await this.bus.js.publish(this.bus.names.subjects.submit, encode(v.value), { msgID: v.value.taskId });
+      return { taskId: v.value.taskId, duplicate: ack.duplicate };
+    } catch (e) {
+      throw new TriadError(
+        ErrorCode.Unavailable,
+        `submission not stored (${errorMessage(e)}): is JetStream enabled and has a scheduler run in namespace "${this.namespace}" (it creates the streams)?`,
+        { cause: e },
+      );
+    }
   }
 
   /**
@@ -144,7 +155,7 @@ export class TriadClient {
    */
   async *watch(taskId: string, o: { signal?: AbortSignal } = {}): AsyncGenerator<TaskEvent> {
     const consumer = await this.orderedEventConsumer(taskId, o.signal);
-    if (!consumer) return;
+    if (!consumer || o.signal?.aborted) return;
     const messages = await consumer.consume();
     const stop = (): void => void messages.close();
     o.signal?.addEventListener('abort', stop, { once: true });
@@ -179,7 +190,9 @@ export class TriadClient {
           deliver_policy: DeliverPolicy.All,
         });
       } catch (e) {
-        if (!isTransient(e)) throw e;
+        if (!isTransient(e)) {
+          throw new TriadError(ErrorCode.Unavailable, `cannot read the events of task ${taskId} (${errorMessage(e)}): has a scheduler run in namespace "${this.namespace}"?`, { cause: e });
+        }
         await new Promise((r) => setTimeout(r, delay));
       }
     }

@@ -1,0 +1,16 @@
+/**
+ * Every command group, in the order `triad --help` lists them. A new command is one file exporting
+ * `register(program)`, added here.
+ */
+import type { Command } from 'commander';
+import * as list from './list.js';
+import * as status from './status.js';
+import * as submit from './submit.js';
+import * as watch from './watch.js';
+import * as workflows from './workflows.js';
+
+export interface CommandModule {
+  register(program: Command): void;
+}
+
+export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows];

@@ -1,0 +1,180 @@
+/**
+ * Pure text formatting for the CLI: padded tables, clock/ISO/relative times, durations and event
+ * lines. No I/O and no colour, so every function is unit-tested directly.
+ */
+import type { StepState, TaskEvent, TaskState } from '@triad/protocol';
+
+/** What an empty or absent cell shows. */
+export const EMPTY = '-';
+
+export type Cell = string | number | boolean | null | undefined;
+
+/** One cell as text on a single line (newlines and tabs become spaces; empty values show as "-"). */
+export function cellText(value: Cell): string {
+  if (value === null || value === undefined || value === '') return EMPTY;
+  return String(value).replace(/[\r\n\t]+/g, ' ');
+}
+
+/** Cuts a string to at most `max` characters, ending with "…" when it was cut. */
+export function truncate(text: string, max: number): string {
+  if (max < 1) return '';
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/**
+ * A table with a header row: columns separated by two spaces, padded to the widest cell, no
+ * trailing spaces. Returns the lines joined with "\n" (no final newline).
+ */
+export function table(headers: readonly string[], rows: readonly (readonly Cell[])[]): string {
+  const text = [headers.map((h) => h), ...rows.map((r) => headers.map((_, i) => cellText(r[i])))];
+  const widths = headers.map((_, i) => Math.max(...text.map((r) => (r[i] ?? '').length)));
+  return text
+    .map((r) =>
+      r
+        .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+/** "key: value" lines with the keys padded to the same width; absent values are skipped. */
+export function keyValues(pairs: readonly (readonly [string, Cell])[]): string {
+  const shown = pairs.filter(([, v]) => v !== undefined && v !== null && v !== '');
+  const width = Math.max(0, ...shown.map(([k]) => k.length + 1));
+  return shown.map(([k, v]) => `${`${k}:`.padEnd(width)}  ${cellText(v)}`).join('\n');
+}
+
+const pad2 = (n: number): string => String(n).padStart(2, '0');
+
+/** Local wall-clock time with milliseconds: "HH:MM:SS.mmm". */
+export function clock(ms: number): string {
+  const d = new Date(ms);
+  return `${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}.${String(d.getMilliseconds()).padStart(3, '0')}`;
+}
+
+/** ISO 8601 in UTC ("2024-01-02T03:04:05.006Z"); "-" for an absent or invalid time. */
+export function isoTime(ms: number | undefined): string {
+  if (ms === undefined || !Number.isFinite(ms)) return EMPTY;
+  return new Date(ms).toISOString();
+}
+
+/**
+ * A duration for humans: "420ms", "4.2s", "3m12s", "2h05m", "3d4h". Negative durations are shown by
+ * their size (callers say "ago" or "in").
+ */
+export function duration(ms: number): string {
+  const a = Math.abs(ms);
+  if (a < 1_000) return `${Math.round(a)}ms`;
+  if (a < 60_000) return `${(Math.floor(a / 100) / 10).toFixed(1)}s`;
+  const s = Math.floor(a / 1_000);
+  if (a < 3_600_000) return `${Math.floor(s / 60)}m${pad2(s % 60)}s`;
+  const m = Math.floor(s / 60);
+  if (a < 86_400_000) return `${Math.floor(m / 60)}h${pad2(m % 60)}m`;
+  const h = Math.floor(m / 60);
+  return `${Math.floor(h / 24)}d${h % 24}h`;
+}
+
+/** A time relative to now: "in 4.2s" for the future, "3.1s ago" for the past, "now" within 50 ms. */
+export function relative(ms: number, now: number = Date.now()): string {
+  const d = ms - now;
+  if (Math.abs(d) < 50) return 'now';
+  return d > 0 ? `in ${duration(d)}` : `${duration(d)} ago`;
+}
+
+/** ISO time and relative time together: "2024-01-02T03:04:05.006Z (in 4.2s)"; "-" when absent. */
+export function when(ms: number | undefined, now: number = Date.now()): string {
+  if (ms === undefined || !Number.isFinite(ms)) return EMPTY;
+  return `${isoTime(ms)} (${relative(ms, now)})`;
+}
+
+/** The widest event type ("compensation_started"), so event lines align. */
+const EVENT_TYPE_WIDTH = 20;
+
+/** One event for humans: "HH:MM:SS.mmm  #seq  type  step attempt N  reason". */
+export function eventLine(ev: TaskEvent): string {
+  const parts = [clock(ev.at), `#${ev.seq}`.padEnd(4), ev.type.padEnd(EVENT_TYPE_WIDTH)];
+  const where = [ev.step, ev.attempt !== undefined ? `attempt ${ev.attempt}` : undefined].filter((x) => x !== undefined).join(' ');
+  if (where) parts.push(where);
+  const reason = ev.reason ?? ev.error?.message;
+  if (reason) parts.push(cellText(reason));
+  return parts.join('  ').trimEnd();
+}
+
+/** The task header of `triad status`. */
+export function taskHeader(t: TaskState, now: number = Date.now()): string {
+  return keyValues([
+    ['task', t.taskId],
+    ['workflow', `${t.workflow}@${t.version}`],
+    ['status', t.status],
+    ['locked by', t.lockedBy ?? EMPTY],
+    ['lock epoch', t.lockEpoch],
+    ['created', when(t.createdAt, now)],
+    ['updated', when(t.updatedAt, now)],
+    ['finished', t.finishedAt !== undefined ? when(t.finishedAt, now) : undefined],
+    ['error', t.error],
+  ]);
+}
+
+/** The steps table of `triad status`. */
+export function stepsTable(steps: readonly StepState[], now: number = Date.now()): string {
+  return table(
+    ['STEP', 'AGENT', 'STATUS', 'ATTEMPT', 'LOCKED BY', 'COMPLETE BY', 'FAILURES'],
+    steps.map((s) => [s.name, s.agent, s.status, s.attempt, s.lockedBy, completeByText(s, now), s.failureCount]),
+  );
+}
+
+/**
+ * A step's deadline: ISO and relative while the step is in flight (that is when it matters: "in
+ * 4.2s", or "3.1s ago" once it passed and the supervisor is due), ISO only otherwise.
+ */
+export function completeByText(s: Pick<StepState, 'status' | 'completeBy'>, now: number = Date.now()): string {
+  if (s.completeBy === undefined) return EMPTY;
+  return s.status === 'processing' || s.status === 'compensating' ? when(s.completeBy, now) : isoTime(s.completeBy);
+}
+
+/** The summary printed when a waited-for task ends: one line per step with its time and error. */
+export function summaryTable(steps: readonly StepState[]): string {
+  return table(
+    ['STEP', 'AGENT', 'STATUS', 'ATTEMPT', 'FAILURES', 'TOOK', 'ERROR'],
+    steps.map((s) => [
+      s.name,
+      s.agent,
+      s.status,
+      s.attempt,
+      s.failureCount,
+      s.startedAt !== undefined && s.finishedAt !== undefined ? duration(s.finishedAt - s.startedAt) : undefined,
+      s.error !== undefined ? truncate(cellText(s.error), 120) : undefined,
+    ]),
+  );
+}
+
+/** The one-line outcome of a task: "task t1 completed (orders@2, took 1.2s)". */
+export function finalLine(t: TaskState): string {
+  const took = t.finishedAt !== undefined ? `, took ${duration(t.finishedAt - t.createdAt)}` : '';
+  return `task ${t.taskId} ${t.status} (${t.workflow}@${t.version}${took})${t.error ? `: ${cellText(t.error)}` : ''}`;
+}
+
+/** The stable JSON shape of a task outcome (`submit --wait --json`, `watch --json`'s last line). */
+export function taskJson(t: TaskState): Record<string, unknown> {
+  return {
+    taskId: t.taskId,
+    status: t.status,
+    workflow: t.workflow,
+    version: t.version,
+    steps: t.steps.map((s) => ({
+      name: s.name,
+      agent: s.agent,
+      status: s.status,
+      attempt: s.attempt,
+      failureCount: s.failureCount,
+      lockedBy: s.lockedBy ?? null,
+      completeBy: s.completeBy ?? null,
+      startedAt: s.startedAt ?? null,
+      finishedAt: s.finishedAt ?? null,
+      output: s.output ?? null,
+      error: s.error ?? null,
+    })),
+    error: t.error ?? null,
+  };
+}

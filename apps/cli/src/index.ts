@@ -1,0 +1,5 @@
+/** @triad/cli as a library: the program (for tests and embedding) and its pure helpers. */
+export { buildProgram, run } from './program.js';
+export { commands, type CommandModule } from './commands/index.js';
+export * from './format.js';
+export * from './io.js';

@@ -1,0 +1,172 @@
+/**
+ * What every command shares: the connection options (--nats, --namespace, --request-timeout), the
+ * client's lifecycle, output helpers that keep stdout clean, and error reporting with exit codes.
+ */
+import { CommanderError, type Command } from 'commander';
+import { TriadClient } from '@triad/client';
+import { ErrorCode, NamespaceSchema, TriadError, errorMessage, loadConfig } from '@triad/protocol';
+import { CliError, ExitCode, intArg, usageError } from './io.js';
+
+/** The options every command accepts (on the program and on each command, so they work anywhere). */
+export interface ConnectionOptions {
+  nats?: string;
+  namespace?: string;
+  requestTimeout?: number;
+}
+
+/**
+ * Adds the connection options. They are declared on the program and on every leaf command, because
+ * commander hands everything after a command's own first option to that command.
+ */
+export function connectionOptions(cmd: Command): Command {
+  return cmd
+    .option('--nats <url>', 'NATS server URL (overrides NATS_URL; default nats://127.0.0.1:4222)')
+    .option('--namespace <ns>', 'Triad namespace (overrides TRIAD_NAMESPACE; default "default")')
+    .option('--request-timeout <ms>', 'timeout of connecting to NATS and of each API request (default 10000)', intArg(1));
+}
+
+/** Adds "Example(s):" lines to a command's --help. */
+export function examples(cmd: Command, lines: readonly string[]): Command {
+  return cmd.addHelpText('after', `\nExample${lines.length > 1 ? 's' : ''}:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`);
+}
+
+/** A command's options merged with its ancestors' (an option may have been parsed by any of them). */
+export function optionsOf<T>(cmd: Command): T {
+  return cmd.optsWithGlobals<Record<string, unknown>>() as T;
+}
+
+export interface Resolved {
+  natsUrl: string;
+  namespace: string;
+  requestTimeoutMs: number;
+}
+
+/** The connection settings: flags first, then NATS_URL / TRIAD_NAMESPACE, then the defaults. */
+export function resolveConnection(o: ConnectionOptions, env: NodeJS.ProcessEnv = process.env): Resolved {
+  if (o.nats !== undefined && o.nats.trim() === '') throw usageError('--nats must not be empty (e.g. --nats nats://127.0.0.1:4222)');
+  if (o.namespace !== undefined) {
+    const ns = NamespaceSchema.safeParse(o.namespace);
+    if (!ns.success) throw usageError(`--namespace "${o.namespace}" is invalid: ${ns.error.issues[0]?.message ?? 'bad namespace'}`);
+  }
+  const config = loadConfig({
+    ...env,
+    ...(o.nats !== undefined ? { NATS_URL: o.nats } : {}),
+    ...(o.namespace !== undefined ? { TRIAD_NAMESPACE: o.namespace } : {}),
+  });
+  return { natsUrl: config.natsUrl, namespace: config.namespace, requestTimeoutMs: o.requestTimeout ?? 10_000 };
+}
+
+/** Connects, runs `fn`, and always closes the client (so the process can exit). */
+export async function withClient<T>(cmd: Command, fn: (client: TriadClient, conn: Resolved) => Promise<T>): Promise<T> {
+  const conn = resolveConnection(optionsOf<ConnectionOptions>(cmd));
+  const client = await connectWithin(conn);
+  try {
+    return await fn(client, conn);
+  } finally {
+    await client.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Connects, giving up after `requestTimeoutMs`: the SDK keeps trying to reach NATS forever (it waits
+ * on the first connect), which suits services but would hang a shell. A connection that is still
+ * pending when we give up is left behind; main() exits the process anyway.
+ */
+async function connectWithin(conn: Resolved): Promise<TriadClient> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new TriadError(
+            ErrorCode.Unavailable,
+            `cannot connect to NATS at ${conn.natsUrl} within ${conn.requestTimeoutMs} ms: start nats-server with JetStream (nats-server -js), or point --nats / NATS_URL at it`,
+          ),
+        ),
+      conn.requestTimeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([
+      TriadClient.connect({ natsUrl: conn.natsUrl, namespace: conn.namespace, requestTimeoutMs: conn.requestTimeoutMs, name: `triad-cli-${process.pid}` }),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Explains a raw NATS/JetStream failure (no stream, no responders) as a TriadError that says what to
+ * check; TriadErrors pass through unchanged.
+ */
+export function explainBusError(e: unknown, what: string, namespace: string): unknown {
+  if (e instanceof TriadError || e instanceof CliError) return e;
+  const msg = errorMessage(e);
+  if (/stream not found|no responders|503|jetstream is not enabled/i.test(msg)) {
+    return new TriadError(
+      ErrorCode.Unavailable,
+      `cannot ${what}: no JetStream stream of namespace "${namespace}" answered (${msg}): is a scheduler running with TRIAD_NAMESPACE=${namespace}? It creates the streams at start-up (and NATS needs JetStream: nats-server -js).`,
+      { cause: e },
+    );
+  }
+  return new TriadError(ErrorCode.Unavailable, `cannot ${what}: ${msg}`, { cause: e });
+}
+
+export function out(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+export function err(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+export function printJson(value: unknown, pretty = true): void {
+  out(pretty ? JSON.stringify(value, null, 2) : JSON.stringify(value));
+}
+
+/** TriadError codes that mean the caller's input was wrong (exit 2); every other code exits 1. */
+const INPUT_ERROR_CODES: ReadonlySet<string> = new Set([ErrorCode.InvalidMessage, ErrorCode.InvalidDefinition, ErrorCode.InvalidConfig, ErrorCode.PayloadTooLarge]);
+
+/** The exit code for an error. */
+export function exitCodeOf(e: unknown): number {
+  if (e instanceof CliError) return e.exitCode;
+  if (e instanceof CommanderError) return e.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage;
+  if (e instanceof TriadError) return INPUT_ERROR_CODES.has(e.code) ? ExitCode.Usage : ExitCode.Failure;
+  return ExitCode.Failure;
+}
+
+/**
+ * The lines an error prints: `triad: <message>` and each detail indented. When the message already
+ * ends with the details joined by "; " (how TriadErrors are built), that tail is not repeated.
+ */
+export function errorLines(e: unknown): string[] {
+  let message = errorMessage(e);
+  const details = e instanceof TriadError || e instanceof CliError ? [...e.details] : [];
+  if (details.length > 0) {
+    const joined = details.join('; ');
+    if (message.endsWith(joined) && message.length > joined.length) message = message.slice(0, -joined.length).replace(/[:\s]+$/, ':');
+  }
+  return [`triad: ${message}`, ...details.map((d) => `  ${d}`)];
+}
+
+export function reportError(e: unknown): number {
+  for (const line of errorLines(e)) err(line);
+  if (process.env['TRIAD_DEBUG'] && e instanceof Error && e.stack) err(e.stack);
+  return exitCodeOf(e);
+}
+
+/**
+ * Wraps a command's action: its returned number (or 0) becomes the exit code; an error is reported
+ * on stderr with its exit code.
+ */
+export function action<A extends unknown[]>(fn: (...args: A) => Promise<number | void>): (...args: A) => Promise<void> {
+  return async (...args: A): Promise<void> => {
+    try {
+      const code = await fn(...args);
+      process.exitCode = code ?? ExitCode.Ok;
+    } catch (e) {
+      process.exitCode = reportError(e);
+    }
+  };
+}
