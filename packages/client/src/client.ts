@@ -23,6 +23,7 @@ import {
   encode,
   errorMessage,
   validate,
+  type Alert,
   type ApiOp,
   type RegisteredWorkflow,
   type Submission,
@@ -48,6 +49,28 @@ export interface SubmitOptions {
   version?: number;
   /** A private subject the scheduler publishes this task's events to. */
   replyTo?: string;
+}
+
+export interface SupervisorReport {
+  supervisorId: string;
+  leading: boolean;
+  leader?: string;
+  epoch: number;
+  lastSweepAt?: number;
+  sweepMs?: number;
+  handled: number;
+  expiredWaiting: number;
+  retries: number;
+  parked: number;
+  errors: number;
+  fencedWrites: number;
+  /** When the report was written (epoch ms). */
+  at: number;
+}
+
+export interface SupervisorStatus {
+  leader?: { id: string; epoch: number };
+  supervisors: SupervisorReport[];
 }
 
 export interface WorkflowSummary {
@@ -116,6 +139,24 @@ export class TriadClient {
 
   async getTask(taskId: string): Promise<TaskState> {
     return this.request('task.get', { taskId });
+  }
+
+  /**
+   * Resubmits a failed (or parked) step — the task's failed one unless `step` names another — with a
+   * fresh failure budget; `input`, when given, replaces the task input (a corrected one).
+   */
+  async retry(taskId: string, o: { step?: string; input?: unknown } = {}): Promise<{ taskId: string; step: string; attempt: number }> {
+    return this.request('task.retry', { taskId, ...(o.step ? { step: o.step } : {}), ...('input' in o ? { input: o.input, replaceInput: true } : {}) });
+  }
+
+  /** Open operator alerts: steps that failed for good and have not been retried since. */
+  async alerts(): Promise<Alert[]> {
+    return this.request('alert.list', {});
+  }
+
+  /** The current supervisor leader and every supervisor's last report. */
+  async supervisorStatus(): Promise<SupervisorStatus> {
+    return this.request('supervisor.status', {});
   }
 
   async listTasks(q: { status?: TaskStatus; limit?: number } = {}): Promise<TaskSummary[]> {

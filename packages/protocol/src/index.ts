@@ -56,6 +56,8 @@ export {
   ListWorkflowsRequestSchema,
   GetTaskRequestSchema,
   ListTasksRequestSchema,
+  RetryTaskRequestSchema,
+  EmptyRequestSchema,
   StepStateSchema,
   TaskStateSchema,
   TaskSummarySchema,

@@ -185,6 +185,11 @@ export const RegisterWorkflowRequestSchema = z.object({ definition: z.unknown() 
 export const GetWorkflowRequestSchema = z.object({ name: NameSchema, version: z.number().int().min(1).optional() }).strict();
 export const ListWorkflowsRequestSchema = z.object({}).strict();
 export const GetTaskRequestSchema = z.object({ taskId: TaskIdSchema }).strict();
+export const RetryTaskRequestSchema = z
+  .object({ taskId: TaskIdSchema, step: NameSchema.optional(), input: z.unknown().optional(), replaceInput: z.boolean().default(false) })
+  .strict();
+export const EmptyRequestSchema = z.object({}).strict();
+
 export const ListTasksRequestSchema = z
   .object({ status: TaskStatusSchema.optional(), limit: z.number().int().min(1).max(10_000).default(100) })
   .strict();

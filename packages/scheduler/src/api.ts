@@ -10,8 +10,10 @@ import {
   GetTaskRequestSchema,
   GetWorkflowRequestSchema,
   ListTasksRequestSchema,
+  EmptyRequestSchema,
   ListWorkflowsRequestSchema,
   RegisterWorkflowRequestSchema,
+  RetryTaskRequestSchema,
   TriadError,
   decode,
   encode,
@@ -21,6 +23,7 @@ import {
   type Logger,
 } from '@triad/protocol';
 import { requireTask, type TaskStore, type WorkflowStore } from '@triad/store';
+import type { Dispatcher } from './dispatcher.js';
 import type { z } from 'zod';
 
 type Handler = (data: Uint8Array) => Promise<unknown>;
@@ -32,6 +35,8 @@ export class ApiServer {
     private readonly bus: Bus,
     private readonly tasks: TaskStore,
     private readonly workflows: WorkflowStore,
+    private readonly dispatcher: Dispatcher,
+    private readonly schedulerId: string,
     private readonly log: Logger = silentLogger,
   ) {}
 
@@ -64,6 +69,30 @@ export class ApiServer {
       [s.api('task.get')]: async (data) => {
         const { taskId } = req(data, GetTaskRequestSchema, 'task.get request');
         return requireTask(await this.tasks.getTask(taskId), taskId);
+      },
+      [s.api('task.retry')]: async (data) => {
+        const q = req(data, RetryTaskRequestSchema, 'task.retry request');
+        const now = Date.now();
+        const t = await this.tasks.retryStep({
+          taskId: q.taskId,
+          now,
+          schedulerId: this.schedulerId,
+          ...(q.step ? { step: q.step } : {}),
+          ...(q.replaceInput ? { input: encode(q.input) } : {}),
+        });
+        const wf = await this.workflows.get(t.workflow, t.version);
+        if (!wf) throw unknownWorkflow(t.workflow, t.version);
+        await this.dispatcher.publish(q.taskId, wf, t, now);
+        this.log.info({ taskId: q.taskId, step: t.step, attempt: t.dispatch[0]?.attempt, newInput: q.replaceInput }, 'operator retry');
+        return { taskId: q.taskId, step: t.step, attempt: t.dispatch[0]?.attempt ?? 0 };
+      },
+      [s.api('alert.list')]: async (data) => {
+        req(data, EmptyRequestSchema, 'alert.list request');
+        return this.tasks.openAlerts();
+      },
+      [s.api('supervisor.status')]: async (data) => {
+        req(data, EmptyRequestSchema, 'supervisor.status request');
+        return this.tasks.supervisorStatus();
       },
       [s.api('task.list')]: async (data) => {
         const q = req(data, ListTasksRequestSchema, 'task.list request');

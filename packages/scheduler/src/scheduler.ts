@@ -64,7 +64,7 @@ export class Scheduler {
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
     this.dispatcher = new Dispatcher(o.bus);
-    this.api = new ApiServer(o.bus, o.tasks, o.workflows, this.log);
+    this.api = new ApiServer(o.bus, o.tasks, o.workflows, this.dispatcher, this.id, this.log);
   }
 
   async start(): Promise<void> {

@@ -4,6 +4,7 @@ import {
   ErrorCode,
   TriadError,
   unpackTrusted,
+  type Alert,
   type FailurePolicy,
   type StepState,
   type StepStatus,
@@ -197,6 +198,30 @@ export class TaskStore {
       }
     }
     return t;
+  }
+
+  /** An operator's retry of a failed (or parked) step, optionally with a corrected task input. */
+  async retryStep(a: { taskId: string; step?: string; input?: Uint8Array; now: number; schedulerId: string }): Promise<Transition & { step: string }> {
+    const k = this.keys;
+    const reply = (await runScript(this.redis, 'retryStep', [k.task(a.taskId), k.deadlines, k.finished, k.alerts], [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId])) as unknown[];
+    const code = Number(reply[0]);
+    if (code !== ScriptCode.Ok) throw scriptError(code, `retry ${a.taskId}${a.step ? `/${a.step}` : ''}`, parseBody(reply[1]).reason);
+    return { ...parseTransition(reply), step: (parseBody(reply[1]) as { step?: string }).step ?? a.step ?? '' };
+  }
+
+  /** Open operator alerts (closed by a successful retry of their step). */
+  async openAlerts(): Promise<Alert[]> {
+    const all = await this.redis.hvals(this.keys.alerts);
+    return all.map((v) => JSON.parse(v) as Alert).sort((a, b) => b.raisedAt - a.raisedAt);
+  }
+
+  /** The supervisors' last reports and the current leader. */
+  async supervisorStatus(): Promise<{ leader?: { id: string; epoch: number }; supervisors: Record<string, unknown>[] }> {
+    const [leader, status] = await Promise.all([this.redis.get(this.keys.supervisorLeader), this.redis.hgetall(this.keys.supervisorStatus)]);
+    const supervisors = Object.values(status).map((v) => JSON.parse(v) as Record<string, unknown>);
+    if (!leader) return { supervisors };
+    const sep = leader.lastIndexOf('|');
+    return { leader: { id: leader.slice(0, sep), epoch: Number(leader.slice(sep + 1)) }, supervisors };
   }
 
   /**

@@ -3,9 +3,12 @@
  * `register(program)`, added here.
  */
 import type { Command } from 'commander';
+import * as alerts from './alerts.js';
 import * as list from './list.js';
+import * as retry from './retry.js';
 import * as status from './status.js';
 import * as submit from './submit.js';
+import * as supervisor from './supervisor.js';
 import * as watch from './watch.js';
 import * as workflows from './workflows.js';
 
@@ -13,4 +16,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows];
+export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, alerts, retry, supervisor];

@@ -1,0 +1,68 @@
+--[[
+  retryStep — an operator resubmits a step that failed for good (status failed or error), or one parked
+  for a long back-off, optionally with a corrected task input. The step starts again at once with a new
+  attempt and a fresh failure budget; the task is running again; the step's open alerts are closed.
+
+  KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] open alerts (hash)
+  ARGV[1] taskId  ARGV[2] step ('' = the task's failed step)  ARGV[3] new input (msgpack, '' = keep)
+  ARGV[4] now  ARGV[5] schedulerId
+
+  Returns { OK, json{lockEpoch, replyTo, events, dispatch, status, step}, input, needs... }
+          | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' } | { INVALID_STATE, json{reason} }
+  Events: step_retried (reason "operator retry").
+]]
+--@include _common
+
+local taskKey, deadlinesKey, finishedKey, alertsKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local taskId, stepName, now = ARGV[1], ARGV[2], tonumber(ARGV[4])
+
+if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
+local taskStatus = redis.call('HGET', taskKey, 'status')
+if taskStatus ~= 'running' and taskStatus ~= 'failed' then
+  return { INVALID_STATE, cjson.encode({ reason = 'the task is ' .. taskStatus .. '; only a failed or running task has a step to retry' }) }
+end
+local plan = cjson.decode(redis.call('HGET', taskKey, 'plan'))
+local spec, rec
+for _, s in ipairs(plan) do
+  local r = decode_step(redis.call('HGET', taskKey, 's:' .. s.n))
+  if (stepName == '' and (r.status == 'failed' or r.status == 'error')) or s.n == stepName then
+    spec, rec = s, r
+    break
+  end
+end
+if not spec then
+  if stepName == '' then return { INVALID_STATE, cjson.encode({ reason = 'the task has no failed step; name one with --step' }) } end
+  return { UNKNOWN_STEP, '{}' }
+end
+if rec.status ~= 'failed' and rec.status ~= 'error' and rec.status ~= 'parked' then
+  return { INVALID_STATE, cjson.encode({ reason = 'step ' .. spec.n .. ' is ' .. rec.status .. '; only a failed, error or parked step can be retried' }) }
+end
+
+if ARGV[3] ~= '' then redis.call('HSET', taskKey, 'input', ARGV[3]) end
+local lockEpoch = take_lock(taskKey, ARGV[5])
+local events, dispatch = {}, {}
+rec.status = 'processing'
+rec.attempt = rec.attempt + 1
+rec.failureCount = 0
+rec.completeBy = now + spec.b
+rec.startedAt = now
+rec.finishedAt = nil
+rec.error = nil
+rec.lockedBy = nil
+save_step(taskKey, spec.n, rec)
+redis.call('ZADD', deadlinesKey, rec.completeBy, deadline_member(taskId, spec.n))
+if taskStatus ~= 'running' then
+  redis.call('HSET', taskKey, 'status', 'running')
+  redis.call('HDEL', taskKey, 'finishedAt', 'error')
+  redis.call('ZREM', finishedKey, taskId)
+end
+redis.call('HSET', taskKey, 'updatedAt', now)
+-- Close the step's open alerts (their ids are "<taskId>:<step>:<failureCount>").
+local prefix = taskId .. ':' .. spec.n .. ':'
+for _, field in ipairs(redis.call('HKEYS', alertsKey)) do
+  if string.sub(field, 1, #prefix) == prefix then redis.call('HDEL', alertsKey, field) end
+end
+push_event(taskKey, events, 'step_retried', spec.n, rec.attempt, 'operator retry', 'running')
+dispatch[1] = { step = spec.n, agent = spec.a, attempt = rec.attempt, completeBy = rec.completeBy, needs = spec.nd }
+return reply(OK, taskKey, { lockEpoch = lockEpoch, replyTo = redis.call('HGET', taskKey, 'replyTo'), events = events,
+  dispatch = dispatch, status = 'running', step = spec.n }, dispatch)
