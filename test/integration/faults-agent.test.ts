@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StepResultSchema, encode, type StepResult, type TaskEvent } from '@triad/protocol';
 import { sleep, startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
-import { effectCounts, startTriad, type TestTriad } from '../support/triad.js';
+import { cli, effectCounts, startTriad, type TestTriad } from '../support/triad.js';
 
 const td = withTeardown(afterAll);
 let nats: NatsServer;
@@ -107,5 +107,37 @@ describe('agent faults', () => {
     const open = await t.redis.hgetall(`triad:${t.namespace}:alerts`);
     expect(Object.keys(open)).toHaveLength(1);
     expect(JSON.parse(Object.values(open)[0]!)).toMatchObject({ taskId: state.taskId, step: 'charge', failureCount: 3, kind: 'step_error' });
+
+    // The operator sees the alert, heals the service and retries the step from the CLI: the task completes.
+    const alerts = await cli(t, ['alerts', '--json']);
+    expect(alerts.code, alerts.stderr).toBe(0);
+    expect(JSON.parse(alerts.stdout)).toEqual([expect.objectContaining({ taskId: state.taskId, step: 'charge' })]);
+    t.services.payment.setFaults({ hangRate: 0 });
+    const retried = await cli(t, ['retry', state.taskId, '--json']);
+    expect(retried.code, retried.stderr).toBe(0);
+    expect(JSON.parse(retried.stdout)).toMatchObject({ taskId: state.taskId, step: 'charge', attempt: charge.attempt + 1 });
+    const after = await t.client.wait(state.taskId, { timeoutMs: 30_000 });
+    expect(after.status).toBe('completed');
+    expect(after.steps.map((s) => s.status)).toEqual(['processed', 'processed', 'processed']);
+    expect(effectCounts(t.services.payment).get(`${t.namespace}/${state.taskId}/charge`)).toBe(1);
+    expect(await t.client.alerts()).toEqual([]);
+    // Retrying a completed task is refused with the reason.
+    const again = await cli(t, ['retry', state.taskId]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/the task is completed/);
+  });
+
+  it('retry with a corrected input: a step that failed permanently on bad input succeeds with the new one', async () => {
+    const t = await startTriad(td, { nats, redis }, { registerOrders: false, supervisor: false });
+    await t.client.registerWorkflow(fastOrders);
+    const failed = await t.client.run('orders', { orderId: 'bad-amount', amount: -1 }, { timeoutMs: 30_000 });
+    expect(failed.status).toBe('failed');
+    expect(failed.steps[0]!.status).toBe('failed');
+    const r = await t.client.retry(failed.taskId, { input: { orderId: 'bad-amount', amount: 15 } });
+    expect(r).toMatchObject({ step: 'reserve', attempt: 2 });
+    const done = await t.client.wait(failed.taskId, { timeoutMs: 30_000 });
+    expect(done.status).toBe('completed');
+    expect(done.input).toEqual({ orderId: 'bad-amount', amount: 15 });
+    expect(done.steps[1]!.output).toMatchObject({ amount: 15 });
   });
 });

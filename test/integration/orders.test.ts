@@ -2,9 +2,7 @@
 // processes, steps in order, every state change in Redis, each remote effect applied once per key.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNats, startRedis, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-import { effectCounts, ROOT, SCRIPTS, startTriad, type TestTriad } from '../support/triad.js';
+import { cli, effectCounts, startTriad, type TestTriad } from '../support/triad.js';
 import type { TaskEvent, TaskState } from '@triad/protocol';
 
 const td = withTeardown(afterAll);
@@ -97,14 +95,10 @@ describe('orders workflow end to end', () => {
 });
 
 describe('the triad CLI against a running Triad', () => {
-  const cli = (args: string[]): Promise<{ stdout: string; stderr: string; code: number }> =>
-    promisify(execFile)(process.execPath, [SCRIPTS.cli, ...args], { cwd: ROOT, env: { ...process.env, ...triad.env }, timeout: 60_000 }).then(
-      (r) => ({ ...r, code: 0 }),
-      (e: { stdout: string; stderr: string; code: number }) => ({ stdout: e.stdout, stderr: e.stderr, code: e.code }),
-    );
+  const run = (args: string[]): ReturnType<typeof cli> => cli(triad, args);
 
   it('submit --wait --json prints one completed task whose three steps ran in order, and exits 0', async () => {
-    const r = await cli(['submit', 'orders', '--input', '{"orderId":"o1","amount":42}', '--wait', '--json']);
+    const r = await run(['submit', 'orders', '--input', '{"orderId":"o1","amount":42}', '--wait', '--json']);
     expect(r.code, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout) as TaskState;
     expect(out.status).toBe('completed');
@@ -113,17 +107,17 @@ describe('the triad CLI against a running Triad', () => {
   });
 
   it('status, list and workflows read what the scheduler recorded; a bad input is refused with exit 2', async () => {
-    const submitted = await cli(['submit', 'orders', '--input', '{"orderId":"o2","amount":1}', '--wait', '--json']);
+    const submitted = await run(['submit', 'orders', '--input', '{"orderId":"o2","amount":1}', '--wait', '--json']);
     const { taskId } = JSON.parse(submitted.stdout) as TaskState;
-    const status = await cli(['status', taskId]);
+    const status = await run(['status', taskId]);
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toMatch(/reserve/);
     expect(status.stdout).toMatch(/completed/);
-    const list = JSON.parse((await cli(['list', '--json', '--status', 'completed'])).stdout) as { taskId: string }[];
+    const list = JSON.parse((await run(['list', '--json', '--status', 'completed'])).stdout) as { taskId: string }[];
     expect(list.map((t) => t.taskId)).toContain(taskId);
-    const wfs = await cli(['workflows', '--json']);
+    const wfs = await run(['workflows', '--json']);
     expect(JSON.parse(wfs.stdout)).toEqual(expect.arrayContaining([expect.objectContaining({ name: 'orders' })]));
-    const bad = await cli(['submit', 'orders', '--input', '{bad']);
+    const bad = await run(['submit', 'orders', '--input', '{bad']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/triad: .*JSON/);
   });

@@ -1,6 +1,7 @@
 // Starts a Triad for one test namespace: actors as real processes (scheduler, supervisor, order agents)
 // against given NATS and Redis servers, the example's remote services in-process (so tests can read
 // their effects and turn fault knobs), and a client.
+import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { TriadClient } from '@triad/client';
@@ -107,6 +108,16 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
   td.add(() => t.client.close());
   if (o.registerOrders !== false) await t.client.registerWorkflow(ordersWorkflow);
   return t;
+}
+
+/** Runs the triad CLI against a test Triad; resolves with its output and exit code (never rejects). */
+export function cli(t: TestTriad, args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [SCRIPTS.cli, ...args], { cwd: ROOT, env: { ...process.env, ...t.env }, timeout: 60_000 }, (error, stdout, stderr) => {
+      const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+      resolve({ stdout, stderr, code });
+    });
+  });
 }
 
 /** Effects per idempotency key: every key must have been applied exactly once. */

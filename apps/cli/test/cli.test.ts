@@ -42,6 +42,7 @@ const task = (over: Partial<TaskState> = {}): TaskState => ({
   status: 'running',
   input: {},
   lockEpoch: 4,
+  seq: 2,
   createdAt: 1_000,
   updatedAt: 2_000,
   steps: [step()],

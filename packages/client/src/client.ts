@@ -178,8 +178,9 @@ export class TriadClient {
     };
     const v = validate(candidate, SubmissionSchema, 'submission');
     if (!v.ok) throw v.error;
+    const bytes = encode(v.value); // an oversized submission is refused here, before it is sent
     try {
-      const ack = await this.bus.js.publish(this.bus.names.subjects.submit, encode(v.value), { msgID: v.value.taskId });
+      const ack = await this.bus.js.publish(this.bus.names.subjects.submit, bytes, { msgID: v.value.taskId });
       return { taskId: v.value.taskId, duplicate: ack.duplicate };
     } catch (e) {
       throw new TriadError(
@@ -209,7 +210,13 @@ export class TriadClient {
         if (ev.seq > 0 && seen.has(ev.seq)) continue;
         seen.add(ev.seq);
         yield ev;
-        if (ev.type === 'rejected' || isTaskEnd(ev)) return;
+        if (ev.type === 'rejected') return;
+        // A task-ending event ends the watch only if it is the task's latest: an operator retry can
+        // have brought the task back to life after it (its history then goes on).
+        if (isTaskEnd(ev)) {
+          const state = await this.getTask(taskId).catch(() => undefined);
+          if (!state || state.seq <= ev.seq) return;
+        }
       }
     } finally {
       o.signal?.removeEventListener('abort', stop);

@@ -219,6 +219,8 @@ export const TaskStateSchema = z.object({
   input: z.unknown().optional(),
   lockedBy: z.string().optional(),
   lockEpoch: z.number().int().nonnegative(),
+  /** The sequence number of the task's latest event. */
+  seq: z.number().int().nonnegative(),
   createdAt: z.number(),
   updatedAt: z.number(),
   finishedAt: z.number().optional(),

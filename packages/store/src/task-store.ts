@@ -130,6 +130,7 @@ export class TaskStore {
       status: (str('status') ?? 'running') as TaskStatus,
       input: h['input'] && h['input'].length > 0 ? unpackTrusted(h['input']) : undefined,
       lockEpoch: num('lockEpoch') ?? 0,
+      seq: num('seq') ?? 0,
       createdAt: num('createdAt') ?? 0,
       updatedAt: num('updatedAt') ?? 0,
       steps,
