@@ -41,10 +41,23 @@ async function call(url: string, path: string, body: unknown, signal: AbortSigna
   return JSON.parse(text) as unknown;
 }
 
-export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv()) {
+/** Circuit breaker settings for the example's agents: TRIAD_BREAKER_THRESHOLD, TRIAD_BREAKER_HALF_OPEN_MS. */
+export function breakerFromEnv(env: NodeJS.ProcessEnv = process.env): { threshold?: number; halfOpenAfterMs?: number } {
+  const parsed = z
+    .object({ threshold: z.coerce.number().int().min(1).optional(), halfOpenAfterMs: z.coerce.number().int().min(1).optional() })
+    .safeParse({ threshold: env['TRIAD_BREAKER_THRESHOLD'] || undefined, halfOpenAfterMs: env['TRIAD_BREAKER_HALF_OPEN_MS'] || undefined });
+  if (!parsed.success) throw new Error(`TRIAD_BREAKER_THRESHOLD / TRIAD_BREAKER_HALF_OPEN_MS must be whole numbers >= 1: ${parsed.error.message}`);
+  const b: { threshold?: number; halfOpenAfterMs?: number } = {};
+  if (parsed.data.threshold !== undefined) b.threshold = parsed.data.threshold;
+  if (parsed.data.halfOpenAfterMs !== undefined) b.halfOpenAfterMs = parsed.data.halfOpenAfterMs;
+  return b;
+}
+
+export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv(), breaker = breakerFromEnv()) {
   const inventory = defineAgent({
     name: 'inventory',
     input: OrderInputSchema,
+    breaker,
     async handler({ input, idempotencyKey, signal }) {
       const r = (await call(urls.inventory, '/apply', { idempotencyKey, action: 'reserve', payload: { orderId: input.orderId, items: input.items ?? [] } }, signal)) as { result: unknown };
       return r.result;
@@ -53,6 +66,7 @@ export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv()) {
   const payment = defineAgent({
     name: 'payment',
     input: OrderInputSchema,
+    breaker,
     async handler({ input, idempotencyKey, signal }) {
       const r = (await call(urls.payment, '/apply', { idempotencyKey, action: 'charge', payload: { orderId: input.orderId, amount: input.amount } }, signal)) as { result: unknown };
       return r.result;
@@ -61,6 +75,7 @@ export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv()) {
   const shipping = defineAgent({
     name: 'shipping',
     input: OrderInputSchema,
+    breaker,
     async handler({ input, needs, idempotencyKey, signal }) {
       const r = (await call(urls.shipping, '/apply', { idempotencyKey, action: 'ship', payload: { orderId: input.orderId, reservation: needs['reserve'], charge: needs['charge'] } }, signal)) as { result: unknown };
       return r.result;

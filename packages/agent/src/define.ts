@@ -44,6 +44,12 @@ export interface AgentDefinition<I = unknown, O = unknown> {
   readonly retry?: RetryPolicy;
   /** Steps handled at once by one process. */
   readonly concurrency?: number;
+  /**
+   * The circuit breaker around this agent's remote service (one per agent type and process): after
+   * `threshold` consecutive retryable failures it opens for `halfOpenAfterMs`, then lets one trial call
+   * through. While open, steps are parked without counting a failure.
+   */
+  readonly breaker?: { threshold?: number; halfOpenAfterMs?: number };
 }
 
 export function defineAgent<I = unknown, O = unknown>(def: AgentDefinition<I, O>): AgentDefinition<I, O> {

@@ -5,8 +5,10 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { ensureConsumer, ensureStreams, publishDurable, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
-import { StepRequestSchema, decode, encode, errorMessage, isTriadError, silentLogger, type Logger, type StepResult } from '@triad/protocol';
+import { StepRequestSchema, decode, encode, errorMessage, isTriadError, silentLogger, type Logger, type StepRequest, type StepResult } from '@triad/protocol';
+import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
 import type { AgentDefinition } from './define.js';
+import { isPermanent } from './errors.js';
 import { runStep, type StepOutcome } from './run-step.js';
 
 export interface AgentHostOptions {
@@ -26,11 +28,16 @@ export interface AgentMetrics {
   expired: number;
   /** Requests that arrived already past completeBy: dropped on receipt. */
   droppedOnArrival: number;
+  /** Steps refused because the agent's circuit breaker was open. */
+  circuitOpen: number;
 }
+
+const DEFAULT_BREAKER = { threshold: 5, halfOpenAfterMs: 5_000 };
 
 export class AgentHost {
   readonly id: string;
-  readonly metrics: AgentMetrics = { started: 0, succeeded: 0, failed: 0, expired: 0, droppedOnArrival: 0 };
+  readonly metrics: AgentMetrics = { started: 0, succeeded: 0, failed: 0, expired: 0, droppedOnArrival: 0, circuitOpen: 0 };
+  private readonly breakers = new Map<string, { policy: CircuitBreakerPolicy; halfOpenAfterMs: number }>();
   private readonly log: Logger;
   private consumers: RunningConsumer[] = [];
   private readonly agents: Map<string, AgentDefinition>;
@@ -39,6 +46,14 @@ export class AgentHost {
     this.id = o.id ?? `agent-${hostname()}-${process.pid}-${randomUUID().slice(0, 4)}`;
     this.log = o.logger ?? silentLogger;
     this.agents = new Map(o.agents.map((a) => [a.name, a]));
+    for (const a of o.agents) {
+      const b = { ...DEFAULT_BREAKER, ...a.breaker };
+      // Only retryable failures open the breaker: a permanent one says nothing about the service's health.
+      const policy = circuitBreaker(handleWhen((e) => !isPermanent(e)), { halfOpenAfter: b.halfOpenAfterMs, breaker: new ConsecutiveBreaker(b.threshold) });
+      policy.onBreak(() => this.log.warn({ agent: a.name, halfOpenAfterMs: b.halfOpenAfterMs }, 'circuit opened: steps are parked until it half-opens'));
+      policy.onReset(() => this.log.info({ agent: a.name }, 'circuit closed'));
+      this.breakers.set(a.name, { policy, halfOpenAfterMs: b.halfOpenAfterMs });
+    }
   }
 
   async start(): Promise<void> {
@@ -76,7 +91,8 @@ export class AgentHost {
     // From here the step is ours; if this process dies, the supervisor retries it after completeBy.
     ackNow();
     this.metrics.started++;
-    const outcome = await runStep(req, agent, { safetyMarginMs: margin });
+    const breaker = this.breakers.get(agent.name);
+    const outcome = await runStep(req, agent, { safetyMarginMs: margin, ...(breaker ? { breaker } : {}) });
     if (outcome.kind === 'expired') {
       this.metrics.expired++;
       this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, tries: outcome.tries }, 'complete-by reached: stopped, nothing sent back');
@@ -86,12 +102,16 @@ export class AgentHost {
     return 'ack';
   }
 
-  private async report(req: { taskId: string; step: string; kind: 'run' | 'compensate'; attempt: number; completeBy: number }, outcome: Exclude<StepOutcome, { kind: 'expired' }>): Promise<void> {
+  private async report(req: Pick<StepRequest, 'taskId' | 'step' | 'agent' | 'kind' | 'attempt'>, outcome: Exclude<StepOutcome, { kind: 'expired' }>): Promise<void> {
     const base = { taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id, finishedAt: Date.now(), tries: Math.max(1, outcome.tries) };
-    let result: StepResult =
-      outcome.kind === 'ok'
-        ? { ...base, ok: true, output: outcome.output }
-        : { ...base, ok: false, error: { message: outcome.message.slice(0, 4000), retryable: outcome.retryable, ...(outcome.name ? { name: outcome.name } : {}) } };
+    let result: StepResult;
+    if (outcome.kind === 'ok') result = { ...base, ok: true, output: outcome.output };
+    else if (outcome.kind === 'circuit_open') {
+      this.metrics.circuitOpen++;
+      result = { ...base, ok: false, error: { message: `the circuit breaker of agent "${req.agent}" is open; the step was not attempted`, retryable: true, circuitOpen: true, retryAfterMs: outcome.retryAfterMs } };
+    } else {
+      result = { ...base, ok: false, error: { message: outcome.message.slice(0, 4000), retryable: outcome.retryable, ...(outcome.name ? { name: outcome.name } : {}) } };
+    }
     let bytes: Uint8Array;
     try {
       bytes = encode(result);

@@ -5,6 +5,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { DEFAULT_RETRY, fullJitterDelay } from '@triad/core';
+import { BrokenCircuitError, type CircuitBreakerPolicy } from 'cockatiel';
 import { errorMessage, type StepRequest } from '@triad/protocol';
 import type { AgentDefinition, StepContext } from './define.js';
 import { isPermanent } from './errors.js';
@@ -13,13 +14,17 @@ export type StepOutcome =
   | { kind: 'ok'; output: unknown; tries: number }
   | { kind: 'failed'; message: string; name?: string; retryable: boolean; tries: number }
   /** The window closed (or had closed on arrival): send nothing back. */
-  | { kind: 'expired'; tries: number };
+  | { kind: 'expired'; tries: number }
+  /** The circuit breaker is open: the service was not called; try again after retryAfterMs. */
+  | { kind: 'circuit_open'; retryAfterMs: number; tries: number };
 
 export interface RunStepOptions {
   /** Subtracted from completeBy to allow for clock skew between machines. */
   safetyMarginMs: number;
   now?: () => number;
   random?: () => number;
+  /** Every handler call goes through it; while it is open no call is made. */
+  breaker?: { policy: CircuitBreakerPolicy; halfOpenAfterMs: number };
 }
 
 export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunStepOptions): Promise<StepOutcome> {
@@ -55,12 +60,16 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
         signal: controller.signal,
       };
       let outcome: { ok: true; value: unknown } | { ok: false; error: unknown } | 'closed';
+      const call = o.breaker ? o.breaker.policy.execute(() => agent.handler(ctx)) : agent.handler(ctx);
       try {
-        outcome = await Promise.race([agent.handler(ctx).then((value) => ({ ok: true as const, value })), closed]);
+        outcome = await Promise.race([call.then((value) => ({ ok: true as const, value })), closed]);
       } catch (error) {
         outcome = { ok: false, error };
       }
       if (outcome === 'closed' || controller.signal.aborted) return { kind: 'expired', tries: t };
+      if (!outcome.ok && outcome.error instanceof BrokenCircuitError) {
+        return { kind: 'circuit_open', retryAfterMs: o.breaker?.halfOpenAfterMs ?? 0, tries: t - 1 };
+      }
       if (outcome.ok) return { kind: 'ok', output: outcome.value, tries: t };
       const e = outcome.error;
       const name = e instanceof Error ? e.name : undefined;

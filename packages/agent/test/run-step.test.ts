@@ -1,6 +1,7 @@
 // Proves runStep's contract inside the complete-by window: success, bounded retries, permanent errors, input validation, and silence (expired) once the window closes.
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { ConsecutiveBreaker, circuitBreaker, handleWhen } from 'cockatiel';
 import type { StepRequest } from '@triad/protocol';
 import { PermanentError, defineAgent, isPermanent, runStep, type StepContext } from '../src/index.js';
 
@@ -241,5 +242,35 @@ describe('runStep', () => {
     });
     expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'busy', name: 'Error', tries: 1 });
     expect(calls).toHaveLength(1);
+  });
+});
+
+describe('runStep with a circuit breaker', () => {
+  it('does not call the handler while the breaker is open and says when to try again', async () => {
+    const policy = circuitBreaker(handleWhen((e) => !isPermanent(e)), { halfOpenAfter: 60_000, breaker: new ConsecutiveBreaker(1) });
+    const breaker = { policy, halfOpenAfterMs: 60_000 };
+    let calls = 0;
+    const flaky = defineAgent({
+      name: 'flaky',
+      retry: { maxAttempts: 1, initialDelayMs: 1, maxDelayMs: 1 },
+      handler: () => {
+        calls++;
+        return Promise.reject(new Error('503'));
+      },
+    });
+    const first = await runStep(request({ agent: 'flaky', completeBy: Date.now() + 5_000, retry: { maxAttempts: 1, initialDelayMs: 1, maxDelayMs: 1 } }), flaky, { safetyMarginMs: 0, breaker });
+    expect(first).toMatchObject({ kind: 'failed', retryable: true, tries: 1 });
+    const second = await runStep(request({ agent: 'flaky', completeBy: Date.now() + 5_000, retry: { maxAttempts: 1, initialDelayMs: 1, maxDelayMs: 1 } }), flaky, { safetyMarginMs: 0, breaker });
+    expect(second).toEqual({ kind: 'circuit_open', retryAfterMs: 60_000, tries: 0 });
+    expect(calls).toBe(1);
+  });
+
+  it('is not opened by permanent failures (they say nothing about the service)', async () => {
+    const policy = circuitBreaker(handleWhen((e) => !isPermanent(e)), { halfOpenAfter: 60_000, breaker: new ConsecutiveBreaker(1) });
+    const refusing = defineAgent({ name: 'refusing', handler: () => Promise.reject(new PermanentError('declined')) });
+    for (let i = 0; i < 3; i++) {
+      const r = await runStep(request({ agent: 'refusing', completeBy: Date.now() + 5_000 }), refusing, { safetyMarginMs: 0, breaker: { policy, halfOpenAfterMs: 60_000 } });
+      expect(r).toMatchObject({ kind: 'failed', retryable: false });
+    }
   });
 });

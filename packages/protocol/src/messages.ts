@@ -76,7 +76,15 @@ export const StepResultSchema = z.discriminatedUnion('ok', [
     .object({
       ...resultBase,
       ok: z.literal(false),
-      error: z.object({ message: z.string().max(4000), retryable: z.boolean(), name: z.string().max(200).optional() }),
+      error: z.object({
+        message: z.string().max(4000),
+        retryable: z.boolean(),
+        name: z.string().max(200).optional(),
+        /** The agent's circuit breaker for this service is open: the step was not attempted. */
+        circuitOpen: z.boolean().optional(),
+        /** With circuitOpen: when the breaker lets a trial call through again. */
+        retryAfterMs: z.number().int().min(0).max(86_400_000).optional(),
+      }),
     })
     .strict(),
 ]);

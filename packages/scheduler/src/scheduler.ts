@@ -164,7 +164,14 @@ export class Scheduler {
       now,
       schedulerId: this.id,
       agentId: r.agentId,
-      outcome: r.ok ? { ok: true, output: encode(r.output) } : { ok: false, message: r.error.message, retryable: r.error.retryable },
+      outcome: r.ok
+        ? { ok: true, output: encode(r.output) }
+        : {
+            ok: false,
+            message: r.error.message,
+            retryable: r.error.retryable,
+            ...(r.error.circuitOpen ? { circuitOpenRetryAfterMs: r.error.retryAfterMs ?? 0 } : {}),
+          },
     }).catch((e: unknown) => {
       if (e instanceof TriadError && (e.code === 'UNKNOWN_TASK' || e.code === 'UNKNOWN_STEP')) return { applied: false as const, reason: e.message, unknown: true };
       throw e;

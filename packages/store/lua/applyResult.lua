@@ -6,10 +6,13 @@
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index
   ARGV[1] taskId  ARGV[2] step  ARGV[3] attempt  ARGV[4] ok ('1'|'0')  ARGV[5] output (msgpack) or error message
   ARGV[6] retryable ('1'|'0')  ARGV[7] now  ARGV[8] schedulerId  ARGV[9] agentId
+  ARGV[10] circuit-open retry-after ms ('' = the breaker was not open)
 
   Outcomes:
     ok                 → step processed; ready steps started; task completed when all are processed.
     failed, permanent  → step failed; task failed (onFailure=error) — the compensation hook is issue #4's.
+    circuit open       → the agent did not attempt the step: parked until the breaker half-opens,
+                         WITHOUT counting a failure (an open breaker is the service's state, not the step's).
     failed, retryable  → the agent gave up inside its window: the step stays processing and its deadline
                          is moved to now, so the supervisor's next sweep applies the failure ladder.
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... } | { STALE, json{reason} }
@@ -51,6 +54,13 @@ if ARGV[4] == '1' then
   if start_ready(taskKey, deadlinesKey, taskId, plan, now, events, dispatch) then
     finish_task(taskKey, finishedKey, taskId, 'completed', now, events)
   end
+elseif ARGV[10] ~= '' then
+  rec.status = 'parked'
+  rec.error = ARGV[5]
+  rec.completeBy = now + tonumber(ARGV[10])
+  save_step(taskKey, stepName, rec)
+  redis.call('ZADD', deadlinesKey, rec.completeBy, deadline_member(taskId, stepName))
+  push_event(taskKey, events, 'step_parked', stepName, attempt, ARGV[5])
 elseif ARGV[6] == '0' then
   rec.status = 'failed'
   rec.finishedAt = now

@@ -39,7 +39,7 @@ export interface ApplyResultArgs {
   now: number;
   schedulerId: string;
   agentId: string;
-  outcome: { ok: true; output: Uint8Array } | { ok: false; message: string; retryable: boolean };
+  outcome: { ok: true; output: Uint8Array } | { ok: false; message: string; retryable: boolean; circuitOpenRetryAfterMs?: number };
 }
 
 export type ApplyOutcome = { applied: true; transition: Transition } | { applied: false; reason: string };
@@ -86,7 +86,18 @@ export class TaskStore {
       this.redis,
       'applyResult',
       [k.task(a.taskId), k.deadlines, k.finished],
-      [a.taskId, a.step, a.attempt, o.ok ? '1' : '0', o.ok ? o.output : o.message, !o.ok && o.retryable ? '1' : '0', a.now, a.schedulerId, a.agentId],
+      [
+        a.taskId,
+        a.step,
+        a.attempt,
+        o.ok ? '1' : '0',
+        o.ok ? o.output : o.message,
+        !o.ok && o.retryable ? '1' : '0',
+        a.now,
+        a.schedulerId,
+        a.agentId,
+        !o.ok && o.circuitOpenRetryAfterMs !== undefined ? o.circuitOpenRetryAfterMs : '',
+      ],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.Stale) return { applied: false, reason: parseBody(reply[1]).reason ?? 'stale' };
