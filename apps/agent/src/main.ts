@@ -7,6 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { connectBus } from '@triad/bus';
 import { AgentHost, type AgentDefinition } from '@triad/agent';
 import { runService } from '@triad/service';
+import { Leases, TaskStore, connectRedis } from '@triad/store';
 
 function isAgent(v: unknown): v is AgentDefinition {
   return typeof v === 'object' && v !== null && typeof (v as AgentDefinition).name === 'string' && typeof (v as AgentDefinition).handler === 'function';
@@ -30,7 +31,9 @@ runService('agent-host', async ({ config, log, onShutdown, healthy }) => {
   if (agents.length === 0) throw new Error(`no agents found in ${modules.join(', ')}: export them made with defineAgent()`);
   const bus = await connectBus({ url: config.natsUrl, namespace: config.namespace, name: 'triad-agent' });
   onShutdown(() => bus.close());
-  const host = new AgentHost({ bus, agents, logger: log });
+  const redis = connectRedis(config.redisUrl);
+  onShutdown(() => void redis.disconnect());
+  const host = new AgentHost({ bus, state: { tasks: new TaskStore(redis, config.namespace), leases: new Leases([redis], config.namespace) }, agents, logger: log });
   await host.start();
   onShutdown(() => host.stop());
   healthy(() => !bus.nc.isClosed());

@@ -2,14 +2,20 @@
 import { connectBus } from '@triad/bus';
 import { Scheduler } from '@triad/scheduler';
 import { runService } from '@triad/service';
-import { TaskStore, WorkflowStore, connectRedis } from '@triad/store';
+import { Leases, TaskStore, WorkflowStore, connectRedis } from '@triad/store';
 
 runService('scheduler', async ({ config, log, onShutdown, healthy }) => {
   const redis = connectRedis(config.redisUrl);
   onShutdown(() => void redis.disconnect());
   const bus = await connectBus({ url: config.natsUrl, namespace: config.namespace, name: 'triad-scheduler' });
   onShutdown(() => bus.close());
-  const scheduler = new Scheduler({ bus, tasks: new TaskStore(redis, config.namespace), workflows: new WorkflowStore(redis, config.namespace), logger: log });
+  const scheduler = new Scheduler({
+    bus,
+    tasks: new TaskStore(redis, config.namespace),
+    workflows: new WorkflowStore(redis, config.namespace),
+    leases: new Leases([redis], config.namespace),
+    logger: log,
+  });
   await scheduler.start();
   onShutdown(() => scheduler.stop());
   healthy(() => redis.status === 'ready' && !bus.nc.isClosed());

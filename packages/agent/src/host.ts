@@ -7,12 +7,17 @@ import { randomUUID } from 'node:crypto';
 import { ensureConsumer, ensureStreams, publishDurable, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
 import { StepRequestSchema, decode, encode, errorMessage, isTriadError, silentLogger, type Logger, type StepRequest, type StepResult } from '@triad/protocol';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
+import type { Lease, Leases, TaskStore } from '@triad/store';
 import type { AgentDefinition } from './define.js';
 import { isPermanent } from './errors.js';
 import { runStep, type StepOutcome } from './run-step.js';
 
 export interface AgentHostOptions {
   bus: Bus;
+  /** The state store, for the step leases (Redlock) and the fenced claim that records lockedBy. */
+  state: { tasks: TaskStore; leases: Leases };
+  /** The longest a step lease is taken or extended for at once (never past completeBy). */
+  stepLeaseMs?: number;
   agents: readonly AgentDefinition[];
   id?: string;
   logger?: Logger;
@@ -30,13 +35,19 @@ export interface AgentMetrics {
   droppedOnArrival: number;
   /** Steps refused because the agent's circuit breaker was open. */
   circuitOpen: number;
+  /** Deliveries dropped because another instance holds the step's lease (a duplicate delivery). */
+  duplicates: number;
+  /** Requests dropped because the step had moved on (a superseded attempt). */
+  staleRequests: number;
+  /** Steps aborted because their lease could not be extended. */
+  leaseLost: number;
 }
 
 const DEFAULT_BREAKER = { threshold: 5, halfOpenAfterMs: 5_000 };
 
 export class AgentHost {
   readonly id: string;
-  readonly metrics: AgentMetrics = { started: 0, succeeded: 0, failed: 0, expired: 0, droppedOnArrival: 0, circuitOpen: 0 };
+  readonly metrics: AgentMetrics = { started: 0, succeeded: 0, failed: 0, expired: 0, droppedOnArrival: 0, circuitOpen: 0, duplicates: 0, staleRequests: 0, leaseLost: 0 };
   private readonly breakers = new Map<string, { policy: CircuitBreakerPolicy; halfOpenAfterMs: number }>();
   private readonly log: Logger;
   private consumers: RunningConsumer[] = [];
@@ -90,16 +101,65 @@ export class AgentHost {
     }
     // From here the step is ours; if this process dies, the supervisor retries it after completeBy.
     ackNow();
+    const held = await this.takeStep(req, margin);
+    if (!held) return 'ack';
     this.metrics.started++;
     const breaker = this.breakers.get(agent.name);
-    const outcome = await runStep(req, agent, { safetyMarginMs: margin, ...(breaker ? { breaker } : {}) });
+    let outcome: StepOutcome;
+    try {
+      outcome = await runStep(req, agent, { safetyMarginMs: margin, signal: held.lost, ...(breaker ? { breaker } : {}) });
+    } finally {
+      held.stop();
+    }
     if (outcome.kind === 'expired') {
       this.metrics.expired++;
       this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, tries: outcome.tries }, 'complete-by reached: stopped, nothing sent back');
+      void held.release();
       return 'ack';
     }
     await this.report(req, outcome);
+    void held.release();
     return 'ack';
+  }
+
+  /**
+   * Takes the step's lease (another instance running it means this delivery is a duplicate) and claims
+   * the step (fenced by the lease and the attempt); keeps the lease extended, never past completeBy.
+   */
+  private async takeStep(req: StepRequest, margin: number): Promise<{ lost: AbortSignal; stop(): void; release(): Promise<void> } | undefined> {
+    const { tasks, leases } = this.o.state;
+    const maxMs = this.o.stepLeaseMs ?? 10_000;
+    const leaseFor = (): number => Math.min(maxMs, req.completeBy - Date.now());
+    let lease: Lease;
+    try {
+      lease = await leases.step(req.taskId, req.step, req.kind, leaseFor());
+    } catch (e) {
+      if (!isTriadError(e, 'UNAVAILABLE')) throw e;
+      this.metrics.duplicates++;
+      this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'another instance holds this step: duplicate delivery dropped');
+      return undefined;
+    }
+    const claim = await tasks.claimStep({ lease, taskId: req.taskId, step: req.step, attempt: req.attempt, agentId: this.id });
+    if (!claim.claimed) {
+      this.metrics.staleRequests++;
+      this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt, reason: claim.reason }, 'request for a step that moved on: dropped');
+      void lease.release();
+      return undefined;
+    }
+    const lost = new AbortController();
+    const timer = setInterval(() => {
+      const ms = leaseFor() - margin;
+      if (ms <= 0) return; // the window closes before the lease would matter: runStep stops there
+      lease.extend(ms).then(
+        (l) => (lease = l),
+        (e: unknown) => {
+          this.metrics.leaseLost++;
+          this.log.warn({ taskId: req.taskId, step: req.step, err: errorMessage(e) }, 'step lease lost: stopping, sending nothing');
+          lost.abort(new Error('step lease lost'));
+        },
+      );
+    }, Math.max(50, Math.floor(leaseFor() / 3)));
+    return { lost: lost.signal, stop: () => clearInterval(timer), release: () => lease.release() };
   }
 
   private async report(req: Pick<StepRequest, 'taskId' | 'step' | 'agent' | 'kind' | 'attempt'>, outcome: Exclude<StepOutcome, { kind: 'expired' }>): Promise<void> {

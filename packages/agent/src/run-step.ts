@@ -23,6 +23,8 @@ export interface RunStepOptions {
   safetyMarginMs: number;
   now?: () => number;
   random?: () => number;
+  /** Aborts the step from outside (the agent lost its step lease): treated like the window closing. */
+  signal?: AbortSignal;
   /** Every handler call goes through it; while it is open no call is made. */
   breaker?: { policy: CircuitBreakerPolicy; halfOpenAfterMs: number };
 }
@@ -35,6 +37,10 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(new Error(`complete-by ${new Date(req.completeBy).toISOString()} reached`)), windowMs);
   const closed = new Promise<'closed'>((resolve) => controller.signal.addEventListener('abort', () => resolve('closed'), { once: true }));
+  const external = o.signal;
+  const onExternal = (): void => controller.abort(external?.reason);
+  if (external?.aborted) onExternal();
+  else external?.addEventListener('abort', onExternal, { once: true });
   try {
     let input: unknown = req.input;
     if (agent.input) {
@@ -84,6 +90,7 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
     }
   } finally {
     clearTimeout(timer);
+    external?.removeEventListener('abort', onExternal);
     if (!controller.signal.aborted) controller.abort(new Error('step finished'));
   }
 }

@@ -22,7 +22,7 @@ import {
   type ApiReply,
   type Logger,
 } from '@triad/protocol';
-import { requireTask, type TaskStore, type WorkflowStore } from '@triad/store';
+import { requireTask, type Lease, type TaskStore, type WorkflowStore } from '@triad/store';
 import type { Dispatcher } from './dispatcher.js';
 import type { z } from 'zod';
 
@@ -37,6 +37,7 @@ export class ApiServer {
     private readonly workflows: WorkflowStore,
     private readonly dispatcher: Dispatcher,
     private readonly schedulerId: string,
+    private readonly withTaskLease: <T>(taskId: string, fn: (lease: Lease) => Promise<T>) => Promise<T | { nakDelayMs: number }>,
     private readonly log: Logger = silentLogger,
   ) {}
 
@@ -72,19 +73,24 @@ export class ApiServer {
       },
       [s.api('task.retry')]: async (data) => {
         const q = req(data, RetryTaskRequestSchema, 'task.retry request');
-        const now = Date.now();
-        const t = await this.tasks.retryStep({
-          taskId: q.taskId,
-          now,
-          schedulerId: this.schedulerId,
-          ...(q.step ? { step: q.step } : {}),
-          ...(q.replaceInput ? { input: encode(q.input) } : {}),
+        const done = await this.withTaskLease(q.taskId, async (lease) => {
+          const now = Date.now();
+          const t = await this.tasks.retryStep({
+            lease,
+            taskId: q.taskId,
+            now,
+            schedulerId: this.schedulerId,
+            ...(q.step ? { step: q.step } : {}),
+            ...(q.replaceInput ? { input: encode(q.input) } : {}),
+          });
+          const wf = await this.workflows.get(t.workflow, t.version);
+          if (!wf) throw unknownWorkflow(t.workflow, t.version);
+          await this.dispatcher.publish(q.taskId, wf, t, now);
+          this.log.info({ taskId: q.taskId, step: t.step, attempt: t.dispatch[0]?.attempt, newInput: q.replaceInput }, 'operator retry');
+          return { taskId: q.taskId, step: t.step, attempt: t.dispatch[0]?.attempt ?? 0 };
         });
-        const wf = await this.workflows.get(t.workflow, t.version);
-        if (!wf) throw unknownWorkflow(t.workflow, t.version);
-        await this.dispatcher.publish(q.taskId, wf, t, now);
-        this.log.info({ taskId: q.taskId, step: t.step, attempt: t.dispatch[0]?.attempt, newInput: q.replaceInput }, 'operator retry');
-        return { taskId: q.taskId, step: t.step, attempt: t.dispatch[0]?.attempt ?? 0 };
+        if ('nakDelayMs' in done) throw new TriadError(ErrorCode.Unavailable, `task ${q.taskId} is being worked on by another scheduler right now; try again`);
+        return done;
       },
       [s.api('alert.list')]: async (data) => {
         req(data, EmptyRequestSchema, 'alert.list request');

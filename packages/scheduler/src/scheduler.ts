@@ -4,7 +4,16 @@
  * a crash can lose: every message stays unacknowledged until its transition and publishes are done.
  */
 import { randomUUID } from 'node:crypto';
-import { ensureConsumer, ensureStreams, publishTaskEvents, startConsumer, type Bus, type Disposition, type RunningConsumer, type TopologyOptions } from '@triad/bus';
+import {
+  ensureConsumer,
+  ensureStreams,
+  publishTaskEvents,
+  startConsumer,
+  type Bus,
+  type Disposition,
+  type RunningConsumer,
+  type TopologyOptions,
+} from '@triad/bus';
 import { compilePlan } from '@triad/core';
 import {
   StepResultSchema,
@@ -14,13 +23,14 @@ import {
   decode,
   encode,
   isTerminal,
+  isTriadError,
   silentLogger,
   unpackTrusted,
   type Logger,
   type RegisteredWorkflow,
   type TaskEvent,
 } from '@triad/protocol';
-import type { TaskStore, WorkflowStore } from '@triad/store';
+import type { Lease, Leases, TaskStore, WorkflowStore } from '@triad/store';
 import { ApiServer, unknownWorkflow } from './api.js';
 import { Dispatcher } from './dispatcher.js';
 
@@ -28,6 +38,8 @@ export interface SchedulerOptions {
   bus: Bus;
   tasks: TaskStore;
   workflows: WorkflowStore;
+  /** Redlock leases: each operation on a task holds the task's lease (checked inside the transition). */
+  leases: Leases;
   id?: string;
   logger?: Logger;
   /** Messages handled at once per consumer. */
@@ -43,6 +55,8 @@ export interface SchedulerMetrics {
   /** Results rejected by fencing (late, duplicate, or for a superseded attempt): counted, never applied. */
   resultsStale: number;
   deadLettered: number;
+  /** Operations put back because another scheduler held the task's lease at that moment. */
+  leaseBusy: number;
 }
 
 export class Scheduler {
@@ -54,6 +68,7 @@ export class Scheduler {
     resultsApplied: 0,
     resultsStale: 0,
     deadLettered: 0,
+    leaseBusy: 0,
   };
   private readonly log: Logger;
   private readonly dispatcher: Dispatcher;
@@ -64,7 +79,7 @@ export class Scheduler {
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
     this.dispatcher = new Dispatcher(o.bus);
-    this.api = new ApiServer(o.bus, o.tasks, o.workflows, this.dispatcher, this.id, this.log);
+    this.api = new ApiServer(o.bus, o.tasks, o.workflows, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log);
   }
 
   async start(): Promise<void> {
@@ -125,28 +140,52 @@ export class Scheduler {
       await this.reject(sub.taskId, err, sub.replyTo);
       return { deadLetter: err.message };
     }
-    const now = Date.now();
-    const created = await this.o.tasks.createTask({
-      taskId: sub.taskId,
-      workflow: wf.name,
-      version: wf.version,
-      input,
-      plan: compilePlan(wf),
-      onFailure: wf.onFailure,
-      now,
-      schedulerId: this.id,
-      ...(sub.replyTo ? { replyTo: sub.replyTo } : {}),
-    });
-    if (!created.created) {
-      this.metrics.submissionsDuplicate++;
-      // A redelivery after a crash between the transition and its publishes: send the in-flight
-      // step requests again (message ids make this harmless if they did go out).
-      if (deliveryCount > 1 && !isTerminal(created.status)) await this.redispatch(sub.taskId);
+    return this.withTaskLease(sub.taskId, async (lease): Promise<Disposition> => {
+      const now = Date.now();
+      const created = await this.o.tasks.createTask({
+        lease,
+        taskId: sub.taskId,
+        workflow: wf.name,
+        version: wf.version,
+        input,
+        plan: compilePlan(wf),
+        onFailure: wf.onFailure,
+        now,
+        schedulerId: this.id,
+        ...(sub.replyTo ? { replyTo: sub.replyTo } : {}),
+      });
+      if (!created.created) {
+        this.metrics.submissionsDuplicate++;
+        // A redelivery after a crash between the transition and its publishes: send the in-flight
+        // step requests again (message ids make this harmless if they did go out).
+        if (deliveryCount > 1 && !isTerminal(created.status)) await this.redispatch(sub.taskId);
+        return 'ack';
+      }
+      this.metrics.submissionsAccepted++;
+      await this.dispatcher.publish(sub.taskId, wf, created.transition, now);
       return 'ack';
+    });
+  }
+
+  /**
+   * Runs one operation on a task under the task's Redlock lease; the transition checks the lease
+   * token itself. When another scheduler holds it, the message is put back for a moment.
+   */
+  private async withTaskLease<T>(taskId: string, fn: (lease: Lease) => Promise<T>): Promise<T | { nakDelayMs: number }> {
+    let lease: Lease;
+    try {
+      lease = await this.o.leases.task(taskId);
+    } catch (e) {
+      if (!isTriadError(e, 'UNAVAILABLE')) throw e;
+      this.metrics.leaseBusy++;
+      return { nakDelayMs: 20 + Math.floor(Math.random() * 50) };
     }
-    this.metrics.submissionsAccepted++;
-    await this.dispatcher.publish(sub.taskId, wf, created.transition, now);
-    return 'ack';
+    try {
+      return await fn(lease);
+    } finally {
+      // Not awaited: the next holder waits at most for the lease's expiry if this release is lost.
+      void lease.release();
+    }
   }
 
   async onResult(data: Uint8Array, deliveryCount: number): Promise<Disposition> {
@@ -156,41 +195,47 @@ export class Scheduler {
       return { deadLetter: d.error.message };
     }
     const r = d.value;
-    const now = Date.now();
-    const outcome = await this.o.tasks.applyResult({
-      taskId: r.taskId,
-      step: r.step,
-      attempt: r.attempt,
-      now,
-      schedulerId: this.id,
-      agentId: r.agentId,
-      outcome: r.ok
-        ? { ok: true, output: encode(r.output) }
-        : {
-            ok: false,
-            message: r.error.message,
-            retryable: r.error.retryable,
-            ...(r.error.circuitOpen ? { circuitOpenRetryAfterMs: r.error.retryAfterMs ?? 0 } : {}),
-          },
-    }).catch((e: unknown) => {
-      if (e instanceof TriadError && (e.code === 'UNKNOWN_TASK' || e.code === 'UNKNOWN_STEP')) return { applied: false as const, reason: e.message, unknown: true };
-      throw e;
-    });
-    if (!outcome.applied) {
-      if ('unknown' in outcome) {
-        this.metrics.deadLettered++;
-        return { deadLetter: outcome.reason };
+    return this.withTaskLease(r.taskId, async (lease): Promise<Disposition> => {
+      const now = Date.now();
+      const outcome = await this.o.tasks
+        .applyResult({
+          lease,
+          taskId: r.taskId,
+          step: r.step,
+          attempt: r.attempt,
+          now,
+          schedulerId: this.id,
+          agentId: r.agentId,
+          outcome: r.ok
+            ? { ok: true, output: encode(r.output) }
+            : {
+                ok: false,
+                message: r.error.message,
+                retryable: r.error.retryable,
+                ...(r.error.circuitOpen ? { circuitOpenRetryAfterMs: r.error.retryAfterMs ?? 0 } : {}),
+              },
+        })
+        .catch((e: unknown) => {
+          if (e instanceof TriadError && (e.code === 'UNKNOWN_TASK' || e.code === 'UNKNOWN_STEP'))
+            return { applied: false as const, reason: e.message, unknown: true };
+          throw e;
+        });
+      if (!outcome.applied) {
+        if ('unknown' in outcome) {
+          this.metrics.deadLettered++;
+          return { deadLetter: outcome.reason };
+        }
+        this.metrics.resultsStale++;
+        this.log.warn({ taskId: r.taskId, step: r.step, attempt: r.attempt, agentId: r.agentId, reason: outcome.reason }, 'stale result rejected');
+        if (deliveryCount > 1) await this.redispatch(r.taskId);
+        return 'ack';
       }
-      this.metrics.resultsStale++;
-      this.log.warn({ taskId: r.taskId, step: r.step, attempt: r.attempt, agentId: r.agentId, reason: outcome.reason }, 'stale result rejected');
-      if (deliveryCount > 1) await this.redispatch(r.taskId);
+      this.metrics.resultsApplied++;
+      const wf = await this.workflow(outcome.transition.workflow, outcome.transition.version);
+      if (!wf) throw new Error(`workflow ${outcome.transition.workflow} v${outcome.transition.version} of task ${r.taskId} is not registered`);
+      await this.dispatcher.publish(r.taskId, wf, outcome.transition, now);
       return 'ack';
-    }
-    this.metrics.resultsApplied++;
-    const wf = await this.workflow(outcome.transition.workflow, outcome.transition.version);
-    if (!wf) throw new Error(`workflow ${outcome.transition.workflow} v${outcome.transition.version} of task ${r.taskId} is not registered`);
-    await this.dispatcher.publish(r.taskId, wf, outcome.transition, now);
-    return 'ack';
+    });
   }
 
   /**
@@ -209,16 +254,18 @@ export class Scheduler {
       // recorded in the dead-letter stream rather than dropped.
       return { deadLetter: `command ${cmd.type} is not supported by this scheduler version` };
     }
-    const t = await this.o.tasks.inFlight(cmd.taskId);
-    const step = t?.dispatch.find((s) => s.step === cmd.step && s.attempt === cmd.attempt);
-    if (!t || !step) {
-      this.log.debug({ ...cmd }, 'retry command is stale (task finished or attempt superseded)');
+    return this.withTaskLease(cmd.taskId, async (): Promise<Disposition> => {
+      const t = await this.o.tasks.inFlight(cmd.taskId);
+      const step = t?.dispatch.find((s) => s.step === cmd.step && s.attempt === cmd.attempt);
+      if (!t || !step) {
+        this.log.debug({ ...cmd }, 'retry command is stale (task finished or attempt superseded)');
+        return 'ack';
+      }
+      const wf = await this.workflow(t.workflow, t.version);
+      if (!wf) throw new Error(`workflow ${t.workflow} v${t.version} of task ${cmd.taskId} is not registered`);
+      await this.dispatcher.publish(cmd.taskId, wf, { ...t, dispatch: [step] }, Date.now());
       return 'ack';
-    }
-    const wf = await this.workflow(t.workflow, t.version);
-    if (!wf) throw new Error(`workflow ${t.workflow} v${t.version} of task ${cmd.taskId} is not registered`);
-    await this.dispatcher.publish(cmd.taskId, wf, { ...t, dispatch: [step] }, Date.now());
-    return 'ack';
+    });
   }
 
   /** Re-sends the requests of a task's processing steps (same attempt, same completeBy). */

@@ -1,6 +1,12 @@
 -- Shared fragment, inlined by the loader wherever a script says --@include _common.
 -- Return codes (mirrored by ScriptCode in src/codes.ts).
-local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH = 0, 1, 2, 3, 4, 5, 6, 7
+local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_LOST = 0, 1, 2, 3, 4, 5, 6, 7, 8
+
+-- Fencing by lease: the caller's Redlock lease key must hold the caller's token at the moment of the
+-- write. A process that paused past its lease fails this, whatever it believes.
+local function holds_lease(leaseKey, token)
+  return redis.call('GET', leaseKey) == token
+end
 
 local function decode_step(raw)
   if not raw then return nil end

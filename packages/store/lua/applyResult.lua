@@ -3,10 +3,10 @@
   completes the task when every step is processed. Fenced by the step attempt: a result for any
   attempt but the current one, or for a step that is not processing, is rejected (STALE) and changes nothing.
 
-  KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index
+  KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] the scheduler's task lease
   ARGV[1] taskId  ARGV[2] step  ARGV[3] attempt  ARGV[4] ok ('1'|'0')  ARGV[5] output (msgpack) or error message
   ARGV[6] retryable ('1'|'0')  ARGV[7] now  ARGV[8] schedulerId  ARGV[9] agentId
-  ARGV[10] circuit-open retry-after ms ('' = the breaker was not open)
+  ARGV[10] circuit-open retry-after ms ('' = the breaker was not open)   ARGV[11] the lease token
 
   Outcomes:
     ok                 → step processed; ready steps started; task completed when all are processed.
@@ -16,13 +16,14 @@
     failed, retryable  → the agent gave up inside its window: the step stays processing and its deadline
                          is moved to now, so the supervisor's next sweep applies the failure ladder.
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... } | { STALE, json{reason} }
-          | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' }
+          | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' } | { LEASE_LOST, '{}' }
 ]]
 --@include _common
 
 local taskKey, deadlinesKey, finishedKey = KEYS[1], KEYS[2], KEYS[3]
 local taskId, stepName, attempt, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[7])
 
+if not holds_lease(KEYS[4], ARGV[11]) then return { LEASE_LOST, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
 local rec = decode_step(redis.call('HGET', taskKey, 's:' .. stepName))
 if not rec then return { UNKNOWN_STEP, '{}' } end

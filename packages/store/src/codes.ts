@@ -10,6 +10,7 @@ export const ScriptCode = {
   VersionConflict: 5,
   UnknownStep: 6,
   StaleEpoch: 7,
+  LeaseLost: 8,
 } as const;
 export type ScriptCode = (typeof ScriptCode)[keyof typeof ScriptCode];
 
@@ -24,6 +25,8 @@ export function scriptError(code: number, context: string, reason?: string): Tri
       return new TriadError(ErrorCode.Stale, `${context}: rejected as stale${why}`);
     case ScriptCode.StaleEpoch:
       return new TriadError(ErrorCode.Stale, `${context}: rejected, a newer fencing epoch exists${why}`);
+    case ScriptCode.LeaseLost:
+      return new TriadError(ErrorCode.Stale, `${context}: rejected, the caller no longer holds its lease (it paused or lost it past its expiry)${why}`);
     case ScriptCode.InvalidState:
       return new TriadError(ErrorCode.InvalidState, `${context}: not allowed in the current state${why}`);
     case ScriptCode.VersionConflict:

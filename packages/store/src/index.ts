@@ -10,4 +10,5 @@ export { TaskStore, requireTask, type CreateTaskArgs, type CreateOutcome, type A
 export { WorkflowStore, type WorkflowSummary } from './workflow-store.js';
 export { toTaskEvent, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';
 export { Leadership, type LeadershipState } from './leadership.js';
+export { Leases, type Lease } from './leases.js';
 export { connectRedis } from './connect.js';

@@ -16,6 +16,8 @@ export interface Keys {
   readonly supervisorEpoch: string;
   readonly supervisorStatus: string;
   readonly alerts: string;
+  /** A Redlock lease on part of a task (`task`, or `step:<name>:<kind>`), on the task's slot. */
+  lease(taskId: string, what: string): string;
 }
 
 export function keys(namespace: string): Keys {
@@ -32,6 +34,7 @@ export function keys(namespace: string): Keys {
     supervisorEpoch: `${prefix}:supervisor:epoch`,
     supervisorStatus: `${prefix}:supervisor:status`,
     alerts: `${prefix}:alerts`,
+    lease: (taskId, what) => `${prefix}:lease:{${taskId}}:${what}`,
   };
 }
 

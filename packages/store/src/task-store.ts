@@ -19,6 +19,8 @@ import { runScript } from './scripts.js';
 import { parseBody, parseExpiry, parseTransition, type Expiry, type Transition } from './transitions.js';
 
 export interface CreateTaskArgs {
+  /** The scheduler's task lease (checked inside the transition). */
+  lease: { key: string; token: string };
   taskId: string;
   workflow: string;
   version: number;
@@ -33,6 +35,7 @@ export interface CreateTaskArgs {
 export type CreateOutcome = { created: true; transition: Transition } | { created: false; status: TaskStatus };
 
 export interface ApplyResultArgs {
+  lease: { key: string; token: string };
   taskId: string;
   step: string;
   attempt: number;
@@ -70,8 +73,8 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'createTask',
-      [k.task(a.taskId), k.tasks, k.deadlines, k.finished],
-      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure],
+      [k.task(a.taskId), k.tasks, k.deadlines, k.finished, a.lease.key],
+      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.Exists) return { created: false, status: parseBody(reply[1]).status ?? 'running' };
@@ -85,7 +88,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'applyResult',
-      [k.task(a.taskId), k.deadlines, k.finished],
+      [k.task(a.taskId), k.deadlines, k.finished, a.lease.key],
       [
         a.taskId,
         a.step,
@@ -97,6 +100,7 @@ export class TaskStore {
         a.schedulerId,
         a.agentId,
         !o.ok && o.circuitOpenRetryAfterMs !== undefined ? o.circuitOpenRetryAfterMs : '',
+        a.lease.token,
       ],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -213,12 +217,28 @@ export class TaskStore {
   }
 
   /** An operator's retry of a failed (or parked) step, optionally with a corrected task input. */
-  async retryStep(a: { taskId: string; step?: string; input?: Uint8Array; now: number; schedulerId: string }): Promise<Transition & { step: string }> {
+  async retryStep(a: { lease: { key: string; token: string }; taskId: string; step?: string; input?: Uint8Array; now: number; schedulerId: string }): Promise<Transition & { step: string }> {
     const k = this.keys;
-    const reply = (await runScript(this.redis, 'retryStep', [k.task(a.taskId), k.deadlines, k.finished, k.alerts], [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId])) as unknown[];
+    const reply = (await runScript(
+      this.redis,
+      'retryStep',
+      [k.task(a.taskId), k.deadlines, k.finished, k.alerts, a.lease.key],
+      [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token],
+    )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `retry ${a.taskId}${a.step ? `/${a.step}` : ''}`, parseBody(reply[1]).reason);
     return { ...parseTransition(reply), step: (parseBody(reply[1]) as { step?: string }).step ?? a.step ?? '' };
+  }
+
+  /**
+   * The agent instance starting a step records itself as the step's holder; fenced by its step lease
+   * and the attempt. Returns false (and changes nothing) when the step moved on or the lease is gone.
+   */
+  async claimStep(a: { lease: { key: string; token: string }; taskId: string; step: string; attempt: number; agentId: string }): Promise<{ claimed: boolean; reason?: string }> {
+    const reply = (await runScript(this.redis, 'claimStep', [this.keys.task(a.taskId), a.lease.key], [a.step, a.attempt, a.agentId, a.lease.token])) as unknown[];
+    const code = Number(reply[0]);
+    if (code === ScriptCode.Ok) return { claimed: true };
+    return { claimed: false, reason: scriptError(code, `claim ${a.taskId}/${a.step}#${a.attempt}`, parseBody(reply[1]).reason).message };
   }
 
   /** Open operator alerts (closed by a successful retry of their step). */

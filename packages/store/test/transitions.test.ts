@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { ErrorCode, TriadError, encode, isTriadError, unpackTrusted, type WorkflowDefinitionInput } from '@triad/protocol';
 import { compilePlan, validateDefinition, type PlanStep } from '@triad/core';
-import { Leadership, TaskStore, WorkflowStore, connectRedis } from '../src/index.js';
+import { Leadership, Leases, TaskStore, WorkflowStore, connectRedis } from '../src/index.js';
 
 // ---------------------------------------------------------------------------------------------
 // A private redis-server for this file.
@@ -85,6 +85,7 @@ beforeAll(async () => {
     await startServer();
     redis = connectRedis(url, { connectionName: 'triad-store-test' });
     await redis.ping();
+    await redis.set(HELD.key, HELD.token);
   } catch (e) {
     redis?.disconnect();
     redis = undefined;
@@ -132,16 +133,19 @@ const fanPlan = plan({
 
 const input = encode({ orderId: 'o-1', amount: 42 });
 
+/** A lease these tests hold for good (set in beforeAll): the transitions check it like a real one. */
+const HELD = { key: 'test:lease:held', token: 'held-token' };
+
 function createArgs(taskId: string, p: PlanStep[] = fanPlan, now = T0) {
-  return { taskId, workflow: 'fan', version: 1, input, plan: p, onFailure: 'error' as const, now, schedulerId: 'sched-1' };
+  return { lease: HELD, taskId, workflow: 'fan', version: 1, input, plan: p, onFailure: 'error' as const, now, schedulerId: 'sched-1' };
 }
 
 function ok(taskId: string, step: string, attempt: number, now: number, output: unknown = { from: step }) {
-  return { taskId, step, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: true as const, output: encode(output) } };
+  return { lease: HELD, taskId, step, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: true as const, output: encode(output) } };
 }
 
 function fail(taskId: string, step: string, attempt: number, now: number, message: string, retryable: boolean) {
-  return { taskId, step, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: false as const, message, retryable } };
+  return { lease: HELD, taskId, step, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: false as const, message, retryable } };
 }
 
 /** Every field of the task hash as hex, for "nothing changed" comparisons. */
@@ -621,5 +625,48 @@ describe('WorkflowStore', () => {
     expect((await store.get('orders'))?.version).toBe(5);
     expect(await store.register(v2, T0 + 1)).toEqual({ version: 6, created: true });
     expect((await store.get('orders', 5))?.description).toBe('first');
+  });
+});
+
+describe('leases (Redlock) and the in-script lease check', () => {
+  it('a transition whose caller no longer holds its lease is rejected and changes nothing', async () => {
+    const store = new TaskStore(r(), ns());
+    await store.createTask(createArgs('lease-1'));
+    const before = await rawTask(store, 'lease-1');
+    const lost = { key: 'test:lease:lost', token: 'gone' };
+    await expect(store.applyResult({ ...ok('lease-1', 'a', 1, T0 + 100), lease: lost })).rejects.toMatchObject({ code: 'STALE' });
+    await expect(store.createTask({ ...createArgs('lease-2'), lease: lost })).rejects.toMatchObject({ code: 'STALE' });
+    expect(await rawTask(store, 'lease-1')).toEqual(before);
+    expect(await r().exists(store.keys.task('lease-2'))).toBe(0);
+  });
+
+  it('Leases: one holder at a time; a lapsed lease cannot be extended; a new holder fences the old one out', async () => {
+    const namespace = ns();
+    const leases = new Leases([r()], namespace);
+    const store = new TaskStore(r(), namespace);
+    const first = await leases.task('L1', 300);
+    await expect(leases.task('L1', 300)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    await new Promise((res) => setTimeout(res, 400));
+    await expect(first.extend(300)).rejects.toThrow();
+    const second = await leases.task('L1', 5_000);
+    // The paused first holder wakes and writes with its old token: rejected inside the script.
+    await expect(store.createTask({ ...createArgs('L1'), lease: first })).rejects.toMatchObject({ code: 'STALE' });
+    const created = await store.createTask({ ...createArgs('L1'), lease: second });
+    expect(created.created).toBe(true);
+    await second.release();
+    expect(await r().exists(first.key)).toBe(0);
+  });
+
+  it('claimStep records the agent holding a step, fenced by its step lease and the attempt', async () => {
+    const namespace = ns();
+    const leases = new Leases([r()], namespace);
+    const store = new TaskStore(r(), namespace);
+    await store.createTask(createArgs('claim-1'));
+    const lease = await leases.step('claim-1', 'a', 'run', 5_000);
+    await expect(leases.step('claim-1', 'a', 'run', 5_000)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    expect(await store.claimStep({ lease, taskId: 'claim-1', step: 'a', attempt: 2, agentId: 'ag-1' })).toMatchObject({ claimed: false });
+    expect(await store.claimStep({ lease: { key: lease.key, token: 'not-mine' }, taskId: 'claim-1', step: 'a', attempt: 1, agentId: 'ag-2' })).toMatchObject({ claimed: false });
+    expect(await store.claimStep({ lease, taskId: 'claim-1', step: 'a', attempt: 1, agentId: 'ag-1' })).toEqual({ claimed: true });
+    expect((await store.getTask('claim-1'))?.steps[0]?.lockedBy).toBe('ag-1');
   });
 });
