@@ -162,6 +162,12 @@ export class Supervisor {
       // The message id makes the alert exactly-once even if this sweep is repeated.
       work.push(publishDurable(bus, bus.names.subjects.alert, encode(alert), `alert:${alert.id}`));
       work.push(this.o.tasks.redis.hset(this.o.tasks.keys.alerts, alert.id, JSON.stringify(alert)));
+      if (x.onFailure === 'compensate') {
+        // The workflow asks for its completed steps to be undone: the supervisor only asks; the
+        // scheduler runs the compensations (docs/decisions/0004).
+        const cmd: SupervisorCommand = { type: 'undo_task', taskId, reason: alert.lastError ?? `step ${step} failed`, epoch };
+        work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:undo`));
+      }
     }
     await Promise.all(work);
   }
