@@ -93,12 +93,18 @@ describe('bad input', () => {
     await waitForDeadLetter(triad, (d) => d.reason.includes('unknown workflow "no-such-workflow"'), 'the unknown-workflow dead letter');
   });
 
-  it('refuses an invalid input for an agent as a permanent failure with the reason (the task fails, nothing hangs)', async () => {
+  it('refuses an invalid input for an agent as a permanent failure with the reason (the order is undone, nothing hangs)', async () => {
     const state = await triad.client.run('orders', { orderId: '', amount: -5 }, { timeoutMs: 30_000 });
-    expect(state.status).toBe('failed');
-    expect(state.steps[0]).toMatchObject({ name: 'reserve', status: 'failed' });
-    expect(state.steps[0]!.error).toMatch(/input for agent "inventory" is invalid/);
-    expect(state.steps[1]!.status).toBe('pending');
+    // The orders workflow undoes itself on failure; nothing completed, so nothing needed undoing.
+    expect(state.status).toBe('compensated');
+    // reserve and fraud run in parallel and both refuse the input: the first refusal begins the undo,
+    // the other is then failed too or abandoned.
+    const failed = state.steps.filter((s) => s.status === 'failed');
+    expect(failed.length).toBeGreaterThanOrEqual(1);
+    expect(failed[0]!.error).toMatch(/input for agent "(inventory|fraud)" is invalid/);
+    expect(state.steps.filter((s) => ['reserve', 'fraud'].includes(s.name)).every((s) => ['failed', 'abandoned'].includes(s.status))).toBe(true);
+    expect(state.steps.find((s) => s.name === 'charge')!.status).toBe('pending');
+    expect(state.error).toMatch(/step (reserve|fraud) failed/);
   });
 
   it('refuses an invalid workflow definition listing every problem', async () => {
@@ -132,7 +138,7 @@ describe('namespaces', () => {
     expect(there.steps.map((s) => s.name)).toEqual(['reserve']);
     expect(await triad.client.getTask(there.taskId).catch((e: unknown) => (e as TriadError).code)).toBe(ErrorCode.UnknownTask);
     const ours = await triad.client.getWorkflow('orders');
-    expect(ours.steps.map((s) => s.name)).toEqual(['reserve', 'charge', 'ship']);
+    expect(ours.steps.map((s) => s.name)).toEqual(['reserve', 'fraud', 'charge', 'ship']);
     expect(other.services.inventory.effects().every((e) => e.idempotencyKey.startsWith(`${other.namespace}/`))).toBe(true);
     expect(triad.services.inventory.effects().every((e) => e.idempotencyKey.startsWith(`${triad.namespace}/`))).toBe(true);
   });

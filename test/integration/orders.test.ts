@@ -33,12 +33,19 @@ describe('orders workflow end to end', () => {
     const state = await triad.client.run('orders', { orderId: 'o1', amount: 42 }, { timeoutMs: 30_000, onEvent: (e) => events.push(e) });
     expect(state.status).toBe('completed');
     expectInOrder(state, ['reserve', 'charge', 'ship']);
+    expectInOrder(state, ['fraud', 'charge', 'ship']);
     expect(state.steps.find((s) => s.name === 'charge')?.output).toMatchObject({ amount: 42 });
-    expect(events.map((e) => e.type)).toEqual(['received', 'step_started', 'step_done', 'step_started', 'step_done', 'step_started', 'step_done', 'completed']);
-    expect(events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    // reserve and fraud start together (no dependencies), charge once both are done: fan-out, fan-in.
+    expect(events.slice(0, 3).map((e) => `${e.type}:${e.step ?? ''}`)).toEqual(['received:', 'step_started:reserve', 'step_started:fraud']);
+    const at = (type: string, step: string): number => events.findIndex((e) => e.type === type && e.step === step);
+    expect(at('step_started', 'charge')).toBeGreaterThan(Math.max(at('step_done', 'reserve'), at('step_done', 'fraud')));
+    expect(at('step_started', 'ship')).toBeGreaterThan(at('step_done', 'charge'));
+    expect(events.at(-1)?.type).toBe('completed');
+    expect(events.map((e) => e.seq)).toEqual(Array.from({ length: events.length }, (_, i) => i + 1));
     // The shipping agent got reserve's and charge's outputs (declared in needs) and used them.
     const ship = triad.services.shipping.effects().find((e) => e.idempotencyKey === `${triad.namespace}/${state.taskId}/ship`);
-    expect(ship?.payload).toMatchObject({ reservation: state.steps[0]!.output, charge: state.steps[1]!.output });
+    const output = (name: string): unknown => state.steps.find((s) => s.name === name)!.output;
+    expect(ship?.payload).toMatchObject({ reservation: output('reserve'), charge: output('charge') });
   });
 
   it('sends every event to a private reply subject named by the submitter', async () => {
@@ -63,7 +70,7 @@ describe('orders workflow end to end', () => {
     for (const service of Object.values(triad.services)) {
       const counts = effectCounts(service);
       for (const id of ids) {
-        const step = { inventory: 'reserve', payment: 'charge', shipping: 'ship' }[service.name as 'inventory'];
+        const step = { inventory: 'reserve', fraud: 'fraud', payment: 'charge', shipping: 'ship' }[service.name as 'inventory'];
         expect(counts.get(`${triad.namespace}/${id}/${step}`), `${service.name} effect of ${id}`).toBe(1);
       }
     }
@@ -90,7 +97,7 @@ describe('orders workflow end to end', () => {
     expect(list.length).toBe(5);
     expect(list.every((t) => t.status === 'completed' && t.workflow === 'orders')).toBe(true);
     const one = await triad.client.getTask(list[0]!.taskId);
-    expect(one.steps.map((s) => s.name)).toEqual(['reserve', 'charge', 'ship']);
+    expect(one.steps.map((s) => s.name)).toEqual(['reserve', 'fraud', 'charge', 'ship']);
   });
 });
 
@@ -102,7 +109,7 @@ describe('the triad CLI against a running Triad', () => {
     expect(r.code, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout) as TaskState;
     expect(out.status).toBe('completed');
-    expect(out.steps.map((s) => `${s.name}:${s.status}`)).toEqual(['reserve:processed', 'charge:processed', 'ship:processed']);
+    expect(out.steps.map((s) => `${s.name}:${s.status}`)).toEqual(['reserve:processed', 'fraud:processed', 'charge:processed', 'ship:processed']);
     expectInOrder(out, ['reserve', 'charge', 'ship']);
   });
 

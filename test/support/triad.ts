@@ -16,7 +16,12 @@ export const SCRIPTS = {
   orderAgents: 'apps/example-orders/dist/agents.js',
   agentHost: 'apps/agent/dist/main.js',
   cli: 'apps/cli/bin/triad.js',
+  /** Compiled by the test workspace's build (tsc -b test). */
+  sagaAgents: 'test/dist/support/saga-agents.js',
 } as const;
+
+export const SERVICE_NAMES = ['inventory', 'fraud', 'payment', 'shipping'] as const;
+export type ServiceName = (typeof SERVICE_NAMES)[number];
 
 export interface Servers {
   nats: { url: string };
@@ -27,8 +32,8 @@ export interface TriadOptions {
   namespace?: string;
   schedulers?: number;
   agentProcesses?: number;
-  supervisor?: false | { intervalMs?: number; leaseMs?: number };
-  faults?: Partial<Record<'inventory' | 'payment' | 'shipping', Partial<Faults>>>;
+  supervisor?: false | { intervalMs?: number; leaseMs?: number; retentionMs?: number };
+  faults?: Partial<Record<ServiceName, Partial<Faults>>>;
   registerOrders?: boolean;
   /** Extra environment for every actor process. */
   env?: Record<string, string>;
@@ -39,23 +44,29 @@ export interface TestTriad {
   env: Record<string, string>;
   client: TriadClient;
   redis: Redis;
-  services: Record<'inventory' | 'payment' | 'shipping', RemoteService>;
+  services: Record<ServiceName, RemoteService>;
   schedulers: ActorProcess[];
   supervisors: ActorProcess[];
   agents: ActorProcess[];
   startScheduler(): Promise<ActorProcess>;
-  startSupervisor(o?: { intervalMs?: number; leaseMs?: number }): Promise<ActorProcess>;
+  startSupervisor(o?: { intervalMs?: number; leaseMs?: number; retentionMs?: number }): Promise<ActorProcess>;
   startAgents(extraEnv?: Record<string, string>): Promise<ActorProcess>;
+  /** Starts the generic agent host with the scripted saga `worker` agent (test/support/saga-agents.ts). */
+  startSagaAgents(): Promise<ActorProcess>;
+  /** The ledger service the saga worker applies and undoes its effects on. */
+  ledger: RemoteService;
 }
 
 export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions = {}): Promise<TestTriad> {
   const namespace = o.namespace ?? uniqueNamespace('triad');
   const services = {} as TestTriad['services'];
-  for (const name of ['inventory', 'payment', 'shipping'] as const) {
+  for (const name of SERVICE_NAMES) {
     const s = await startRemoteService({ name, port: 0, faults: o.faults?.[name] ?? {} });
     td.add(() => s.close());
     services[name] = s;
   }
+  const ledger = await startRemoteService({ name: 'ledger', port: 0 });
+  td.add(() => ledger.close());
   const env: Record<string, string> = {
     NATS_URL: servers.nats.url,
     REDIS_URL: servers.redis.url,
@@ -64,6 +75,8 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
     INVENTORY_URL: services.inventory.url,
     PAYMENT_URL: services.payment.url,
     SHIPPING_URL: services.shipping.url,
+    FRAUD_URL: services.fraud.url,
+    LEDGER_URL: ledger.url,
     ...o.env,
   };
   const t: TestTriad = {
@@ -84,12 +97,23 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
       const p = await startProcess({
         name: `supervisor-${t.supervisors.length + 1}`,
         args: [SCRIPTS.supervisor],
-        env: { ...env, TRIAD_SUPERVISOR_INTERVAL_MS: String(s.intervalMs ?? 200), TRIAD_SUPERVISOR_LEASE_MS: String(s.leaseMs ?? 2_000) },
+        env: {
+          ...env,
+          TRIAD_SUPERVISOR_INTERVAL_MS: String(s.intervalMs ?? 200),
+          TRIAD_SUPERVISOR_LEASE_MS: String(s.leaseMs ?? 2_000),
+          ...(s.retentionMs !== undefined ? { TRIAD_RETENTION_MS: String(s.retentionMs) } : {}),
+        },
         cwd: ROOT,
         readyPattern: /supervisor ready/,
         teardown: td,
       });
       t.supervisors.push(p);
+      return p;
+    },
+    ledger,
+    startSagaAgents: async () => {
+      const p = await startProcess({ name: `saga-agents-${t.agents.length + 1}`, args: [SCRIPTS.agentHost, SCRIPTS.sagaAgents], env, cwd: ROOT, readyPattern: /agent-host ready/, teardown: td });
+      t.agents.push(p);
       return p;
     },
     startAgents: async (extra = {}) => {

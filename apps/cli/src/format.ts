@@ -116,12 +116,18 @@ export function taskHeader(t: TaskState, now: number = Date.now()): string {
   ]);
 }
 
-/** The steps table of `triad status`. */
+/**
+ * The steps table of `triad status`. A step being (or that was) compensated shows its compensation's
+ * agent, attempt, holder, deadline and failures, since that is what is running for it.
+ */
 export function stepsTable(steps: readonly StepState[], now: number = Date.now()): string {
-  return table(
-    ['STEP', 'AGENT', 'STATUS', 'ATTEMPT', 'LOCKED BY', 'COMPLETE BY', 'FAILURES'],
-    steps.map((s) => [s.name, s.agent, s.status, s.attempt, s.lockedBy, completeByText(s, now), s.failureCount]),
-  );
+  const rows = steps.map((s) => {
+    const c = s.compensation;
+    if (!c) return [s.name, s.agent, s.status, s.attempt, s.lockedBy, completeByText(s, now), s.failureCount, s.order];
+    const deadline = c.completeBy === undefined ? undefined : s.status === 'compensating' ? when(c.completeBy, now) : isoTime(c.completeBy);
+    return [s.name, `${c.agent} (undo)`, c.parked ? `${s.status} (parked)` : s.status, c.attempt, c.lockedBy, deadline, c.failureCount, s.order];
+  });
+  return table(['STEP', 'AGENT', 'STATUS', 'ATTEMPT', 'LOCKED BY', 'COMPLETE BY', 'FAILURES', 'DONE #'], rows);
 }
 
 /**

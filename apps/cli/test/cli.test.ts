@@ -199,8 +199,11 @@ describe('formatting', () => {
     expect(header).toContain('error:       boom');
     expect(header.some((l) => l.startsWith('finished'))).toBe(false);
     const rows = stepsTable(t.steps, now).split('\n');
-    expect(rows[0]).toMatch(/^STEP\s+AGENT\s+STATUS\s+ATTEMPT\s+LOCKED BY\s+COMPLETE BY\s+FAILURES$/);
+    expect(rows[0]).toMatch(/^STEP\s+AGENT\s+STATUS\s+ATTEMPT\s+LOCKED BY\s+COMPLETE BY\s+FAILURES\s+DONE #$/);
     expect(rows[1]).toContain('2024-01-01T00:00:04.200Z (in 4.2s)');
+    // A step being compensated shows its compensation: the undo agent, its attempt, holder and deadline.
+    const undo = stepsTable([step({ status: 'compensating', order: 2, compensation: { agent: 'refunds', attempt: 1, failureCount: 0, lockedBy: 'agent-9', completeBy: now + 1_500 } })], now).split('\n')[1];
+    expect(undo).toMatch(/refunds \(undo\)\s+compensating\s+1\s+agent-9\s+.*\(in 1\.5s\)\s+0\s+2/);
     expect(rows[1]).toContain('agent-1');
     expect(rows[2]).toContain('2023-12-31T23:59:59.500Z');
     expect(rows[2]).not.toContain('ago');

@@ -17,6 +17,7 @@ export interface ServiceUrls {
   inventory: string;
   payment: string;
   shipping: string;
+  fraud: string;
 }
 
 export function serviceUrlsFromEnv(env: NodeJS.ProcessEnv = process.env): ServiceUrls {
@@ -24,6 +25,7 @@ export function serviceUrlsFromEnv(env: NodeJS.ProcessEnv = process.env): Servic
     inventory: env['INVENTORY_URL'] ?? `http://127.0.0.1:${env['INVENTORY_PORT'] ?? 7101}`,
     payment: env['PAYMENT_URL'] ?? `http://127.0.0.1:${env['PAYMENT_PORT'] ?? 7102}`,
     shipping: env['SHIPPING_URL'] ?? `http://127.0.0.1:${env['SHIPPING_PORT'] ?? 7103}`,
+    fraud: env['FRAUD_URL'] ?? `http://127.0.0.1:${env['FRAUD_PORT'] ?? 7104}`,
   };
 }
 
@@ -62,6 +64,19 @@ export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv(), breaker = 
       const r = (await call(urls.inventory, '/apply', { idempotencyKey, action: 'reserve', payload: { orderId: input.orderId, items: input.items ?? [] } }, signal)) as { result: unknown };
       return r.result;
     },
+    // Release the reservation made under the step's run key (`undoes`).
+    async compensate({ idempotencyKey, undoes, signal }) {
+      return call(urls.inventory, '/undo', { idempotencyKey, of: undoes }, signal);
+    },
+  });
+  const fraud = defineAgent({
+    name: 'fraud',
+    input: OrderInputSchema,
+    breaker,
+    async handler({ input, idempotencyKey, signal }) {
+      const r = (await call(urls.fraud, '/apply', { idempotencyKey, action: 'screen', payload: { orderId: input.orderId, amount: input.amount } }, signal)) as { result: unknown };
+      return r.result;
+    },
   });
   const payment = defineAgent({
     name: 'payment',
@@ -70,6 +85,10 @@ export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv(), breaker = 
     async handler({ input, idempotencyKey, signal }) {
       const r = (await call(urls.payment, '/apply', { idempotencyKey, action: 'charge', payload: { orderId: input.orderId, amount: input.amount } }, signal)) as { result: unknown };
       return r.result;
+    },
+    // Refund the charge made under the step's run key (`undoes`).
+    async compensate({ idempotencyKey, undoes, signal }) {
+      return call(urls.payment, '/undo', { idempotencyKey, of: undoes }, signal);
     },
   });
   const shipping = defineAgent({
@@ -81,5 +100,5 @@ export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv(), breaker = 
       return r.result;
     },
   });
-  return [inventory, payment, shipping];
+  return [inventory, fraud, payment, shipping];
 }

@@ -265,10 +265,10 @@ describe('input validation and routing', () => {
 });
 
 describe('startExampleServices', () => {
-  it('starts inventory, payment and shipping with ports and faults from env', async () => {
-    const services = await startExampleServices({ INVENTORY_PORT: '0', PAYMENT_PORT: '0', SHIPPING_PORT: '0', PAYMENT_FAIL_RATE: '1' });
+  it('starts inventory, payment, shipping and fraud with ports and faults from env', async () => {
+    const services = await startExampleServices({ INVENTORY_PORT: '0', PAYMENT_PORT: '0', SHIPPING_PORT: '0', FRAUD_PORT: '0', PAYMENT_FAIL_RATE: '1' });
     started.push(...services);
-    expect(services.map((s) => s.name)).toEqual(['inventory', 'payment', 'shipping']);
+    expect(services.map((s) => s.name)).toEqual(['inventory', 'payment', 'shipping', 'fraud']);
     expect(services[1]?.faults().failRate).toBe(1);
     for (const service of services) expect((await call(service, 'GET', '/health')).json).toEqual({ ok: true, name: service.name });
   });

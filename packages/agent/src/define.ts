@@ -28,6 +28,8 @@ export interface StepContext<I> {
   readonly try: number;
   /** Pass to the remote service: it must apply the effect once per key. Stable across attempts. */
   readonly idempotencyKey: string;
+  /** In a compensation: the idempotency key of the effect to undo (the step's own run key). */
+  readonly undoes?: string;
   /** Absolute deadline, epoch ms. */
   readonly completeBy: number;
   /** Fires when the window closes: stop work; whatever is returned after it is discarded. */
@@ -40,6 +42,12 @@ export interface AgentDefinition<I = unknown, O = unknown> {
   readonly input?: z.ZodType<I>;
   // Method syntax on purpose: agents of different input types share one list (AgentDefinition[]).
   handler(ctx: StepContext<I>): Promise<O>;
+  /**
+   * Undoes what `handler` did (release a reservation, refund a charge), for workflows whose steps name
+   * this agent in `compensate`. `ctx.needs[ctx.step]` holds the step's own output; `ctx.kind` is
+   * 'compensate'. Without it, compensation requests go to `handler` with `ctx.kind === 'compensate'`.
+   */
+  compensate?(ctx: StepContext<I>): Promise<unknown>;
   /** Agent-side retry inside the window, used when the step's definition sets none. */
   readonly retry?: RetryPolicy;
   /** Steps handled at once by one process. */

@@ -139,7 +139,7 @@ export class AgentHost {
       this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'another instance holds this step: duplicate delivery dropped');
       return undefined;
     }
-    const claim = await tasks.claimStep({ lease, taskId: req.taskId, step: req.step, attempt: req.attempt, agentId: this.id });
+    const claim = await tasks.claimStep({ lease, taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id });
     if (!claim.claimed) {
       this.metrics.staleRequests++;
       this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt, reason: claim.reason }, 'request for a step that moved on: dropped');

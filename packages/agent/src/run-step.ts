@@ -62,11 +62,13 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
         attempt: req.attempt,
         try: t,
         idempotencyKey: req.idempotencyKey,
+        ...(req.undoes ? { undoes: req.undoes } : {}),
         completeBy: req.completeBy,
         signal: controller.signal,
       };
       let outcome: { ok: true; value: unknown } | { ok: false; error: unknown } | 'closed';
-      const call = o.breaker ? o.breaker.policy.execute(() => agent.handler(ctx)) : agent.handler(ctx);
+      const run = (): Promise<unknown> => (req.kind === 'compensate' && agent.compensate ? agent.compensate(ctx) : agent.handler(ctx));
+      const call = o.breaker ? o.breaker.policy.execute(run) : run();
       try {
         outcome = await Promise.race([call.then((value) => ({ ok: true as const, value })), closed]);
       } catch (error) {

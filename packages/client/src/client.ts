@@ -149,6 +149,14 @@ export class TriadClient {
     return this.request('task.retry', { taskId, ...(o.step ? { step: o.step } : {}), ...('input' in o ? { input: o.input, replaceInput: true } : {}) });
   }
 
+  /**
+   * Cancels a running task: no new step starts, steps in flight are abandoned, completed steps are
+   * compensated in reverse order; the task ends `cancelled` (follow it with `wait`/`watch`).
+   */
+  async cancel(taskId: string, reason?: string): Promise<{ taskId: string; status: TaskStatus }> {
+    return this.request('task.cancel', { taskId, ...(reason ? { reason } : {}) });
+  }
+
   /** Open operator alerts: steps that failed for good and have not been retried since. */
   async alerts(): Promise<Alert[]> {
     return this.request('alert.list', {});

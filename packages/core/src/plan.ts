@@ -17,6 +17,8 @@ export interface PlanStep {
   nd: string[];
   /** the supervisor's failure ladder: [retries, longBackoffMs, maxFailures] */
   l: [number, number, number];
+  /** the step's compensation, if it has one: agent, budget, ladder */
+  c?: { a: string; b: number; l: [number, number, number] };
 }
 
 const DEFAULT_LADDER = LadderSchema.parse({});
@@ -24,7 +26,12 @@ const DEFAULT_LADDER = LadderSchema.parse({});
 export function compilePlan(def: WorkflowDefinition): PlanStep[] {
   return def.steps.map((s) => {
     const ladder = s.ladder ?? def.defaults.ladder ?? DEFAULT_LADDER;
-    return { n: s.name, a: s.agent, b: s.budgetMs, d: [...s.dependsOn], nd: [...s.needs], l: [ladder.retries, ladder.longBackoffMs, ladder.maxFailures] };
+    const step: PlanStep = { n: s.name, a: s.agent, b: s.budgetMs, d: [...s.dependsOn], nd: [...s.needs], l: [ladder.retries, ladder.longBackoffMs, ladder.maxFailures] };
+    if (s.compensate) {
+      const cl = s.compensate.ladder ?? ladder;
+      step.c = { a: s.compensate.agent, b: s.compensate.budgetMs, l: [cl.retries, cl.longBackoffMs, cl.maxFailures] };
+    }
+    return step;
   });
 }
 

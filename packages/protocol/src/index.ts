@@ -57,6 +57,7 @@ export {
   GetTaskRequestSchema,
   ListTasksRequestSchema,
   RetryTaskRequestSchema,
+  CancelTaskRequestSchema,
   EmptyRequestSchema,
   StepStateSchema,
   TaskStateSchema,

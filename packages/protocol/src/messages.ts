@@ -45,6 +45,8 @@ export const StepRequestSchema = z
     attempt: z.number().int().min(1),
     /** Stable across attempts: the remote service applies an effect once per key. */
     idempotencyKey: z.string().min(1).max(512),
+    /** For a compensation: the idempotency key of the effect it undoes (the step's run key). */
+    undoes: z.string().min(1).max(512).optional(),
     /** Absolute deadline (epoch ms). Past it the agent stops and sends nothing back. */
     completeBy: epochMs,
     // Optional: the codec drops undefined values, so an absent input must decode as absent.
@@ -112,6 +114,8 @@ export const StepStatusSchema = z.enum([
   'failed',
   'parked',
   'error',
+  /** In flight when the task began to be undone: never completed, so never compensated. */
+  'abandoned',
   'compensating',
   'compensated',
   'compensation_failed',
@@ -193,6 +197,7 @@ export const RegisterWorkflowRequestSchema = z.object({ definition: z.unknown() 
 export const GetWorkflowRequestSchema = z.object({ name: NameSchema, version: z.number().int().min(1).optional() }).strict();
 export const ListWorkflowsRequestSchema = z.object({}).strict();
 export const GetTaskRequestSchema = z.object({ taskId: TaskIdSchema }).strict();
+export const CancelTaskRequestSchema = z.object({ taskId: TaskIdSchema, reason: z.string().max(1000).optional() }).strict();
 export const RetryTaskRequestSchema = z
   .object({ taskId: TaskIdSchema, step: NameSchema.optional(), input: z.unknown().optional(), replaceInput: z.boolean().default(false) })
   .strict();
@@ -216,6 +221,22 @@ export const StepStateSchema = z.object({
   output: z.unknown().optional(),
   error: z.string().optional(),
   dependsOn: z.array(z.string()),
+  /** The step's completion order (compensations run in its reverse). */
+  order: z.number().int().optional(),
+  /** Its compensation, once one has started. */
+  compensation: z
+    .object({
+      agent: z.string(),
+      attempt: z.number().int(),
+      failureCount: z.number().int(),
+      completeBy: z.number().optional(),
+      lockedBy: z.string().optional(),
+      startedAt: z.number().optional(),
+      finishedAt: z.number().optional(),
+      error: z.string().optional(),
+      parked: z.boolean().optional(),
+    })
+    .optional(),
 });
 export type StepState = z.output<typeof StepStateSchema>;
 

@@ -58,7 +58,7 @@ export interface Names {
   readonly queueGroup: string;
 }
 
-export const API_OPS = ['workflow.register', 'workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.retry', 'alert.list', 'supervisor.status'] as const;
+export const API_OPS = ['workflow.register', 'workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.retry', 'task.cancel', 'alert.list', 'supervisor.status'] as const;
 export type ApiOp = (typeof API_OPS)[number];
 
 export function names(namespace: string): Names {

@@ -134,6 +134,7 @@ describe('encode/decode round trip of every message schema', () => {
       input: { orderId: 'o-1' },
       lockedBy: 'sched-1',
       lockEpoch: 2,
+      seq: 3,
       createdAt: T0,
       updatedAt: T0 + 5,
       steps: [

@@ -10,6 +10,7 @@ import {
   GetTaskRequestSchema,
   GetWorkflowRequestSchema,
   ListTasksRequestSchema,
+  CancelTaskRequestSchema,
   EmptyRequestSchema,
   ListWorkflowsRequestSchema,
   RegisterWorkflowRequestSchema,
@@ -88,6 +89,20 @@ export class ApiServer {
           await this.dispatcher.publish(q.taskId, wf, t, now);
           this.log.info({ taskId: q.taskId, step: t.step, attempt: t.dispatch[0]?.attempt, newInput: q.replaceInput }, 'operator retry');
           return { taskId: q.taskId, step: t.step, attempt: t.dispatch[0]?.attempt ?? 0 };
+        });
+        if ('nakDelayMs' in done) throw new TriadError(ErrorCode.Unavailable, `task ${q.taskId} is being worked on by another scheduler right now; try again`);
+        return done;
+      },
+      [s.api('task.cancel')]: async (data) => {
+        const q = req(data, CancelTaskRequestSchema, 'task.cancel request');
+        const done = await this.withTaskLease(q.taskId, async (lease) => {
+          const now = Date.now();
+          const t = await this.tasks.cancelTask({ lease, taskId: q.taskId, reason: q.reason ?? 'cancelled by an operator', now, schedulerId: this.schedulerId });
+          const wf = await this.workflows.get(t.workflow, t.version);
+          if (!wf) throw unknownWorkflow(t.workflow, t.version);
+          await this.dispatcher.publish(q.taskId, wf, t, now);
+          this.log.info({ taskId: q.taskId, compensations: t.dispatch.length }, 'task cancelled');
+          return { taskId: q.taskId, status: t.status };
         });
         if ('nakDelayMs' in done) throw new TriadError(ErrorCode.Unavailable, `task ${q.taskId} is being worked on by another scheduler right now; try again`);
         return done;

@@ -4,7 +4,8 @@
  */
 import { publishDurable, publishTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
-import { encode, unpackTrusted, type RegisteredWorkflow, type StepKind, type StepRequest } from '@triad/protocol';
+import type { Redis } from 'ioredis';
+import { encode, unpackTrusted, type Alert, type RegisteredWorkflow, type StepKind, type StepRequest } from '@triad/protocol';
 import { toTaskEvent, type Transition } from '@triad/store';
 
 export function stepMessageId(taskId: string, step: string, kind: StepKind, attempt: number): string {
@@ -12,7 +13,12 @@ export function stepMessageId(taskId: string, step: string, kind: StepKind, atte
 }
 
 export class Dispatcher {
-  constructor(private readonly bus: Bus) {}
+  constructor(
+    private readonly bus: Bus,
+    /** Where open alerts are recorded (the state store). */
+    private readonly alerts: Redis,
+    private readonly alertsKey: string,
+  ) {}
 
   /** Sends the step requests and events of one transition; resolves when JetStream has stored them all. */
   async publish(taskId: string, wf: RegisteredWorkflow, t: Transition, now: number): Promise<void> {
@@ -23,7 +29,7 @@ export class Dispatcher {
       for (const [name, bytes] of t.outputs) outputs.set(name, bytes.length > 0 ? unpackTrusted(bytes) : undefined);
       for (const d of t.dispatch) {
         const def = wf.steps.find((s) => s.name === d.step);
-        const retry = def?.retry ?? wf.defaults.retry;
+        const retry = (d.kind === 'compensate' ? def?.compensate?.retry : def?.retry) ?? wf.defaults.retry;
         const needs: Record<string, unknown> = {};
         for (const n of d.needs) needs[n] = outputs.get(n);
         const req: StepRequest = {
@@ -32,19 +38,38 @@ export class Dispatcher {
           version: wf.version,
           step: d.step,
           agent: d.agent,
-          kind: 'run',
+          kind: d.kind,
           attempt: d.attempt,
-          idempotencyKey: idempotencyKey(this.bus.names.namespace, taskId, d.step, 'run'),
+          idempotencyKey: idempotencyKey(this.bus.names.namespace, taskId, d.step, d.kind),
           completeBy: d.completeBy,
           input,
           needs,
           dispatchedAt: now,
         };
         if (retry) req.retry = retry;
-        work.push(publishDurable(this.bus, this.bus.names.subjects.step(d.agent), encode(req), stepMessageId(taskId, d.step, 'run', d.attempt)));
+        if (d.kind === 'compensate') req.undoes = idempotencyKey(this.bus.names.namespace, taskId, d.step, 'run');
+        work.push(publishDurable(this.bus, this.bus.names.subjects.step(d.agent), encode(req), stepMessageId(taskId, d.step, d.kind, d.attempt)));
       }
     }
     work.push(publishTaskEvents(this.bus, taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo));
+    if (t.alert) work.push(this.raiseAlert(taskId, t.alert, now));
     await Promise.all(work);
+  }
+
+  /** An operator alert: to the alerts stream (exactly once per id) and the open-alerts record. */
+  async raiseAlert(taskId: string, a: NonNullable<Transition['alert']>, now: number): Promise<void> {
+    const alert: Alert = {
+      id: `${taskId}:${a.step}:${a.kind}:${a.failureCount}`,
+      kind: a.kind,
+      taskId,
+      step: a.step,
+      failureCount: a.failureCount,
+      raisedAt: now,
+      ...(a.lastError ? { lastError: a.lastError.slice(0, 4000) } : {}),
+    };
+    await Promise.all([
+      publishDurable(this.bus, this.bus.names.subjects.alert, encode(alert), `alert:${alert.id}`),
+      this.alerts.hset(this.alertsKey, alert.id, JSON.stringify(alert)),
+    ]);
   }
 }

@@ -78,7 +78,7 @@ export class Scheduler {
   constructor(private readonly o: SchedulerOptions) {
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
-    this.dispatcher = new Dispatcher(o.bus);
+    this.dispatcher = new Dispatcher(o.bus, o.tasks.redis, o.tasks.keys.alerts);
     this.api = new ApiServer(o.bus, o.tasks, o.workflows, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log);
   }
 
@@ -202,6 +202,7 @@ export class Scheduler {
           lease,
           taskId: r.taskId,
           step: r.step,
+          kind: r.kind,
           attempt: r.attempt,
           now,
           schedulerId: this.id,
@@ -250,13 +251,13 @@ export class Scheduler {
     }
     const cmd = d.value;
     if (cmd.type !== 'retry_step') {
-      // undo_task and resume_task arrive with the workflow issue (compensation); until then they are
-      // recorded in the dead-letter stream rather than dropped.
-      return { deadLetter: `command ${cmd.type} is not supported by this scheduler version` };
+      // The supervisor begins undos itself (in its fenced transition) and sends retry_step for each
+      // compensation; other command types are not sent by this version: keep them, with the reason.
+      return { deadLetter: `command ${cmd.type} is not handled by this scheduler version` };
     }
     return this.withTaskLease(cmd.taskId, async (): Promise<Disposition> => {
       const t = await this.o.tasks.inFlight(cmd.taskId);
-      const step = t?.dispatch.find((s) => s.step === cmd.step && s.attempt === cmd.attempt);
+      const step = t?.dispatch.find((s) => s.step === cmd.step && s.kind === cmd.kind && s.attempt === cmd.attempt);
       if (!t || !step) {
         this.log.debug({ ...cmd }, 'retry command is stale (task finished or attempt superseded)');
         return 'ack';

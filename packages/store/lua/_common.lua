@@ -63,11 +63,16 @@ local function start_ready(taskKey, deadlinesKey, taskId, plan, now, events, dis
         save_step(taskKey, s.n, rec)
         redis.call('ZADD', deadlinesKey, rec.completeBy, deadline_member(taskId, s.n))
         push_event(taskKey, events, 'step_started', s.n, rec.attempt)
-        dispatch[#dispatch + 1] = { step = s.n, agent = s.a, attempt = rec.attempt, completeBy = rec.completeBy, needs = s.nd }
+        dispatch[#dispatch + 1] = { step = s.n, agent = s.a, kind = 'run', attempt = rec.attempt, completeBy = rec.completeBy, needs = s.nd }
       end
     end
   end
   return all_done
+end
+
+local function find_spec(plan, name)
+  for _, s in ipairs(plan) do if s.n == name then return s end end
+  return nil
 end
 
 -- Marks the task finished and files it for retention.
@@ -76,6 +81,57 @@ local function finish_task(taskKey, finishedKey, taskId, status, now, events, re
   if reason then redis.call('HSET', taskKey, 'error', reason) end
   redis.call('ZADD', finishedKey, now, taskId)
   push_event(taskKey, events, status, nil, nil, reason, status)
+end
+
+-- Starts the compensation of the most recently completed step that has one, or, when none is left,
+-- ends the task as `endAs` (compensated | cancelled). Compensations run one at a time, in reverse
+-- order of completion.
+local function next_compensation(taskKey, deadlinesKey, finishedKey, taskId, plan, now, events, dispatch)
+  local best, bestRec, bestOrder = nil, nil, -1
+  for _, s in ipairs(plan) do
+    if type(s.c) == 'table' then
+      local rec = decode_step(redis.call('HGET', taskKey, 's:' .. s.n))
+      if rec.status == 'processed' and (rec.order or 0) > bestOrder then
+        best, bestRec, bestOrder = s, rec, rec.order or 0
+      end
+    end
+  end
+  if not best then
+    local endAs = redis.call('HGET', taskKey, 'endAs') or 'compensated'
+    finish_task(taskKey, finishedKey, taskId, endAs, now, events)
+    return
+  end
+  local comp = bestRec.comp or { attempt = 0, failureCount = 0 }
+  comp.attempt = comp.attempt + 1
+  comp.failureCount = 0
+  comp.completeBy = now + best.c.b
+  comp.startedAt = now
+  comp.parked = nil
+  comp.error = nil
+  bestRec.comp = comp
+  bestRec.status = 'compensating'
+  save_step(taskKey, best.n, bestRec)
+  redis.call('ZADD', deadlinesKey, comp.completeBy, deadline_member(taskId, best.n))
+  push_event(taskKey, events, 'compensation_started', best.n, comp.attempt)
+  dispatch[#dispatch + 1] = { step = best.n, agent = best.c.a, kind = 'compensate', attempt = comp.attempt, completeBy = comp.completeBy, needs = { best.n } }
+end
+
+-- Begins undoing a task: nothing new starts, steps in flight are abandoned (their late results are
+-- rejected by fencing), and the completed steps are compensated in reverse order of completion.
+local function begin_undo(taskKey, deadlinesKey, finishedKey, taskId, plan, now, events, dispatch, endAs, reason)
+  redis.call('HSET', taskKey, 'status', 'compensating', 'endAs', endAs, 'updatedAt', now)
+  if reason then redis.call('HSET', taskKey, 'error', reason) end
+  for _, s in ipairs(plan) do
+    local rec = decode_step(redis.call('HGET', taskKey, 's:' .. s.n))
+    if rec.status == 'processing' or rec.status == 'parked' then
+      rec.status = 'abandoned'
+      rec.finishedAt = now
+      save_step(taskKey, s.n, rec)
+      redis.call('ZREM', deadlinesKey, deadline_member(taskId, s.n))
+    end
+  end
+  push_event(taskKey, events, 'compensating', nil, nil, reason, 'compensating')
+  next_compensation(taskKey, deadlinesKey, finishedKey, taskId, plan, now, events, dispatch)
 end
 
 -- The reply: { code, json{...}, input, name1, output1, ... } — binary values stay out of the JSON.

@@ -20,14 +20,16 @@ local taskId, stepName, now = ARGV[1], ARGV[2], tonumber(ARGV[4])
 if not holds_lease(KEYS[5], ARGV[6]) then return { LEASE_LOST, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
 local taskStatus = redis.call('HGET', taskKey, 'status')
-if taskStatus ~= 'running' and taskStatus ~= 'failed' then
-  return { INVALID_STATE, cjson.encode({ reason = 'the task is ' .. taskStatus .. '; only a failed or running task has a step to retry' }) }
+if taskStatus ~= 'running' and taskStatus ~= 'failed' and taskStatus ~= 'compensation_failed' then
+  return { INVALID_STATE, cjson.encode({ reason = 'the task is ' .. taskStatus .. '; only a failed, compensation_failed or running task has a step to retry' }) }
 end
 local plan = cjson.decode(redis.call('HGET', taskKey, 'plan'))
 local spec, rec
 for _, s in ipairs(plan) do
   local r = decode_step(redis.call('HGET', taskKey, 's:' .. s.n))
-  if (stepName == '' and (r.status == 'failed' or r.status == 'error')) or s.n == stepName then
+  local wanted = (taskStatus == 'compensation_failed' and r.status == 'compensation_failed')
+    or (taskStatus ~= 'compensation_failed' and (r.status == 'failed' or r.status == 'error'))
+  if (stepName == '' and wanted) or s.n == stepName then
     spec, rec = s, r
     break
   end
@@ -36,35 +38,66 @@ if not spec then
   if stepName == '' then return { INVALID_STATE, cjson.encode({ reason = 'the task has no failed step; name one with --step' }) } end
   return { UNKNOWN_STEP, '{}' }
 end
-if rec.status ~= 'failed' and rec.status ~= 'error' and rec.status ~= 'parked' then
-  return { INVALID_STATE, cjson.encode({ reason = 'step ' .. spec.n .. ' is ' .. rec.status .. '; only a failed, error or parked step can be retried' }) }
+
+-- What may be retried: a failed compensation of a task that failed while compensating, or a failed,
+-- errored or parked step of a task that failed or is still running.
+local compensation = rec.status == 'compensation_failed' and taskStatus == 'compensation_failed'
+if not compensation then
+  if taskStatus == 'compensation_failed' then
+    return { INVALID_STATE, cjson.encode({ reason = 'the task failed while compensating; retry its failed compensation step' }) }
+  end
+  if rec.status ~= 'failed' and rec.status ~= 'error' and rec.status ~= 'parked' then
+    return { INVALID_STATE, cjson.encode({ reason = 'step ' .. spec.n .. ' is ' .. rec.status .. '; only a failed, error or parked step can be retried' }) }
+  end
 end
 
 if ARGV[3] ~= '' then redis.call('HSET', taskKey, 'input', ARGV[3]) end
 local lockEpoch = take_lock(taskKey, ARGV[5])
 local events, dispatch = {}, {}
-rec.status = 'processing'
-rec.attempt = rec.attempt + 1
-rec.failureCount = 0
-rec.completeBy = now + spec.b
-rec.startedAt = now
-rec.finishedAt = nil
-rec.error = nil
-rec.lockedBy = nil
+local newStatus
+
+if compensation then
+  -- Resubmit the failed compensation; the undo then goes on in reverse order of completion.
+  local comp = rec.comp
+  comp.attempt = comp.attempt + 1
+  comp.failureCount = 0
+  comp.completeBy = now + spec.c.b
+  comp.startedAt = now
+  comp.finishedAt = nil
+  comp.error = nil
+  comp.parked = nil
+  rec.comp = comp
+  rec.status = 'compensating'
+  newStatus = 'compensating'
+  redis.call('ZADD', deadlinesKey, comp.completeBy, deadline_member(taskId, spec.n))
+  push_event(taskKey, events, 'step_retried', spec.n, comp.attempt, 'operator retry of the compensation', newStatus)
+  dispatch[1] = { step = spec.n, agent = spec.c.a, kind = 'compensate', attempt = comp.attempt, completeBy = comp.completeBy, needs = { spec.n } }
+else
+  rec.status = 'processing'
+  rec.attempt = rec.attempt + 1
+  rec.failureCount = 0
+  rec.completeBy = now + spec.b
+  rec.startedAt = now
+  rec.finishedAt = nil
+  rec.error = nil
+  rec.lockedBy = nil
+  newStatus = 'running'
+  redis.call('ZADD', deadlinesKey, rec.completeBy, deadline_member(taskId, spec.n))
+  push_event(taskKey, events, 'step_retried', spec.n, rec.attempt, 'operator retry', newStatus)
+  dispatch[1] = { step = spec.n, agent = spec.a, kind = 'run', attempt = rec.attempt, completeBy = rec.completeBy, needs = spec.nd }
+end
 save_step(taskKey, spec.n, rec)
-redis.call('ZADD', deadlinesKey, rec.completeBy, deadline_member(taskId, spec.n))
-if taskStatus ~= 'running' then
-  redis.call('HSET', taskKey, 'status', 'running')
-  redis.call('HDEL', taskKey, 'finishedAt', 'error')
+if taskStatus ~= newStatus then
+  redis.call('HSET', taskKey, 'status', newStatus)
+  redis.call('HDEL', taskKey, 'finishedAt')
+  if not compensation then redis.call('HDEL', taskKey, 'error') end
   redis.call('ZREM', finishedKey, taskId)
 end
 redis.call('HSET', taskKey, 'updatedAt', now)
--- Close the step's open alerts (their ids are "<taskId>:<step>:<failureCount>").
+-- Close the step's open alerts (their ids start with "<taskId>:<step>:").
 local prefix = taskId .. ':' .. spec.n .. ':'
 for _, field in ipairs(redis.call('HKEYS', alertsKey)) do
   if string.sub(field, 1, #prefix) == prefix then redis.call('HDEL', alertsKey, field) end
 end
-push_event(taskKey, events, 'step_retried', spec.n, rec.attempt, 'operator retry', 'running')
-dispatch[1] = { step = spec.n, agent = spec.a, attempt = rec.attempt, completeBy = rec.completeBy, needs = spec.nd }
 return reply(OK, taskKey, { lockEpoch = lockEpoch, replyTo = redis.call('HGET', taskKey, 'replyTo'), events = events,
-  dispatch = dispatch, status = 'running', step = spec.n }, dispatch)
+  dispatch = dispatch, status = newStatus, step = spec.n }, dispatch)

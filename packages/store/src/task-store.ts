@@ -38,6 +38,7 @@ export interface ApplyResultArgs {
   lease: { key: string; token: string };
   taskId: string;
   step: string;
+  kind: 'run' | 'compensate';
   attempt: number;
   now: number;
   schedulerId: string;
@@ -46,6 +47,17 @@ export interface ApplyResultArgs {
 }
 
 export type ApplyOutcome = { applied: true; transition: Transition } | { applied: false; reason: string };
+
+interface CompensationRecord {
+  attempt: number;
+  failureCount: number;
+  completeBy?: number;
+  lockedBy?: string;
+  startedAt?: number;
+  finishedAt?: number;
+  error?: string;
+  parked?: boolean;
+}
 
 interface StepRecord {
   status: StepStatus;
@@ -56,6 +68,8 @@ interface StepRecord {
   startedAt?: number;
   finishedAt?: number;
   error?: string;
+  order?: number;
+  comp?: CompensationRecord;
 }
 
 export class TaskStore {
@@ -101,6 +115,7 @@ export class TaskStore {
         a.agentId,
         !o.ok && o.circuitOpenRetryAfterMs !== undefined ? o.circuitOpenRetryAfterMs : '',
         a.lease.token,
+        a.kind,
       ],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -135,7 +150,9 @@ export class TaskStore {
       if (rec.startedAt !== undefined) s.startedAt = rec.startedAt;
       if (rec.finishedAt !== undefined) s.finishedAt = rec.finishedAt;
       if (rec.error) s.error = rec.error;
+      if (rec.order !== undefined) s.order = rec.order;
       if (out) s.output = unpackTrusted(out);
+      if (rec.comp && p.c) s.compensation = { agent: p.c.a, ...rec.comp };
       return s;
     });
     const state: TaskState = {
@@ -191,13 +208,14 @@ export class TaskStore {
    */
   async inFlight(taskId: string): Promise<Transition | undefined> {
     const h = await this.redis.hgetallBuffer(this.keys.task(taskId));
-    if (!h['id'] || h['status']?.toString() !== 'running') return undefined;
+    const status = h['status']?.toString();
+    if (!h['id'] || (status !== 'running' && status !== 'compensating')) return undefined;
     const plan = JSON.parse(h['plan']?.toString('utf8') ?? '[]') as PlanStep[];
     const t: Transition = {
       workflow: h['workflow']?.toString('utf8') ?? '',
       version: Number(h['version']?.toString('utf8') ?? 0),
       lockEpoch: Number(h['lockEpoch']?.toString('utf8') ?? 0),
-      status: 'running',
+      status: status,
       events: [],
       dispatch: [],
       outputs: new Map(),
@@ -205,9 +223,15 @@ export class TaskStore {
     if (h['input']) t.input = h['input'];
     for (const p of plan) {
       const rec = JSON.parse(h[`s:${p.n}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>;
+      if (rec.status === 'compensating' && p.c && rec.comp && !rec.comp.parked && rec.comp.completeBy !== undefined) {
+        t.dispatch.push({ step: p.n, agent: p.c.a, kind: 'compensate', attempt: rec.comp.attempt, completeBy: rec.comp.completeBy, needs: [p.n] });
+        const out = h[`o:${p.n}`];
+        if (out) t.outputs.set(p.n, out);
+        continue;
+      }
       if (rec.status !== 'processing' || rec.attempt === undefined || rec.completeBy === undefined) continue;
       const needs = Array.isArray(p.nd) ? p.nd : [];
-      t.dispatch.push({ step: p.n, agent: p.a, attempt: rec.attempt, completeBy: rec.completeBy, needs });
+      t.dispatch.push({ step: p.n, agent: p.a, kind: 'run', attempt: rec.attempt, completeBy: rec.completeBy, needs });
       for (const n of needs) {
         const out = h[`o:${n}`];
         if (out) t.outputs.set(n, out);
@@ -234,11 +258,36 @@ export class TaskStore {
    * The agent instance starting a step records itself as the step's holder; fenced by its step lease
    * and the attempt. Returns false (and changes nothing) when the step moved on or the lease is gone.
    */
-  async claimStep(a: { lease: { key: string; token: string }; taskId: string; step: string; attempt: number; agentId: string }): Promise<{ claimed: boolean; reason?: string }> {
-    const reply = (await runScript(this.redis, 'claimStep', [this.keys.task(a.taskId), a.lease.key], [a.step, a.attempt, a.agentId, a.lease.token])) as unknown[];
+  async claimStep(a: {
+    lease: { key: string; token: string };
+    taskId: string;
+    step: string;
+    kind: 'run' | 'compensate';
+    attempt: number;
+    agentId: string;
+  }): Promise<{ claimed: boolean; reason?: string }> {
+    const reply = (await runScript(this.redis, 'claimStep', [this.keys.task(a.taskId), a.lease.key], [a.step, a.attempt, a.agentId, a.lease.token, a.kind])) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.Ok) return { claimed: true };
     return { claimed: false, reason: scriptError(code, `claim ${a.taskId}/${a.step}#${a.attempt}`, parseBody(reply[1]).reason).message };
+  }
+
+  /** An operator cancels a running task: it stops and its completed steps are compensated. */
+  async cancelTask(a: { lease: { key: string; token: string }; taskId: string; reason: string; now: number; schedulerId: string }): Promise<Transition> {
+    const k = this.keys;
+    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), k.deadlines, k.finished, a.lease.key], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token])) as unknown[];
+    const code = Number(reply[0]);
+    if (code !== ScriptCode.Ok) throw scriptError(code, `cancel ${a.taskId}`, parseBody(reply[1]).reason);
+    return parseTransition(reply);
+  }
+
+  /** Retention: removes up to `limit` tasks that finished before `cutoff`. Fenced by the supervisor epoch. */
+  async purgeFinished(cutoff: number, limit: number, epoch: number): Promise<number> {
+    const k = this.keys;
+    const reply = (await runScript(this.redis, 'purgeFinished', [k.finished, k.tasks, k.supervisorEpoch], [`${k.prefix}:task:`, cutoff, limit, epoch])) as unknown[];
+    const code = Number(reply[0]);
+    if (code !== ScriptCode.Ok) throw scriptError(code, 'purge finished tasks');
+    return Number(reply[1]);
   }
 
   /** Open operator alerts (closed by a successful retry of their step). */
@@ -264,7 +313,7 @@ export class TaskStore {
     const k = this.keys;
     const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), k.deadlines, k.supervisorEpoch, k.finished], [taskId, step, now, epoch])) as unknown[];
     const code = Number(reply[0]);
-    if (code === ScriptCode.UnknownTask) return { action: 'noop', events: [], dispatch: [] };
+    if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire ${taskId}/${step} at epoch ${epoch}`);
     return parseExpiry(reply[1]);
   }

@@ -14,6 +14,7 @@ export interface TransitionEvent {
 export interface Dispatch {
   step: string;
   agent: string;
+  kind: 'run' | 'compensate';
   attempt: number;
   completeBy: number;
   needs: string[];
@@ -32,6 +33,8 @@ export interface Transition {
   input?: Uint8Array;
   /** Outputs (msgpack) of the steps the dispatched steps need. */
   outputs: Map<string, Uint8Array>;
+  /** Set when the transition ended the task in a way an operator must hear about. */
+  alert?: { kind: 'step_error' | 'compensation_failed'; step: string; failureCount: number; lastError?: string };
 }
 
 /** cjson encodes an empty Lua table as {}; arrays from Lua go through here. */
@@ -48,6 +51,7 @@ interface RawBody {
   events?: unknown;
   dispatch?: unknown;
   reason?: string;
+  alert?: Transition['alert'];
 }
 
 export function parseBody(raw: unknown): RawBody {
@@ -61,7 +65,7 @@ export function parseTransition(reply: unknown[]): Transition {
   for (let i = 3; i + 1 < reply.length; i += 2) {
     outputs.set(String(reply[i]), reply[i + 1] as Buffer);
   }
-  const dispatch = asArray<Dispatch>(body.dispatch).map((d) => ({ ...d, needs: asArray<string>(d.needs) }));
+  const dispatch = asArray<Dispatch>(body.dispatch).map((d) => ({ ...d, kind: d.kind ?? 'run', needs: asArray<string>(d.needs) }));
   const t: Transition = {
     workflow: body.workflow ?? '',
     version: body.version ?? 0,
@@ -72,6 +76,7 @@ export function parseTransition(reply: unknown[]): Transition {
     outputs,
   };
   if (body.replyTo) t.replyTo = body.replyTo;
+  if (body.alert) t.alert = body.alert;
   if (Buffer.isBuffer(reply[2])) t.input = reply[2];
   return t;
 }
@@ -86,10 +91,12 @@ export function toTaskEvent(taskId: string, e: TransitionEvent, at: number): Tas
   return ev;
 }
 
-export type ExpireAction = 'retry' | 'park' | 'error' | 'noop';
+export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'noop';
 
 export interface Expiry {
   action: ExpireAction;
+  /** Whether the expired step was running or being compensated. */
+  kind: 'run' | 'compensate';
   events: TransitionEvent[];
   dispatch: Dispatch[];
   attempt?: number;
@@ -103,8 +110,9 @@ export function parseExpiry(raw: unknown): Expiry {
   const b = (Buffer.isBuffer(raw) ? JSON.parse(raw.toString('utf8')) : {}) as Partial<Expiry> & { events?: unknown; dispatch?: unknown };
   const e: Expiry = {
     action: b.action ?? 'noop',
+    kind: b.kind ?? 'run',
     events: asArray<TransitionEvent>(b.events),
-    dispatch: asArray<Dispatch>(b.dispatch).map((d) => ({ ...d, needs: asArray<string>(d.needs) })),
+    dispatch: asArray<Dispatch>(b.dispatch).map((d) => ({ ...d, kind: d.kind ?? 'run', needs: asArray<string>(d.needs) })),
   };
   if (b.attempt !== undefined) e.attempt = b.attempt;
   if (b.replyTo) e.replyTo = b.replyTo;

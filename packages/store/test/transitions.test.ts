@@ -141,11 +141,11 @@ function createArgs(taskId: string, p: PlanStep[] = fanPlan, now = T0) {
 }
 
 function ok(taskId: string, step: string, attempt: number, now: number, output: unknown = { from: step }) {
-  return { lease: HELD, taskId, step, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: true as const, output: encode(output) } };
+  return { lease: HELD, taskId, step, kind: 'run' as const, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: true as const, output: encode(output) } };
 }
 
 function fail(taskId: string, step: string, attempt: number, now: number, message: string, retryable: boolean) {
-  return { lease: HELD, taskId, step, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: false as const, message, retryable } };
+  return { lease: HELD, taskId, step, kind: 'run' as const, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: false as const, message, retryable } };
 }
 
 /** Every field of the task hash as hex, for "nothing changed" comparisons. */
@@ -184,7 +184,7 @@ describe('createTask', () => {
     const out = await store.createTask(createArgs('task-1'));
     if (!out.created) throw new Error('expected created');
     const t = out.transition;
-    expect(t.dispatch).toEqual([{ step: 'a', agent: 'inventory', attempt: 1, completeBy: T0 + 1_000, needs: [] }]);
+    expect(t.dispatch).toEqual([{ step: 'a', agent: 'inventory', kind: 'run', attempt: 1, completeBy: T0 + 1_000, needs: [] }]);
     expect(t.status).toBe('running');
     expect(t.workflow).toBe('fan');
     expect(t.version).toBe(1);
@@ -213,8 +213,8 @@ describe('createTask', () => {
     const out = await store.createTask(createArgs('roots-1', p, T0 + 5));
     if (!out.created) throw new Error('expected created');
     expect(out.transition.dispatch).toEqual([
-      { step: 'x', agent: 'a1', attempt: 1, completeBy: T0 + 55, needs: [] },
-      { step: 'y', agent: 'a2', attempt: 1, completeBy: T0 + 75, needs: [] },
+      { step: 'x', agent: 'a1', kind: 'run', attempt: 1, completeBy: T0 + 55, needs: [] },
+      { step: 'y', agent: 'a2', kind: 'run', attempt: 1, completeBy: T0 + 75, needs: [] },
     ]);
   });
 
@@ -238,8 +238,8 @@ describe('applyResult', () => {
     const ra = await store.applyResult(ok('fan-1', 'a', 1, T0 + 100, { reservationId: 'r-1' }));
     if (!ra.applied) throw new Error(ra.reason);
     expect(ra.transition.dispatch).toEqual([
-      { step: 'b', agent: 'payment', attempt: 1, completeBy: T0 + 100 + 2_000, needs: ['a'] },
-      { step: 'c', agent: 'shipping', attempt: 1, completeBy: T0 + 100 + 3_000, needs: [] },
+      { step: 'b', agent: 'payment', kind: 'run', attempt: 1, completeBy: T0 + 100 + 2_000, needs: ['a'] },
+      { step: 'c', agent: 'shipping', kind: 'run', attempt: 1, completeBy: T0 + 100 + 3_000, needs: [] },
     ]);
     // The outputs the dispatched steps need travel with the transition.
     expect([...ra.transition.outputs.keys()]).toEqual(['a']);
@@ -261,7 +261,7 @@ describe('applyResult', () => {
 
     const rc = await store.applyResult(ok('fan-1', 'c', 1, T0 + 300));
     if (!rc.applied) throw new Error(rc.reason);
-    expect(rc.transition.dispatch).toEqual([{ step: 'd', agent: 'notify', attempt: 1, completeBy: T0 + 4_300, needs: ['b', 'c'] }]);
+    expect(rc.transition.dispatch).toEqual([{ step: 'd', agent: 'notify', kind: 'run', attempt: 1, completeBy: T0 + 4_300, needs: ['b', 'c'] }]);
     expect(new Set(rc.transition.outputs.keys())).toEqual(new Set(['b', 'c']));
     expect(unpackTrusted(rc.transition.outputs.get('c') as Uint8Array)).toEqual({ from: 'c' });
     expect(rc.transition.status).toBe('running');
@@ -364,7 +364,7 @@ describe('applyResult', () => {
     // The supervisor then applies the ladder (default: retry at once), keeping the error in the event.
     const e = await store.expireStep('retry-1', 'a', T0 + 301, 1);
     expect(e.action).toBe('retry');
-    expect(e.dispatch).toEqual([{ step: 'a', agent: 'inventory', attempt: 2, completeBy: T0 + 1_301, needs: [] }]);
+    expect(e.dispatch).toEqual([{ step: 'a', agent: 'inventory', kind: 'run', attempt: 2, completeBy: T0 + 1_301, needs: [] }]);
     expect(e.events[0]).toMatchObject({ type: 'step_retried', reason: 'upstream 503', attempt: 2 });
   });
 
@@ -391,7 +391,7 @@ describe('expireStep', () => {
     // failureCount 1 <= retries 1: retry at once.
     const e1 = await store.expireStep('lad-1', 'a', T0 + 1_000, 1);
     expect(e1).toMatchObject({ action: 'retry', attempt: 2, failureCount: 1, onFailure: 'error' });
-    expect(e1.dispatch).toEqual([{ step: 'a', agent: 'flaky', attempt: 2, completeBy: T0 + 2_000, needs: [] }]);
+    expect(e1.dispatch).toEqual([{ step: 'a', agent: 'flaky', kind: 'run', attempt: 2, completeBy: T0 + 2_000, needs: [] }]);
     expect(e1.events.map((e) => e.type)).toEqual(['step_retried']);
     expect(await deadlines(store)).toEqual({ 'lad-1|a': T0 + 2_000 });
 
@@ -410,7 +410,7 @@ describe('expireStep', () => {
     // Park time passed: retry (the failure was already counted).
     const e3 = await store.expireStep('lad-1', 'a', T0 + 3_000, 1);
     expect(e3).toMatchObject({ action: 'retry', attempt: 3, failureCount: 2 });
-    expect(e3.dispatch).toEqual([{ step: 'a', agent: 'flaky', attempt: 3, completeBy: T0 + 4_000, needs: [] }]);
+    expect(e3.dispatch).toEqual([{ step: 'a', agent: 'flaky', kind: 'run', attempt: 3, completeBy: T0 + 4_000, needs: [] }]);
     expect(await stepOf(store, 'lad-1', 'a')).toMatchObject({ status: 'processing', attempt: 3 });
 
     // failureCount 3 >= maxFailures: error, the task fails.
@@ -458,7 +458,7 @@ describe('expireStep', () => {
   it('an unknown task is a noop and its index entry is removed', async () => {
     const store = new TaskStore(r(), ns());
     await r().zadd(store.keys.deadlines, T0, 'ghost|a');
-    expect(await store.expireStep('ghost', 'a', T0 + 1, 1)).toEqual({ action: 'noop', events: [], dispatch: [] });
+    expect(await store.expireStep('ghost', 'a', T0 + 1, 1)).toEqual({ action: 'noop', kind: 'run', events: [], dispatch: [] });
     expect(await deadlines(store)).toEqual({});
   });
 });
@@ -515,7 +515,7 @@ describe('the deadline index', () => {
     expect((await store.inFlight('fl-1'))?.dispatch.map((d) => d.step)).toEqual(['c']);
     await store.applyResult(ok('fl-1', 'c', 1, T0 + 300));
     const last = await store.inFlight('fl-1');
-    expect(last?.dispatch).toEqual([{ step: 'd', agent: 'notify', attempt: 1, completeBy: T0 + 4_300, needs: ['b', 'c'] }]);
+    expect(last?.dispatch).toEqual([{ step: 'd', agent: 'notify', kind: 'run', attempt: 1, completeBy: T0 + 4_300, needs: ['b', 'c'] }]);
     expect(new Set(last?.outputs.keys())).toEqual(new Set(['b', 'c']));
     await store.applyResult(ok('fl-1', 'd', 1, T0 + 400));
     // Finished or unknown tasks have nothing in flight.
@@ -664,9 +664,9 @@ describe('leases (Redlock) and the in-script lease check', () => {
     await store.createTask(createArgs('claim-1'));
     const lease = await leases.step('claim-1', 'a', 'run', 5_000);
     await expect(leases.step('claim-1', 'a', 'run', 5_000)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
-    expect(await store.claimStep({ lease, taskId: 'claim-1', step: 'a', attempt: 2, agentId: 'ag-1' })).toMatchObject({ claimed: false });
-    expect(await store.claimStep({ lease: { key: lease.key, token: 'not-mine' }, taskId: 'claim-1', step: 'a', attempt: 1, agentId: 'ag-2' })).toMatchObject({ claimed: false });
-    expect(await store.claimStep({ lease, taskId: 'claim-1', step: 'a', attempt: 1, agentId: 'ag-1' })).toEqual({ claimed: true });
+    expect(await store.claimStep({ lease, taskId: 'claim-1', step: 'a', kind: 'run', attempt: 2, agentId: 'ag-1' })).toMatchObject({ claimed: false });
+    expect(await store.claimStep({ lease: { key: lease.key, token: 'not-mine' }, taskId: 'claim-1', step: 'a', kind: 'run', attempt: 1, agentId: 'ag-2' })).toMatchObject({ claimed: false });
+    expect(await store.claimStep({ lease, taskId: 'claim-1', step: 'a', kind: 'run', attempt: 1, agentId: 'ag-1' })).toEqual({ claimed: true });
     expect((await store.getTask('claim-1'))?.steps[0]?.lockedBy).toBe('ag-1');
   });
 });

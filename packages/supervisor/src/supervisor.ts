@@ -24,6 +24,8 @@ export interface SupervisorOptions {
   leaseMs?: number;
   /** Expired steps handled per sweep (the rest wait for the next one). */
   batchSize?: number;
+  /** Finished tasks are removed this long after they finished (default 24 h). */
+  retentionMs?: number;
 }
 
 export interface SupervisorHealth {
@@ -39,6 +41,10 @@ export interface SupervisorHealth {
   retries: number;
   parked: number;
   errors: number;
+  /** Tasks whose undo the ladder began (workflows with onFailure: compensate). */
+  undos: number;
+  /** Finished tasks removed by retention. */
+  purged: number;
   /** Writes rejected because a newer leader epoch exists. */
   fencedWrites: number;
 }
@@ -61,7 +67,7 @@ export class Supervisor {
     this.intervalMs = o.intervalMs ?? 1_000;
     this.leaseMs = o.leaseMs ?? 5_000;
     this.leadership = new Leadership(o.leaderRedis, o.bus.names.namespace, this.id, this.leaseMs);
-    this.health = { supervisorId: this.id, leading: false, epoch: 0, handled: 0, expiredWaiting: 0, retries: 0, parked: 0, errors: 0, fencedWrites: 0 };
+    this.health = { supervisorId: this.id, leading: false, epoch: 0, handled: 0, expiredWaiting: 0, retries: 0, parked: 0, errors: 0, undos: 0, purged: 0, fencedWrites: 0 };
   }
 
   async start(): Promise<void> {
@@ -132,8 +138,17 @@ export class Supervisor {
         this.log.error({ err: errorMessage(e), taskId, step }, 'could not handle an expired step; retrying next sweep');
       }
     }
-    this.health.lastSweepAt = now;
     this.health.sweepMs = performance.now() - started;
+    // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above).
+    if (!this.stopped && this.leadership.isLeader()) {
+      try {
+        this.health.purged += await this.o.tasks.purgeFinished(now - (this.o.retentionMs ?? 86_400_000), batch, epoch);
+      } catch (e) {
+        if (isTriadError(e, 'STALE')) this.health.fencedWrites++;
+        else this.log.warn({ err: errorMessage(e) }, 'retention purge failed; retrying next sweep');
+      }
+    }
+    this.health.lastSweepAt = now;
     this.health.expiredWaiting = await this.o.tasks.countExpired(Date.now()).catch(() => this.health.expiredWaiting);
     await this.publishHealth();
   }
@@ -141,17 +156,22 @@ export class Supervisor {
   private async act(taskId: string, step: string, epoch: number, x: Expiry, now: number): Promise<void> {
     const bus = this.o.bus;
     const work: Promise<unknown>[] = [publishTaskEvents(bus, taskId, x.events.map((e) => toTaskEvent(taskId, e, now)), x.replyTo)];
-    if (x.action === 'retry' && x.attempt !== undefined) {
-      this.health.retries++;
-      const cmd: SupervisorCommand = { type: 'retry_step', taskId, step, kind: 'run', attempt: x.attempt, epoch };
-      work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:${step}:retry:${x.attempt}`));
+    if (x.action === 'retry' || x.action === 'compensate') {
+      if (x.action === 'retry') this.health.retries++;
+      else this.health.undos++;
+      // The transition already made the new attempt (or began the undo); ask a scheduler to send it.
+      for (const d of x.dispatch) {
+        const cmd: SupervisorCommand = { type: 'retry_step', taskId, step: d.step, kind: d.kind, attempt: d.attempt, epoch };
+        work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:${d.step}:${d.kind}:retry:${d.attempt}`));
+      }
     } else if (x.action === 'park') {
       this.health.parked++;
     } else if (x.action === 'error') {
       this.health.errors++;
+      const kind = x.kind === 'compensate' ? 'compensation_failed' : 'step_error';
       const alert: Alert = {
-        id: `${taskId}:${step}:${x.failureCount ?? 0}`,
-        kind: 'step_error',
+        id: `${taskId}:${step}:${kind}:${x.failureCount ?? 0}`,
+        kind,
         taskId,
         step,
         failureCount: x.failureCount ?? 0,
@@ -162,12 +182,6 @@ export class Supervisor {
       // The message id makes the alert exactly-once even if this sweep is repeated.
       work.push(publishDurable(bus, bus.names.subjects.alert, encode(alert), `alert:${alert.id}`));
       work.push(this.o.tasks.redis.hset(this.o.tasks.keys.alerts, alert.id, JSON.stringify(alert)));
-      if (x.onFailure === 'compensate') {
-        // The workflow asks for its completed steps to be undone: the supervisor only asks; the
-        // scheduler runs the compensations (docs/decisions/0004).
-        const cmd: SupervisorCommand = { type: 'undo_task', taskId, reason: alert.lastError ?? `step ${step} failed`, epoch };
-        work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:undo`));
-      }
     }
     await Promise.all(work);
   }

@@ -9,6 +9,7 @@ export const EXAMPLE_SERVICES = [
   { name: 'inventory', defaultPort: 7101 },
   { name: 'payment', defaultPort: 7102 },
   { name: 'shipping', defaultPort: 7103 },
+  { name: 'fraud', defaultPort: 7104 },
 ] as const;
 
 function portFromEnv(variable: string, fallback: number, env: NodeJS.ProcessEnv): number {

@@ -1,0 +1,24 @@
+--[[
+  purgeFinished — retention: removes up to ARGV[3] tasks that finished before ARGV[2] (their task hash,
+  with steps and outputs, and their entries in the tasks and finished indexes). Fenced by the supervisor
+  epoch like every supervisor write. Running tasks are never in the finished index.
+
+  KEYS[1] finished index   KEYS[2] tasks index   KEYS[3] supervisor epoch
+  ARGV[1] key prefix of task hashes ("triad:<ns>:task:")   ARGV[2] cutoff (epoch ms)   ARGV[3] limit
+  ARGV[4] epoch
+  Returns { OK, removed } | { STALE_EPOCH, current }
+
+  The task keys are derived from the index here (not passed in KEYS) because which tasks are due is only
+  known inside the script; a cluster deployment would shard the finished index by slot instead.
+]]
+--@include _common
+
+local current = tonumber(redis.call('GET', KEYS[3]) or '0')
+if tonumber(ARGV[4]) < current then return { STALE_EPOCH, current } end
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+for _, id in ipairs(due) do
+  redis.call('DEL', ARGV[1] .. '{' .. id .. '}')
+  redis.call('ZREM', KEYS[2], id)
+  redis.call('ZREM', KEYS[1], id)
+end
+return { OK, #due }

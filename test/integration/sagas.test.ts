@@ -1,0 +1,203 @@
+// Sagas on real processes: a task that fails for good is undone — the compensations of the steps that
+// completed run in reverse order of completion, each a supervised step of its own; a compensation that
+// fails is retried, one that fails for good raises an alert and can be retried by an operator; cancel
+// stops a running task and undoes it; a task keeps the workflow version it started with; retention
+// removes finished tasks and leaves running ones.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ErrorCode, type TaskEvent, type TaskState, type WorkflowDefinitionInput } from '@triad/protocol';
+import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { cli, startTriad, type TestTriad } from '../support/triad.js';
+import type { SagaInput } from '../support/saga-agents.js';
+
+const td = withTeardown(afterAll);
+let nats: NatsServer;
+let redis: RedisServer;
+let t: TestTriad;
+
+const fast = { retry: { maxAttempts: 1, initialDelayMs: 1, maxDelayMs: 1 }, ladder: { retries: 2, longBackoffMs: 200, maxFailures: 3 } };
+const undo = { agent: 'worker', budgetMs: 2_000 };
+
+/** s1 → s2 → s3 → s4, every step undoable. */
+const linear: WorkflowDefinitionInput = {
+  name: 'linear',
+  onFailure: 'compensate',
+  defaults: fast,
+  steps: ['s1', 's2', 's3', 's4'].map((name, i, all) => ({ name, agent: 'worker', budgetMs: 3_000, compensate: undo, dependsOn: i === 0 ? [] : [all[i - 1]!] })),
+};
+
+/** a → (b ∥ c) → d */
+const diamond: WorkflowDefinitionInput = {
+  name: 'diamond',
+  onFailure: 'compensate',
+  defaults: fast,
+  steps: [
+    { name: 'a', agent: 'worker', budgetMs: 3_000, compensate: undo },
+    { name: 'b', agent: 'worker', budgetMs: 3_000, compensate: undo, dependsOn: ['a'] },
+    { name: 'c', agent: 'worker', budgetMs: 3_000, compensate: undo, dependsOn: ['a'] },
+    { name: 'd', agent: 'worker', budgetMs: 3_000, compensate: undo, dependsOn: ['b', 'c'] },
+  ],
+};
+
+beforeAll(async () => {
+  [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
+  t = await startTriad(td, { nats, redis }, { registerOrders: false, agentProcesses: 0, supervisor: { intervalMs: 100, leaseMs: 2_000, retentionMs: 3_000 } });
+  await t.startSagaAgents();
+  await t.client.registerWorkflow(linear);
+  await t.client.registerWorkflow(diamond);
+});
+
+async function run(workflow: string, input: SagaInput): Promise<{ state: TaskState; events: TaskEvent[] }> {
+  const events: TaskEvent[] = [];
+  const state = await t.client.run(workflow, input, { timeoutMs: 45_000, onEvent: (e) => events.push(e) });
+  return { state, events };
+}
+
+const key = (taskId: string, step: string): string => `${t.namespace}/${taskId}/${step}`;
+const stepsOf = (s: TaskState): Record<string, string> => Object.fromEntries(s.steps.map((x) => [x.name, x.status]));
+const undoneOrder = (events: TaskEvent[]): string[] => events.filter((e) => e.type === 'compensation_done').map((e) => e.step!);
+
+describe('compensation', () => {
+  it.each([
+    ['s1', []],
+    ['s2', ['s1']],
+    ['s3', ['s2', 's1']],
+    ['s4', ['s3', 's2', 's1']],
+  ])('a permanent failure at %s undoes exactly the completed steps, in reverse order', async (failAt, expected) => {
+    const { state, events } = await run('linear', { failAt });
+    expect(state.status).toBe('compensated');
+    expect(undoneOrder(events)).toEqual(expected);
+    const statuses = stepsOf(state);
+    expect(statuses[failAt]).toBe('failed');
+    for (const s of expected) expect(statuses[s]).toBe('compensated');
+    // The ledger agrees: every completed step's effect was undone, later than the one after it.
+    const effects = new Map(t.ledger.effects().map((e) => [e.idempotencyKey, e]));
+    for (const s of expected) expect(effects.get(key(state.taskId, s))?.undone, `effect of ${s} undone`).toBe(true);
+    expect(effects.has(key(state.taskId, failAt))).toBe(false);
+    const undoneAt = expected.map((s) => Date.parse(effects.get(key(state.taskId, s))!.undoneAt!));
+    expect([...undoneAt].sort((x, y) => x - y)).toEqual(undoneAt);
+  });
+
+  it('a step that keeps timing out climbs the ladder; at its last rung the supervisor begins the undo', async () => {
+    await t.client.registerWorkflow({
+      name: 'slow',
+      onFailure: 'compensate',
+      defaults: { retry: fast.retry, ladder: { retries: 1, longBackoffMs: 100, maxFailures: 2 } },
+      steps: [
+        { name: 's1', agent: 'worker', budgetMs: 3_000, compensate: undo },
+        { name: 's2', agent: 'worker', budgetMs: 400, compensate: undo, dependsOn: ['s1'] },
+      ],
+    });
+    const { state, events } = await run('slow', { delayMs: { s2: 60_000 } });
+    expect(state.status).toBe('compensated');
+    expect(stepsOf(state)).toMatchObject({ s1: 'compensated', s2: 'error' });
+    expect(state.steps[1]!.failureCount).toBe(2);
+    expect(events.filter((e) => e.step === 's2').map((e) => e.type)).toEqual(['step_started', 'step_retried', 'step_error']);
+    expect(undoneOrder(events)).toEqual(['s1']);
+    // No operator alert: the workflow's policy was to undo, and the undo succeeded.
+    expect((await t.client.alerts()).filter((a) => a.taskId === state.taskId)).toEqual([]);
+  });
+
+  it('undoes a fan-out in reverse order of completion, not of definition', async () => {
+    // c finishes after b; the failure is at d: the undo order is c, b, a.
+    const { state, events } = await run('diamond', { failAt: 'd', delayMs: { c: 300 } });
+    expect(state.status).toBe('compensated');
+    expect(undoneOrder(events)).toEqual(['c', 'b', 'a']);
+    const order = Object.fromEntries(state.steps.map((s) => [s.name, s.order]));
+    expect(order['c']!).toBeGreaterThan(order['b']!);
+  });
+
+  it('retries a compensation that fails once (a supervised step of its own) and finishes the undo', async () => {
+    const { state, events } = await run('linear', { failAt: 's3', compFail: { step: 's2', mode: 'once' } });
+    expect(state.status).toBe('compensated');
+    expect(undoneOrder(events)).toEqual(['s2', 's1']);
+    const s2 = state.steps.find((s) => s.name === 's2')!;
+    expect(s2.compensation?.attempt).toBe(2);
+    expect(s2.compensation?.failureCount).toBe(1);
+    expect(t.ledger.effects().find((e) => e.idempotencyKey === key(state.taskId, 's2'))?.undone).toBe(true);
+  });
+
+  it('a compensation that fails for good ends the task compensation_failed with one alert; triad retry finishes the undo', async () => {
+    const { state } = await run('linear', { failAt: 's3', compFail: { step: 's2', mode: 'always' } });
+    expect(state.status).toBe('compensation_failed');
+    expect(stepsOf(state)).toMatchObject({ s1: 'processed', s2: 'compensation_failed', s3: 'failed', s4: 'pending' });
+    const alerts = await waitFor(async () => {
+      const a = (await t.client.alerts()).filter((x) => x.taskId === state.taskId);
+      return a.length > 0 ? a : undefined;
+    }, { timeoutMs: 10_000, what: 'the compensation alert' });
+    expect(alerts).toHaveLength(1);
+    expect(alerts[0]).toMatchObject({ kind: 'compensation_failed', step: 's2' });
+    // The operator fixes the cause (here: the input that scripts the failure) and retries the compensation.
+    const r = await cli(t, ['retry', state.taskId, '--input', JSON.stringify({ failAt: 's3' })]);
+    expect(r.code, r.stderr).toBe(0);
+    const after = await t.client.wait(state.taskId, { timeoutMs: 30_000 });
+    expect(after.status).toBe('compensated');
+    expect(stepsOf(after)).toMatchObject({ s1: 'compensated', s2: 'compensated', s3: 'failed' });
+    expect((await t.client.alerts()).filter((x) => x.taskId === state.taskId)).toEqual([]);
+  });
+});
+
+describe('cancel', () => {
+  it('stops a running task in the middle: nothing new starts, the completed step is undone, the in-flight one abandoned', async () => {
+    const { taskId } = await t.client.submit('linear', { delayMs: { s2: 2_500 } } satisfies SagaInput);
+    await waitFor(async () => (await t.client.getTask(taskId)).steps[1]!.status === 'processing' || undefined, { timeoutMs: 10_000, what: 's2 to start' });
+    const r = await cli(t, ['cancel', taskId, '--reason', 'customer withdrew', '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const events: TaskEvent[] = [];
+    const state = await t.client.wait(taskId, { timeoutMs: 30_000, onEvent: (e) => events.push(e) });
+    expect(state.status).toBe('cancelled');
+    expect(stepsOf(state)).toMatchObject({ s1: 'compensated', s2: 'abandoned', s3: 'pending', s4: 'pending' });
+    expect(undoneOrder(events)).toEqual(['s1']);
+    expect(events.some((e) => e.type === 'compensating' && e.reason === 'customer withdrew')).toBe(true);
+    // s2's agent finishes after the cancel: its late result is rejected by fencing, and s3 never starts.
+    await waitFor(async () => Number((await t.redis.hget(`triad:${t.namespace}:task:{${taskId}}`, 'staleResults')) ?? 0) >= 1 || undefined, {
+      timeoutMs: 10_000,
+      what: "s2's late result to be rejected",
+    });
+    expect(stepsOf(await t.client.getTask(taskId))).toMatchObject({ s2: 'abandoned', s3: 'pending' });
+    // Cancelling it again is refused with the reason.
+    const again = await cli(t, ['cancel', taskId]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/only a running task can be cancelled/);
+  });
+});
+
+describe('versions and retention', () => {
+  it('a running task keeps the version it started with when a new version is registered', async () => {
+    const v1 = await t.client.registerWorkflow({ name: 'pinned', defaults: fast, steps: [{ name: 'one', agent: 'worker', budgetMs: 5_000 }] });
+    const { taskId } = await t.client.submit('pinned', { delayMs: { one: 800 } } satisfies SagaInput);
+    const v2 = await t.client.registerWorkflow({
+      name: 'pinned',
+      defaults: fast,
+      steps: [
+        { name: 'one', agent: 'worker', budgetMs: 5_000 },
+        { name: 'two', agent: 'worker', budgetMs: 5_000, dependsOn: ['one'] },
+      ],
+    });
+    expect(v2.version).toBe(v1.version + 1);
+    const old = await t.client.wait(taskId, { timeoutMs: 30_000 });
+    expect(old.version).toBe(v1.version);
+    expect(old.steps.map((s) => s.name)).toEqual(['one']);
+    const fresh = await t.client.run('pinned', {}, { timeoutMs: 30_000 });
+    expect(fresh.version).toBe(v2.version);
+    expect(fresh.steps.map((s) => s.name)).toEqual(['one', 'two']);
+    // A task may also pin an older version explicitly.
+    const explicit = await t.client.run('pinned', {}, { version: v1.version, timeoutMs: 30_000 });
+    expect(explicit.steps.map((s) => s.name)).toEqual(['one']);
+    expect((await t.client.listWorkflows()).find((w) => w.name === 'pinned')?.versions).toEqual([v1.version, v2.version]);
+  });
+
+  it('retention removes finished tasks after their time and leaves running ones', async () => {
+    const done = await t.client.run('linear', {}, { timeoutMs: 30_000 });
+    expect(done.status).toBe('completed');
+    const { taskId: running } = await t.client.submit('linear', { delayMs: { s1: 8_000 } } satisfies SagaInput);
+    // This Triad's retention is 3 s.
+    await waitFor(
+      async () => (await t.client.getTask(done.taskId).then(() => undefined, (e: { code?: string }) => e.code === ErrorCode.UnknownTask || undefined)),
+      { timeoutMs: 15_000, what: 'the finished task to be removed' },
+    );
+    const still = await t.client.getTask(running);
+    expect(still.status).toBe('running');
+    expect((await t.client.listTasks({ limit: 1000 })).map((x) => x.taskId)).not.toContain(done.taskId);
+    expect(await t.redis.exists(`triad:${t.namespace}:task:{${done.taskId}}`)).toBe(0);
+  });
+});
