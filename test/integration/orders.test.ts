@@ -2,6 +2,7 @@
 // processes, steps in order, every state change in Redis, each remote effect applied once per key.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNats, startRedis, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { ordersWorkflow } from '@triad/example-orders';
 import { cli, effectCounts, startTriad, type TestTriad } from '../support/triad.js';
 import type { TaskEvent, TaskState } from '@triad/protocol';
 
@@ -28,7 +29,7 @@ function expectInOrder(state: TaskState, order: string[]): void {
 }
 
 describe('orders workflow end to end', () => {
-  it('completes one task with its three steps in order, outputs passed to the steps that need them', async () => {
+  it('completes one task: parallel steps fan out and in, outputs passed to the steps that need them', async () => {
     const events: TaskEvent[] = [];
     const state = await triad.client.run('orders', { orderId: 'o1', amount: 42 }, { timeoutMs: 30_000, onEvent: (e) => events.push(e) });
     expect(state.status).toBe('completed');
@@ -101,10 +102,33 @@ describe('orders workflow end to end', () => {
   });
 });
 
+describe('the example undoes an order it cannot finish', () => {
+  it('a failure injected in shipping refunds the charge, then releases the reservation (reverse order)', async () => {
+    // The example's own definition, with a short failure ladder so the test does not wait minutes.
+    const fastOrders = { ...ordersWorkflow.toJSON(), name: 'orders-fast', defaults: { retry: { maxAttempts: 1, initialDelayMs: 1, maxDelayMs: 1 }, ladder: { retries: 1, longBackoffMs: 100, maxFailures: 2 } } };
+    await triad.client.registerWorkflow(fastOrders);
+    triad.services.shipping.setFaults({ failRate: 1 });
+    try {
+      const events: TaskEvent[] = [];
+      const state = await triad.client.run('orders-fast', { orderId: 'undo-me', amount: 30 }, { timeoutMs: 30_000, onEvent: (e) => events.push(e) });
+      expect(state.status).toBe('compensated');
+      expect(Object.fromEntries(state.steps.map((s) => [s.name, s.status]))).toEqual({ reserve: 'compensated', fraud: 'processed', charge: 'compensated', ship: 'error' });
+      expect(events.filter((e) => e.type === 'compensation_done').map((e) => e.step)).toEqual(['charge', 'reserve']);
+      const refund = triad.services.payment.effects().find((e) => e.idempotencyKey === `${triad.namespace}/${state.taskId}/charge`)!;
+      const release = triad.services.inventory.effects().find((e) => e.idempotencyKey === `${triad.namespace}/${state.taskId}/reserve`)!;
+      expect(refund.undone && release.undone).toBe(true);
+      expect(Date.parse(refund.undoneAt!)).toBeLessThanOrEqual(Date.parse(release.undoneAt!));
+      expect(refund.undoResult).toMatchObject({ amount: 30 });
+    } finally {
+      triad.services.shipping.setFaults({ failRate: 0 });
+    }
+  });
+});
+
 describe('the triad CLI against a running Triad', () => {
   const run = (args: string[]): ReturnType<typeof cli> => cli(triad, args);
 
-  it('submit --wait --json prints one completed task whose three steps ran in order, and exits 0', async () => {
+  it('submit --wait --json prints one completed task whose steps ran in order, and exits 0', async () => {
     const r = await run(['submit', 'orders', '--input', '{"orderId":"o1","amount":42}', '--wait', '--json']);
     expect(r.code, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout) as TaskState;
