@@ -2,13 +2,24 @@
 // against given NATS and Redis servers, the example's remote services in-process (so tests can read
 // their effects and turn fault knobs), and a client.
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { TriadClient } from '@triad/client';
 import { ordersWorkflow, startRemoteService, type Faults, type RemoteService } from '@triad/example-orders';
 import { startProcess, uniqueNamespace, type ActorProcess, type Teardown } from '../harness/index.js';
 
-export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** The repository root (the folder with turbo.json), from the source or the compiled test/dist copy. */
+export const ROOT = ((): string => {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'turbo.json'))) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error(`no turbo.json above ${fileURLToPath(import.meta.url)}: cannot find the repository root`);
+    dir = up;
+  }
+  return dir;
+})();
 
 export const SCRIPTS = {
   scheduler: 'apps/scheduler/dist/main.js',

@@ -46,7 +46,9 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
     );
   }
   const jsm = await jetstreamManager(nc, { timeout: 10_000 });
-  const js = jetstream(nc, { timeout: 10_000 });
+  // A publish whose ack never comes (the server died under it) fails after this and the message that
+  // caused it is redelivered: short, so a NATS restart costs seconds, not tens of seconds.
+  const js = jetstream(nc, { timeout: 4_000 });
   return {
     nc,
     js,

@@ -92,7 +92,9 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
     while (!stopped) {
       try {
         const consumer = await bus.js.consumers.get(o.stream, o.durable);
-        const messages = await consumer.consume({ max_messages: Math.max(concurrency * 2, 32), expires: 5_000 });
+        // Pull requests expire after 2 s: a consumer notices a restarted server (missed heartbeats)
+        // within seconds, and a paused process's outstanding pulls hold messages only that long.
+        const messages = await consumer.consume({ max_messages: Math.max(concurrency * 2, 32), expires: 2_000 });
         current = messages;
         markReady();
         backoff = 100;

@@ -45,6 +45,8 @@ export interface SchedulerOptions {
   /** Messages handled at once per consumer. */
   concurrency?: number;
   topology?: TopologyOptions;
+  /** How long a message a scheduler took may stay unacknowledged before another gets it (default 5 s). */
+  ackWaitMs?: number;
 }
 
 export interface SchedulerMetrics {
@@ -86,9 +88,12 @@ export class Scheduler {
     const { bus } = this.o;
     const n = bus.names;
     await ensureStreams(bus, this.o.topology);
-    await ensureConsumer(bus, { stream: n.streams.submit, durable: n.consumers.scheduler, filterSubject: n.subjects.submit, ackWaitMs: 30_000 });
-    await ensureConsumer(bus, { stream: n.streams.results, durable: n.consumers.results, filterSubject: n.subjects.result, ackWaitMs: 30_000 });
-    await ensureConsumer(bus, { stream: n.streams.commands, durable: n.consumers.commands, filterSubject: n.subjects.command, ackWaitMs: 30_000 });
+    // Handlers take milliseconds: a short ack wait means messages a crashed scheduler had pulled come
+    // back quickly to another one (a slow handler's message is merely redelivered, and applied once).
+    const ackWaitMs = this.o.ackWaitMs ?? 5_000;
+    await ensureConsumer(bus, { stream: n.streams.submit, durable: n.consumers.scheduler, filterSubject: n.subjects.submit, ackWaitMs });
+    await ensureConsumer(bus, { stream: n.streams.results, durable: n.consumers.results, filterSubject: n.subjects.result, ackWaitMs });
+    await ensureConsumer(bus, { stream: n.streams.commands, durable: n.consumers.commands, filterSubject: n.subjects.command, ackWaitMs });
     this.api.start();
     const concurrency = this.o.concurrency ?? 64;
     this.consumers = [
