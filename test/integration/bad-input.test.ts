@@ -133,6 +133,9 @@ describe('namespaces', () => {
     // The other namespace has no orders workflow: a submission there is refused, not run by ours.
     const err = await other.client.run('orders', { orderId: 'ns', amount: 1 }, { timeoutMs: 30_000 }).catch((e: unknown) => e);
     expect((err as TriadError).code).toBe(ErrorCode.UnknownWorkflow);
+    const reg = await other.client.registerWorkflow({ name: 'orders', steps: [{ name: 'reserve', agent: 'inventory' }, { name: 'audit', agent: 'auditor', dependsOn: ['reserve'] }] });
+    // An agent that never connected is reported, not refused (agents may be deployed after workflows).
+    expect(reg.warnings).toEqual([expect.stringMatching(/no agent "auditor" has connected/)]);
     await other.client.registerWorkflow({ name: 'orders', steps: [{ name: 'reserve', agent: 'inventory' }] });
     const there = await other.client.run('orders', { orderId: 'ns', amount: 1 }, { timeoutMs: 30_000 });
     expect(there.steps.map((s) => s.name)).toEqual(['reserve']);

@@ -165,6 +165,8 @@ describe('versions and retention', () => {
   it('a running task keeps the version it started with when a new version is registered', async () => {
     const v1 = await t.client.registerWorkflow({ name: 'pinned', defaults: fast, steps: [{ name: 'one', agent: 'worker', budgetMs: 5_000 }] });
     const { taskId } = await t.client.submit('pinned', { delayMs: { one: 800 } } satisfies SagaInput);
+    // The version is pinned when a scheduler accepts the task; register v2 once it has.
+    await waitFor(() => t.client.getTask(taskId).then((s) => s.version === v1.version, () => undefined), { timeoutMs: 10_000, what: 'the task to start' });
     const v2 = await t.client.registerWorkflow({
       name: 'pinned',
       defaults: fast,

@@ -124,7 +124,9 @@ export class TriadClient {
   }
 
   /** Registers a definition (or a builder's document); the scheduler validates it and lists every problem. */
-  async registerWorkflow(definition: WorkflowDefinitionInput | { toJSON(): WorkflowDefinitionInput }): Promise<{ name: string; version: number; created: boolean }> {
+  async registerWorkflow(
+    definition: WorkflowDefinitionInput | { toJSON(): WorkflowDefinitionInput },
+  ): Promise<{ name: string; version: number; created: boolean; warnings: string[] }> {
     const doc = 'toJSON' in definition && typeof definition.toJSON === 'function' ? definition.toJSON() : definition;
     return this.request('workflow.register', { definition: doc });
   }

@@ -21,6 +21,7 @@ import {
   errorMessage,
   silentLogger,
   type ApiReply,
+  type WorkflowDefinition,
   type Logger,
 } from '@triad/protocol';
 import { requireTask, type Lease, type TaskStore, type WorkflowStore } from '@triad/store';
@@ -55,8 +56,9 @@ export class ApiServer {
         const { definition } = req(data, RegisterWorkflowRequestSchema, 'workflow.register request');
         const def = validateDefinition(definition);
         const r = await this.workflows.register(def, Date.now());
-        this.log.info({ workflow: def.name, version: r.version, created: r.created }, 'workflow registered');
-        return { name: def.name, ...r };
+        const warnings = await this.agentWarnings(def);
+        this.log.info({ workflow: def.name, version: r.version, created: r.created, warnings }, 'workflow registered');
+        return { name: def.name, ...r, warnings };
       },
       [s.api('workflow.get')]: async (data) => {
         const { name, version } = req(data, GetWorkflowRequestSchema, 'workflow.get request');
@@ -120,6 +122,29 @@ export class ApiServer {
         return this.tasks.listTasks(q.status ? { status: q.status, limit: q.limit } : { limit: q.limit });
       },
     };
+  }
+
+  /**
+   * Agents a definition names that have never connected in this namespace (no durable consumer on the
+   * steps stream). A warning, not a refusal: agents are often deployed after their workflows.
+   */
+  private async agentWarnings(def: WorkflowDefinition): Promise<string[]> {
+    const n = this.bus.names;
+    const known = new Set<string>();
+    try {
+      for await (const c of this.bus.jsm.consumers.list(n.streams.steps)) known.add(c.name);
+    } catch (e) {
+      this.log.debug({ err: errorMessage(e) }, 'could not list agent consumers');
+      return [];
+    }
+    const warnings: string[] = [];
+    const agents = new Set(def.steps.flatMap((s) => [s.agent, ...(s.compensate ? [s.compensate.agent] : [])]));
+    for (const agent of agents) {
+      if (!known.has(n.consumers.agent(agent))) {
+        warnings.push(`no agent "${agent}" has connected in namespace "${n.namespace}" yet: its steps will wait until one starts`);
+      }
+    }
+    return warnings;
   }
 
   start(): void {

@@ -49,7 +49,10 @@ export function register(program: Command): void {
       return withClient(self, async (client) => {
         const r = await client.registerWorkflow(definition as Parameters<typeof client.registerWorkflow>[0]);
         if (o.json) printJson(r);
-        else out(r.created ? `registered ${r.name} v${r.version}` : `${r.name} v${r.version} already registered`);
+        else {
+          out(r.created ? `registered ${r.name} v${r.version}` : `${r.name} v${r.version} already registered`);
+          for (const w of r.warnings ?? []) out(`warning: ${w}`);
+        }
         return 0;
       });
     }),
