@@ -2,7 +2,7 @@
 // (another leads within the lease, epoch + 1), and a paused leader that wakes deposed and writes nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNats, startRedis, sleep, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
-import { effectCounts, startTriad, type TestTriad } from '../support/triad.js';
+import { effectCounts, startTriad, type TestTriad, fastOrders } from '../support/triad.js';
 
 const td = withTeardown(afterAll);
 let nats: NatsServer;
@@ -12,15 +12,7 @@ beforeAll(async () => {
   [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
 });
 
-const fastOrders = {
-  name: 'orders',
-  defaults: { retry: { maxAttempts: 2, initialDelayMs: 10, maxDelayMs: 10 }, ladder: { retries: 10, longBackoffMs: 300, maxFailures: 12 } },
-  steps: [
-    { name: 'reserve', agent: 'inventory', budgetMs: 1_000 },
-    { name: 'charge', agent: 'payment', budgetMs: 1_000, dependsOn: ['reserve'] },
-    { name: 'ship', agent: 'shipping', budgetMs: 1_000, dependsOn: ['charge'] },
-  ],
-};
+const orders = fastOrders({ budgetMs: 1_000, retry: { maxAttempts: 2, initialDelayMs: 10, maxDelayMs: 10 }, ladder: { retries: 10, longBackoffMs: 300, maxFailures: 12 } });
 
 /** The current supervisor leader of a test Triad, read from its lease key (`<id>|<epoch>`). */
 async function leader(t: TestTriad): Promise<{ id: string; epoch: number } | undefined> {
@@ -33,7 +25,7 @@ async function leader(t: TestTriad): Promise<{ id: string; epoch: number } | und
 describe('actor crashes', () => {
   it('a scheduler killed mid-run with two schedulers running: every task completes, effects once', async () => {
     const t = await startTriad(td, { nats, redis }, { schedulers: 2, registerOrders: false });
-    await t.client.registerWorkflow(fastOrders);
+    await t.client.registerWorkflow(orders);
     t.services.payment.setFaults({ latencyMs: 30 });
     const ids = await Promise.all(Array.from({ length: 60 }, (_, i) => t.client.submit('orders', { orderId: `sk-${i}`, amount: i }).then((r) => r.taskId)));
     await sleep(150);
@@ -48,7 +40,7 @@ describe('actor crashes', () => {
     const leaseMs = 1_500;
     const t = await startTriad(td, { nats, redis }, { registerOrders: false, supervisor: { intervalMs: 100, leaseMs } });
     await t.startSupervisor({ intervalMs: 100, leaseMs });
-    await t.client.registerWorkflow(fastOrders);
+    await t.client.registerWorkflow(orders);
     const first = await waitFor(() => leader(t), { timeoutMs: 10_000, what: 'a leader' });
     const victim = t.supervisors.find((p) => p.output().includes(first.id))!;
     expect(victim, 'the leader is one of our supervisor processes').toBeDefined();
@@ -79,7 +71,7 @@ describe('actor crashes', () => {
     const leaseMs = 1_000;
     const t = await startTriad(td, { nats, redis }, { registerOrders: false, supervisor: { intervalMs: 100, leaseMs } });
     await t.startSupervisor({ intervalMs: 100, leaseMs });
-    await t.client.registerWorkflow(fastOrders);
+    await t.client.registerWorkflow(orders);
     const first = await waitFor(() => leader(t), { timeoutMs: 10_000, what: 'a leader' });
     const old = t.supervisors.find((p) => p.output().includes(first.id))!;
     old.pause();

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StepResultSchema, encode, type StepResult, type TaskEvent } from '@triad/protocol';
 import { sleep, startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
-import { cli, effectCounts, startTriad, type TestTriad } from '../support/triad.js';
+import { cli, effectCounts, startTriad, type TestTriad, fastOrders } from '../support/triad.js';
 
 const td = withTeardown(afterAll);
 let nats: NatsServer;
@@ -14,16 +14,7 @@ beforeAll(async () => {
   [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
 });
 
-/** A short-budget orders workflow so faults are noticed in about a second. */
-const fastOrders = {
-  name: 'orders',
-  defaults: { retry: { maxAttempts: 1, initialDelayMs: 10, maxDelayMs: 10 }, ladder: { retries: 3, longBackoffMs: 300, maxFailures: 5 } },
-  steps: [
-    { name: 'reserve', agent: 'inventory', budgetMs: 800 },
-    { name: 'charge', agent: 'payment', budgetMs: 800, dependsOn: ['reserve'] },
-    { name: 'ship', agent: 'shipping', budgetMs: 800, dependsOn: ['charge'] },
-  ],
-};
+const orders = fastOrders({ budgetMs: 800, retry: { maxAttempts: 1, initialDelayMs: 10, maxDelayMs: 10 }, ladder: { retries: 3, longBackoffMs: 300, maxFailures: 5 } });
 
 async function stepStarted(t: TestTriad, taskId: string, step: string): Promise<TaskEvent> {
   for await (const e of t.client.watch(taskId)) if (e.type === 'step_started' && e.step === step) return e;
@@ -33,7 +24,7 @@ async function stepStarted(t: TestTriad, taskId: string, step: string): Promise<
 describe('agent faults', () => {
   it('an agent killed (SIGKILL) mid-step: the step is retried with attempt 2 and the task completes, effect once', async () => {
     const t = await startTriad(td, { nats, redis }, { registerOrders: false });
-    await t.client.registerWorkflow(fastOrders);
+    await t.client.registerWorkflow(orders);
     // The call takes 1.5 s, longer than the step's budget: the agent is surely mid-step when killed.
     t.services.payment.setFaults({ latencyMs: 1_500 });
     const { taskId } = await t.client.submit('orders', { orderId: 'kill-1', amount: 10 });
@@ -54,7 +45,7 @@ describe('agent faults', () => {
     const t = await startTriad(td, { nats, redis }, { registerOrders: false, agentProcesses: 2 });
     // A wide ladder: a paused agent's outstanding pull requests can swallow a retry or two for their
     // 5 s lifetime; the supervisor keeps retrying until a live agent takes one.
-    await t.client.registerWorkflow({ ...fastOrders, defaults: { ...fastOrders.defaults, ladder: { retries: 20, longBackoffMs: 300, maxFailures: 25 } } });
+    await t.client.registerWorkflow({ ...orders, defaults: { ...orders.defaults, ladder: { retries: 20, longBackoffMs: 300, maxFailures: 25 } } });
     t.services.payment.setFaults({ latencyMs: 1_500 });
     const { taskId } = await t.client.submit('orders', { orderId: 'pause-1', amount: 11 });
     await stepStarted(t, taskId, 'charge');
@@ -87,7 +78,7 @@ describe('agent faults', () => {
 
   it('a remote service that always hangs: the step climbs the whole ladder to error, the task fails, exactly one alert', async () => {
     const t = await startTriad(td, { nats, redis }, { registerOrders: false });
-    await t.client.registerWorkflow({ ...fastOrders, defaults: { ...fastOrders.defaults, ladder: { retries: 1, longBackoffMs: 200, maxFailures: 3 } } });
+    await t.client.registerWorkflow({ ...orders, defaults: { ...orders.defaults, ladder: { retries: 1, longBackoffMs: 200, maxFailures: 3 } } });
     t.services.payment.setFaults({ hangRate: 1 });
     const events: TaskEvent[] = [];
     const state = await t.client.run('orders', { orderId: 'hang-1', amount: 12 }, { timeoutMs: 30_000, onEvent: (e) => events.push(e) });
@@ -129,7 +120,7 @@ describe('agent faults', () => {
 
   it('retry with a corrected input: a step that failed permanently on bad input succeeds with the new one', async () => {
     const t = await startTriad(td, { nats, redis }, { registerOrders: false, supervisor: false });
-    await t.client.registerWorkflow(fastOrders);
+    await t.client.registerWorkflow(orders);
     const failed = await t.client.run('orders', { orderId: 'bad-amount', amount: -1 }, { timeoutMs: 30_000 });
     expect(failed.status).toBe('failed');
     expect(failed.steps[0]!.status).toBe('failed');

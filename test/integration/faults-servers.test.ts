@@ -2,7 +2,7 @@
 // and every accepted task still reaches a terminal state — completed here, with effects once per key.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, startNats, startRedis, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
-import { effectCounts, startTriad, type TestTriad } from '../support/triad.js';
+import { effectCounts, startTriad, type TestTriad, fastOrders } from '../support/triad.js';
 
 const td = withTeardown(afterAll);
 let nats: NatsServer;
@@ -12,15 +12,7 @@ beforeAll(async () => {
   [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td, aof: true })]);
 });
 
-const fastOrders = {
-  name: 'orders',
-  defaults: { retry: { maxAttempts: 3, initialDelayMs: 20, maxDelayMs: 200 }, ladder: { retries: 20, longBackoffMs: 500, maxFailures: 25 } },
-  steps: [
-    { name: 'reserve', agent: 'inventory', budgetMs: 2_000 },
-    { name: 'charge', agent: 'payment', budgetMs: 2_000, dependsOn: ['reserve'] },
-    { name: 'ship', agent: 'shipping', budgetMs: 2_000, dependsOn: ['charge'] },
-  ],
-};
+const orders = fastOrders({ budgetMs: 2_000, retry: { maxAttempts: 3, initialDelayMs: 20, maxDelayMs: 200 }, ladder: { retries: 20, longBackoffMs: 500, maxFailures: 25 } });
 
 async function submitMany(t: TestTriad, n: number, prefix: string): Promise<string[]> {
   return Promise.all(Array.from({ length: n }, (_, i) => t.client.submit('orders', { orderId: `${prefix}-${i}`, amount: i }).then((r) => r.taskId)));
@@ -36,7 +28,7 @@ function expectAllOnce(t: TestTriad, ids: string[]): void {
 describe('server restarts', () => {
   it('NATS restarted mid-run (JetStream data kept): every task completes', async () => {
     const t = await startTriad(td, { nats, redis }, { registerOrders: false });
-    await t.client.registerWorkflow(fastOrders);
+    await t.client.registerWorkflow(orders);
     t.services.payment.setFaults({ latencyMs: 20 });
     const ids = await submitMany(t, 40, 'nats');
     await sleep(100);
@@ -50,7 +42,7 @@ describe('server restarts', () => {
 
   it('Redis restarted mid-run (AOF kept): every task completes', async () => {
     const t = await startTriad(td, { nats, redis }, { registerOrders: false });
-    await t.client.registerWorkflow(fastOrders);
+    await t.client.registerWorkflow(orders);
     t.services.payment.setFaults({ latencyMs: 20 });
     const ids = await submitMany(t, 40, 'redis');
     await sleep(100);

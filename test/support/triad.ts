@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { TriadClient } from '@triad/client';
 import { ordersWorkflow, startRemoteService, type Faults, type RemoteService } from '@triad/example-orders';
+import type { Ladder, RetryPolicy, WorkflowDefinitionInput } from '@triad/protocol';
 import { startProcess, uniqueNamespace, type ActorProcess, type Teardown } from '../harness/index.js';
 
 /** The repository root (the folder with turbo.json), from the source or the compiled test/dist copy. */
@@ -143,6 +144,22 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
   td.add(() => t.client.close());
   if (o.registerOrders !== false) await t.client.registerWorkflow(ordersWorkflow);
   return t;
+}
+
+/**
+ * The three-step orders workflow (reserve → charge → ship, as in the pattern) with short budgets and a
+ * given ladder, so fault tests notice faults in about a second.
+ */
+export function fastOrders(o: { budgetMs: number; retry: RetryPolicy; ladder: Ladder }): WorkflowDefinitionInput {
+  return {
+    name: 'orders',
+    defaults: { retry: o.retry, ladder: o.ladder },
+    steps: [
+      { name: 'reserve', agent: 'inventory', budgetMs: o.budgetMs },
+      { name: 'charge', agent: 'payment', budgetMs: o.budgetMs, dependsOn: ['reserve'] },
+      { name: 'ship', agent: 'shipping', budgetMs: o.budgetMs, dependsOn: ['charge'] },
+    ],
+  };
 }
 
 /** Runs the triad CLI against a test Triad; resolves with its output and exit code (never rejects). */

@@ -90,7 +90,8 @@ async function main(): Promise<void> {
     console.log(`  npx triad submit orders --input '{"orderId":"o1","amount":42}' --wait --json`);
     console.log('  npx triad list');
     console.log('  npx triad watch <taskId>');
-    console.log(`Fault knobs (restart with them set): PAYMENT_FAIL_RATE=0.3 PAYMENT_HANG_RATE=0.1 PAYMENT_LATENCY_MS=50 npm start\n`);
+    console.log('Fault knobs (restart with them set): PAYMENT_HANG_RATE=0.3 npm start (timeouts, retries, one charge per order),');
+    console.log('  SHIPPING_FAIL_RATE=1 npm start (shipping gives up; the order is undone: refund, then release)\n');
 
     if (DEMO_INTERVAL_MS > 0) {
       console.log(`A demo order is submitted every ${DEMO_INTERVAL_MS} ms (TRIAD_DEMO_INTERVAL_MS=0 turns it off); its progress:\n`);

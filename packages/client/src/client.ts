@@ -25,6 +25,7 @@ import {
   validate,
   type Alert,
   type ApiOp,
+  type SupervisorHealth,
   type RegisteredWorkflow,
   type Submission,
   type TaskEvent,
@@ -51,22 +52,8 @@ export interface SubmitOptions {
   replyTo?: string;
 }
 
-export interface SupervisorReport {
-  supervisorId: string;
-  leading: boolean;
-  leader?: string;
-  epoch: number;
-  lastSweepAt?: number;
-  sweepMs?: number;
-  handled: number;
-  expiredWaiting: number;
-  retries: number;
-  parked: number;
-  errors: number;
-  fencedWrites: number;
-  /** When the report was written (epoch ms). */
-  at: number;
-}
+/** A supervisor's last report, and when it was written (epoch ms). */
+export type SupervisorReport = SupervisorHealth & { at: number };
 
 export interface SupervisorStatus {
   leader?: { id: string; epoch: number };

@@ -180,6 +180,29 @@ export const AlertSchema = z
   .strict();
 export type Alert = z.output<typeof AlertSchema>;
 
+/** What each supervisor reports after every sweep (health subject, and `triad supervisor`). */
+export const SupervisorHealthSchema = z.object({
+  supervisorId: z.string(),
+  leading: z.boolean(),
+  leader: z.string().optional(),
+  epoch: z.number().int().nonnegative(),
+  lastSweepAt: z.number().optional(),
+  sweepMs: z.number().optional(),
+  handled: z.number().int().nonnegative(),
+  /** Steps past completeBy still waiting to be handled at the end of the last sweep. */
+  expiredWaiting: z.number().int().nonnegative(),
+  retries: z.number().int().nonnegative(),
+  parked: z.number().int().nonnegative(),
+  errors: z.number().int().nonnegative(),
+  /** Tasks whose undo the ladder began (workflows with onFailure: compensate). */
+  undos: z.number().int().nonnegative(),
+  /** Finished tasks removed by retention. */
+  purged: z.number().int().nonnegative(),
+  /** Writes rejected because a newer leader epoch exists. */
+  fencedWrites: z.number().int().nonnegative(),
+});
+export type SupervisorHealth = z.output<typeof SupervisorHealthSchema>;
+
 export const DeadLetterSchema = z
   .object({
     source: z.string(),

@@ -83,6 +83,24 @@ local function finish_task(taskKey, finishedKey, taskId, status, now, events, re
   push_event(taskKey, events, status, nil, nil, reason, status)
 end
 
+-- Starts a new attempt of a step's compensation (a first one, a retry, or an operator's resubmission):
+-- new complete-by in the deadline index, and the request for the caller to send. `resetFailures` is
+-- false for the supervisor's retries (the failure already counted stays counted).
+local function start_compensation_attempt(taskKey, deadlinesKey, taskId, spec, rec, now, dispatch, resetFailures)
+  local comp = rec.comp or { attempt = 0, failureCount = 0 }
+  comp.attempt = comp.attempt + 1
+  if resetFailures then comp.failureCount = 0 end
+  comp.completeBy = now + spec.c.b
+  comp.startedAt = now
+  comp.finishedAt = nil
+  comp.parked = nil
+  rec.comp = comp
+  rec.status = 'compensating'
+  redis.call('ZADD', deadlinesKey, comp.completeBy, deadline_member(taskId, spec.n))
+  dispatch[#dispatch + 1] = { step = spec.n, agent = spec.c.a, kind = 'compensate', attempt = comp.attempt, completeBy = comp.completeBy, needs = { spec.n } }
+  return comp
+end
+
 -- Starts the compensation of the most recently completed step that has one, or, when none is left,
 -- ends the task as `endAs` (compensated | cancelled). Compensations run one at a time, in reverse
 -- order of completion.
@@ -101,19 +119,10 @@ local function next_compensation(taskKey, deadlinesKey, finishedKey, taskId, pla
     finish_task(taskKey, finishedKey, taskId, endAs, now, events)
     return
   end
-  local comp = bestRec.comp or { attempt = 0, failureCount = 0 }
-  comp.attempt = comp.attempt + 1
-  comp.failureCount = 0
-  comp.completeBy = now + best.c.b
-  comp.startedAt = now
-  comp.parked = nil
+  local comp = start_compensation_attempt(taskKey, deadlinesKey, taskId, best, bestRec, now, dispatch, true)
   comp.error = nil
-  bestRec.comp = comp
-  bestRec.status = 'compensating'
   save_step(taskKey, best.n, bestRec)
-  redis.call('ZADD', deadlinesKey, comp.completeBy, deadline_member(taskId, best.n))
   push_event(taskKey, events, 'compensation_started', best.n, comp.attempt)
-  dispatch[#dispatch + 1] = { step = best.n, agent = best.c.a, kind = 'compensate', attempt = comp.attempt, completeBy = comp.completeBy, needs = { best.n } }
 end
 
 -- Begins undoing a task: nothing new starts, steps in flight are abandoned (their late results are

@@ -63,16 +63,10 @@ if compensating then
   elseif comp.failureCount >= mf then caction = 'error'
   elseif comp.failureCount <= r then caction = 'retry'
   else caction = 'park' end
-  local alertInfo
   if caction == 'retry' then
-    comp.parked = nil
-    comp.attempt = comp.attempt + 1
-    comp.completeBy = now + spec.c.b
-    comp.startedAt = now
-    redis.call('ZADD', deadlinesKey, comp.completeBy, member)
+    start_compensation_attempt(taskKey, deadlinesKey, taskId, spec, rec, now, dispatch, false)
     push_event(taskKey, events, 'step_retried', stepName, comp.attempt, comp.error)
     comp.error = nil
-    dispatch[1] = { step = stepName, agent = spec.c.a, kind = 'compensate', attempt = comp.attempt, completeBy = comp.completeBy, needs = { stepName } }
   elseif caction == 'park' then
     comp.parked = true
     comp.completeBy = now + lb

@@ -58,20 +58,10 @@ local newStatus
 
 if compensation then
   -- Resubmit the failed compensation; the undo then goes on in reverse order of completion.
-  local comp = rec.comp
-  comp.attempt = comp.attempt + 1
-  comp.failureCount = 0
-  comp.completeBy = now + spec.c.b
-  comp.startedAt = now
-  comp.finishedAt = nil
+  local comp = start_compensation_attempt(taskKey, deadlinesKey, taskId, spec, rec, now, dispatch, true)
   comp.error = nil
-  comp.parked = nil
-  rec.comp = comp
-  rec.status = 'compensating'
   newStatus = 'compensating'
-  redis.call('ZADD', deadlinesKey, comp.completeBy, deadline_member(taskId, spec.n))
   push_event(taskKey, events, 'step_retried', spec.n, comp.attempt, 'operator retry of the compensation', newStatus)
-  dispatch[1] = { step = spec.n, agent = spec.c.a, kind = 'compensate', attempt = comp.attempt, completeBy = comp.completeBy, needs = { spec.n } }
 else
   rec.status = 'processing'
   rec.attempt = rec.attempt + 1

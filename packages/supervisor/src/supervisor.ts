@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { ensureStreams, publishDurable, publishTaskEvents, type Bus } from '@triad/bus';
-import { encode, errorMessage, isTriadError, silentLogger, type Alert, type Logger, type SupervisorCommand } from '@triad/protocol';
+import { encode, errorMessage, isTriadError, silentLogger, type Alert, type Logger, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { Leadership, toTaskEvent, type Expiry, type TaskStore } from '@triad/store';
 
 export interface SupervisorOptions {
@@ -28,26 +28,6 @@ export interface SupervisorOptions {
   retentionMs?: number;
 }
 
-export interface SupervisorHealth {
-  supervisorId: string;
-  leading: boolean;
-  leader?: string;
-  epoch: number;
-  lastSweepAt?: number;
-  sweepMs?: number;
-  handled: number;
-  /** Steps past completeBy still waiting to be handled at the end of the last sweep. */
-  expiredWaiting: number;
-  retries: number;
-  parked: number;
-  errors: number;
-  /** Tasks whose undo the ladder began (workflows with onFailure: compensate). */
-  undos: number;
-  /** Finished tasks removed by retention. */
-  purged: number;
-  /** Writes rejected because a newer leader epoch exists. */
-  fencedWrites: number;
-}
 
 export class Supervisor {
   readonly id: string;
