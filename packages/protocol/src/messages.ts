@@ -159,11 +159,13 @@ export const TaskEventSchema = z
   .strict();
 export type TaskEvent = z.output<typeof TaskEventSchema>;
 
-/** Supervisor → scheduler. `epoch` is the supervisor leader's fencing value. */
+/**
+ * Supervisor → scheduler: "send the request of this step attempt" (a retry, or a compensation the
+ * supervisor's transition began). The transition is already made; the scheduler only publishes, and only
+ * if that attempt is still the current one. `epoch` is the supervisor leader's fencing value.
+ */
 export const SupervisorCommandSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('retry_step'), taskId: TaskIdSchema, step: NameSchema, kind: StepKindSchema, attempt: z.number().int().min(1), epoch: z.number().int().nonnegative() }).strict(),
-  z.object({ type: z.literal('undo_task'), taskId: TaskIdSchema, reason: z.string().max(4000), epoch: z.number().int().nonnegative() }).strict(),
-  z.object({ type: z.literal('resume_task'), taskId: TaskIdSchema, epoch: z.number().int().nonnegative() }).strict(),
 ]);
 export type SupervisorCommand = z.output<typeof SupervisorCommandSchema>;
 

@@ -99,8 +99,7 @@ describe('encode/decode round trip of every message schema', () => {
     expect(roundTrip(TaskEventSchema, ev)).toEqual(ev);
     for (const cmd of [
       { type: 'retry_step', taskId: 't-1', step: 'charge', kind: 'run', attempt: 3, epoch: 4 },
-      { type: 'undo_task', taskId: 't-1', reason: 'operator asked', epoch: 4 },
-      { type: 'resume_task', taskId: 't-1', epoch: 0 },
+      { type: 'retry_step', taskId: 't-1', step: 'charge', kind: 'compensate', attempt: 1, epoch: 0 },
     ]) {
       expect(roundTrip(SupervisorCommandSchema, cmd)).toEqual(cmd);
     }

@@ -255,11 +255,6 @@ export class Scheduler {
       return { deadLetter: d.error.message };
     }
     const cmd = d.value;
-    if (cmd.type !== 'retry_step') {
-      // The supervisor begins undos itself (in its fenced transition) and sends retry_step for each
-      // compensation; other command types are not sent by this version: keep them, with the reason.
-      return { deadLetter: `command ${cmd.type} is not handled by this scheduler version` };
-    }
     return this.withTaskLease(cmd.taskId, async (): Promise<Disposition> => {
       const t = await this.o.tasks.inFlight(cmd.taskId);
       const step = t?.dispatch.find((s) => s.step === cmd.step && s.kind === cmd.kind && s.attempt === cmd.attempt);
