@@ -1,1 +1,212 @@
-export {};
+/**
+ * `npm run bench -- [--tasks N] [--steps S] [--agents K] [--json] [--mode m]`: starts its own NATS and
+ * Redis (or uses NATS_URL/REDIS_URL with --use-env), runs Triad's actors as separate processes, measures
+ * the raw JetStream baseline and Triad's throughput, latency, recovery, scan cost, memory and scaling
+ * in one run, prints one table, and stops everything it started — also on failure or Ctrl-C.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { Redis } from 'ioredis';
+import { TriadClient } from '@triad/client';
+import { errorMessage } from '@triad/protocol';
+import { connectRedis, keys } from '@triad/store';
+import { Actors, REPO_ROOT } from './actors.js';
+import { runBatch } from './batch.js';
+import { measureBaseline } from './baseline.js';
+import { readCounters } from './counters.js';
+import { removeNamespace } from './cleanup.js';
+import { Completions } from './completions.js';
+import { measureLatency } from './latency.js';
+import { measureMemory } from './memory.js';
+import { stopAll } from './procs.js';
+import { summariseDir } from './profile.js';
+import { measureRecovery } from './recovery.js';
+import { details, jsonSummary, profileText, table, type Results } from './report.js';
+import { measureRtt } from './rtt.js';
+import { measureScaling } from './scaling.js';
+import { measureScan, type ScanResult, type ScanTarget } from './scan.js';
+import { envServers, startRedis, startServers, type Servers } from './servers.js';
+import { measureThroughput } from './throughput.js';
+import { parseOptions, type Mode, type Options } from './options.js';
+import { ioWorkflow, noopWorkflow, stallWorkflow } from './workflows.js';
+
+const progress = (msg: string): void => void process.stderr.write(`bench: ${msg}\n`);
+
+async function supervisorRetries(client: TriadClient): Promise<number> {
+  const s = await client.supervisorStatus();
+  return s.supervisors.reduce((a, x) => a + x.retries, 0);
+}
+
+/**
+ * The scan measurement on one Redis per size when the run owns its servers (rounds then alternate
+ * between sizes, so machine noise hits both alike), else on the configured Redis, sizes in turn.
+ */
+async function scanOnTargets(o: Options, servers: Servers, tmp: string, namespace: string, redis: Redis, template: { record: Record<string, Buffer>; bytes: number }): Promise<ScanResult> {
+  const opts = { liveExpired: o.scanLive, rounds: o.scanRounds, probesPerRound: 40, cleanUp: !servers.own };
+  const scanNs = `${namespace}-scan`;
+  if (!servers.own) return measureScan(o.scanSizes.map((size) => ({ size, redis })), scanNs, template, opts);
+  const started: { stop(): Promise<void> }[] = [];
+  const conns: Redis[] = [];
+  try {
+    const targets: ScanTarget[] = [];
+    for (const size of o.scanSizes) {
+      const r = await startRedis(`redis-scan-${size}`, tmp);
+      started.push(r);
+      const c = connectRedis(r.url, { connectionName: 'triad-bench-scan' });
+      conns.push(c);
+      targets.push({ size, redis: c });
+    }
+    return await measureScan(targets, scanNs, template, opts);
+  } finally {
+    for (const c of conns) c.disconnect();
+    // Stopped at once: the largest holds gigabytes.
+    await Promise.all(started.map((r) => r.stop()));
+  }
+}
+
+async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Results> {
+  const namespace = `bench-${randomBytes(4).toString('hex')}`;
+  const tmp = mkdtempSync(join(tmpdir(), 'triad-bench-'));
+  cleanups.push(() => Promise.resolve(rmSync(tmp, { recursive: true, force: true })));
+  const profileDir = o.profile ? resolve(REPO_ROOT, typeof o.profile === 'string' ? o.profile : `.triad/bench-profile-${new Date().toISOString().replace(/[:.]/g, '-')}`) : undefined;
+  if (profileDir) mkdirSync(profileDir, { recursive: true });
+  const has = (m: Mode): boolean => o.mode.includes(m);
+  const results: Results = { config: { namespace, ...o, mode: o.mode.join(',') } };
+
+  progress(o.useEnv ? 'using NATS_URL / REDIS_URL' : 'starting nats-server and redis-server on free ports');
+  const servers: Servers = o.useEnv ? envServers() : await startServers(tmp);
+  cleanups.push(() => servers.stop());
+  progress(`NATS ${servers.natsUrl}, Redis ${servers.redisUrl}, namespace ${namespace}`);
+
+  if (has('throughput')) {
+    progress(`baseline: ${o.tasks} chains × ${o.steps} JetStream round trips through a second process`);
+    const baseline = (noAsyncTraces: boolean) =>
+      measureBaseline({
+        natsUrl: servers.natsUrl,
+        namespace,
+        chains: o.tasks,
+        hops: o.steps,
+        driverConcurrency: 64,
+        echoConcurrency: 32 * o.agents,
+        payloadBytes: 256,
+        warmupChains: Math.min(200, Math.ceil(o.tasks / 10)),
+        noAsyncTraces,
+        servers: servers.processes,
+        ...(servers.natsMonitorUrl ? { natsMonitorUrl: servers.natsMonitorUrl } : {}),
+      });
+    // The ratio's baseline connects as Triad's actors do; the second shows what the client's best setting gives.
+    results.baseline = await baseline(false);
+    results.baselineNoAsyncTraces = await baseline(true);
+  }
+
+  const actors = new Actors({ natsUrl: servers.natsUrl, redisUrl: servers.redisUrl, namespace, tmpDir: tmp, ...(profileDir ? { profileDir } : {}) });
+  cleanups.push(() => actors.stopAll());
+  progress(`starting the scheduler, the supervisor and ${o.agents} agent process(es)`);
+  await actors.scheduler();
+  await actors.supervisor(o.supervisorIntervalMs, o.supervisorLeaseMs);
+  await actors.agents(['noop'], o.agents);
+
+  const client = await TriadClient.connect({ natsUrl: servers.natsUrl, namespace, name: 'triad-bench' });
+  cleanups.push(() => client.close());
+  const redis: Redis = connectRedis(servers.redisUrl, { connectionName: 'triad-bench' });
+  cleanups.push(() => Promise.resolve(redis.disconnect()));
+  // Registered after the client and Redis (cleanups run in reverse), so both are still open here.
+  if (!servers.own) {
+    cleanups.push(async () => {
+      await actors.stopAll(); // before their streams go
+      await removeNamespace(redis, client, namespace);
+    });
+  }
+  const completions = new Completions(client);
+  cleanups.push(() => completions.close());
+
+  const noop = noopWorkflow(o.steps);
+  const noop3 = noopWorkflow(3);
+  for (const wf of [noop, noop3]) await client.registerWorkflow(wf);
+
+  if (has('throughput')) {
+    progress(`throughput: warm-up, then ${o.tasks} tasks × ${o.steps} steps at once`);
+    await runBatch(client, completions, noop.name, Math.min(200, Math.ceil(o.tasks / 10)), o.steps);
+    results.throughput = await measureThroughput(client, completions, noop.name, o.tasks, o.steps, () => readCounters(redis, servers.natsMonitorUrl), [
+      ...servers.processes,
+      ...actors.running(),
+    ]);
+    if (o.latencyTasks > 0) {
+      progress(`latency: ${o.warmup} warm-up + ${o.latencyTasks} 3-step tasks one at a time`);
+      results.latency = await measureLatency(client, noop3.name, o.latencyTasks, o.warmup);
+      results.rtt = await measureRtt(redis, client);
+    }
+  }
+  if (has('memory')) {
+    progress(`memory: ${o.memoryTasks} finished 3-step tasks`);
+    results.memory = await measureMemory(client, completions, redis, namespace, noop3.name, o.memoryTasks, 3, servers.own);
+  }
+  if (has('throughput') || has('memory')) results.supervisorRetriesDuringLoad = await supervisorRetries(client);
+  if (has('scaling')) {
+    const io = ioWorkflow(3);
+    await client.registerWorkflow(io);
+    progress(`scaling: ${o.scalingTasks} io10 tasks × 3 steps, 1 then 2 agent processes`);
+    results.scaling = await measureScaling(actors, client, completions, redis, io.name, o.scalingTasks, 3, o.scalingRepeats);
+  }
+  if (has('recovery')) {
+    const stall = stallWorkflow(o.recoveryBudgetMs);
+    await client.registerWorkflow(stall);
+    progress(`recovery: ${o.recoverySamples} agent kills mid-step`);
+    results.recovery = await measureRecovery(actors, client, stall.name, {
+      samples: o.recoverySamples,
+      budgetMs: o.recoveryBudgetMs,
+      intervalMs: o.supervisorIntervalMs,
+      leaseMs: o.supervisorLeaseMs,
+    });
+  }
+  if (has('scan')) {
+    // A real finished task (the actors ran it) is the record every seeded one copies.
+    const b = await runBatch(client, completions, noop3.name, 5, 3);
+    const id = b.taskIds[0] ?? '';
+    const k = keys(namespace);
+    const record = await redis.hgetallBuffer(k.task(id));
+    const bytes = Number((await redis.memory('USAGE', k.task(id), 'SAMPLES', '0')) ?? 0);
+    progress(`scan: seeding ${o.scanSizes.map((n) => n.toLocaleString('en')).join(' and ')} finished tasks (replicas of ${id}, ${bytes} bytes each)`);
+    results.scan = await scanOnTargets(o, servers, tmp, namespace, redis, { record, bytes });
+  }
+
+  if (profileDir) {
+    // Profiles are written when the processes exit: stop the actors now, then read them.
+    await actors.stopAll();
+    results.profiles = summariseDir(profileDir);
+  }
+  return results;
+}
+
+async function main(): Promise<void> {
+  const o = parseOptions(process.argv);
+  const cleanups: (() => Promise<void>)[] = [];
+  let cleaning: Promise<void> | undefined;
+  const cleanUp = (): Promise<void> =>
+    (cleaning ??= (async () => {
+      for (const fn of cleanups.reverse()) await fn().catch((e: unknown) => progress(`cleanup: ${errorMessage(e)}`));
+      await stopAll();
+    })());
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(sig, () => {
+      progress(`${sig}: stopping everything this run started`);
+      void cleanUp().finally(() => process.exit(130));
+    });
+  }
+  let results: Results;
+  try {
+    results = await run(o, cleanups);
+  } catch (e) {
+    progress(`FAILED: ${errorMessage(e)}`);
+    await cleanUp();
+    process.exit(1);
+  }
+  await cleanUp();
+  process.stdout.write(`\n${table(results)}\n${details(results)}\n`);
+  if (results.profiles) process.stdout.write(`${profileText(results.profiles)}\n`);
+  if (o.json) process.stdout.write(`${JSON.stringify(jsonSummary(results))}\n`);
+}
+
+void main();

@@ -1,0 +1,80 @@
+/**
+ * Starts Triad's actors as separate processes — the scheduler, the supervisor and agent hosts running
+ * the bench agents — with the run's NATS, Redis and namespace, and waits until each is ready.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { spawnChild, waitReady, type Child } from './procs.js';
+
+/** The repository root (this file runs from apps/bench/dist). */
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+const READY_TIMEOUT_MS = 30_000;
+
+export interface ActorsOptions {
+  natsUrl: string;
+  redisUrl: string;
+  namespace: string;
+  tmpDir: string;
+  /** When set, the scheduler and agent processes run under `node --cpu-prof` writing here. */
+  profileDir?: string;
+  logLevel?: string;
+}
+
+export class Actors {
+  private seq = 0;
+  readonly started: Child[] = [];
+
+  constructor(private readonly o: ActorsOptions) {
+    mkdirSync(join(o.tmpDir, 'health'), { recursive: true });
+  }
+
+  private async start(label: string, readyName: string, script: string, args: string[], env: Record<string, string>, profile: boolean): Promise<Child> {
+    const name = `${label}-${++this.seq}`;
+    const healthFile = join(this.o.tmpDir, 'health', `${name}.hb`);
+    const nodeArgs: string[] = [];
+    if (profile && this.o.profileDir) nodeArgs.push('--cpu-prof', '--cpu-prof-dir', this.o.profileDir, '--cpu-prof-name', `${name}.cpuprofile`);
+    const child = spawnChild(name, process.execPath, [...nodeArgs, join(REPO_ROOT, script), ...args], {
+      cwd: REPO_ROOT,
+      env: {
+        NATS_URL: this.o.natsUrl,
+        REDIS_URL: this.o.redisUrl,
+        TRIAD_NAMESPACE: this.o.namespace,
+        // warn: per-message logging must not cost CPU in a throughput measurement.
+        TRIAD_LOG_LEVEL: this.o.logLevel ?? 'warn',
+        TRIAD_HEALTH_FILE: healthFile,
+        ...env,
+      },
+    });
+    this.started.push(child);
+    await waitReady(child, new RegExp(`${readyName} ready`), healthFile, READY_TIMEOUT_MS);
+    return child;
+  }
+
+  scheduler(): Promise<Child> {
+    return this.start('scheduler', 'scheduler', 'apps/scheduler/dist/main.js', [], {}, true);
+  }
+
+  supervisor(intervalMs: number, leaseMs: number): Promise<Child> {
+    return this.start('supervisor', 'supervisor', 'apps/supervisor/dist/main.js', [], { TRIAD_SUPERVISOR_INTERVAL_MS: String(intervalMs), TRIAD_SUPERVISOR_LEASE_MS: String(leaseMs) }, false);
+  }
+
+  /** One agent host process running the named bench agents. */
+  agent(agents: readonly string[]): Promise<Child> {
+    return this.start(`agent-${agents.join('+')}`, 'agent-host', 'apps/agent/dist/main.js', ['apps/bench/dist/bench-agents.js'], { BENCH_AGENTS: agents.join(',') }, true);
+  }
+
+  async agents(agents: readonly string[], count: number): Promise<Child[]> {
+    return Promise.all(Array.from({ length: count }, () => this.agent(agents)));
+  }
+
+  /** The actors still running, for CPU accounting. */
+  running(): { name: string; pid: number }[] {
+    return this.started.filter((c) => c.isRunning()).map((c) => ({ name: c.name, pid: c.pid }));
+  }
+
+  /** Stops every actor gracefully (so profiles get written), all at once. */
+  async stopAll(): Promise<void> {
+    await Promise.all(this.started.map((c) => c.stop(10_000)));
+  }
+}

@@ -1,0 +1,24 @@
+/**
+ * Removes what a run left in servers it did not start (--use-env): the namespace's Redis keys and
+ * JetStream streams. The run's own servers are simply stopped, with their data.
+ */
+import type { Redis } from 'ioredis';
+import type { TriadClient } from '@triad/client';
+
+/** Bounded: at most this many SCAN calls (of up to 1000 keys each). */
+const MAX_SCANS = 5_000;
+
+export async function removeNamespace(redis: Redis, client: TriadClient, namespace: string): Promise<void> {
+  let cursor = '0';
+  for (let i = 0; i < MAX_SCANS; i++) {
+    // The `-scan` namespace of the scan measurement shares the prefix.
+    const [next, found] = await redis.scan(cursor, 'MATCH', `triad:${namespace}*`, 'COUNT', 1000);
+    if (found.length > 0) await redis.unlink(...found);
+    cursor = next;
+    if (cursor === '0') break;
+  }
+  const prefix = `TRIAD_${namespace}_`;
+  for await (const s of client.bus.jsm.streams.list()) {
+    if (s.config.name.startsWith(prefix)) await client.bus.jsm.streams.delete(s.config.name);
+  }
+}

@@ -1,0 +1,78 @@
+/** The benchmark's command line: every option with its default, validated by commander. */
+import { Command, InvalidArgumentError, Option } from 'commander';
+
+export const MODES = ['throughput', 'recovery', 'scan', 'memory', 'scaling'] as const;
+export type Mode = (typeof MODES)[number];
+
+export interface Options {
+  tasks: number;
+  steps: number;
+  agents: number;
+  json: boolean;
+  mode: Mode[];
+  useEnv: boolean;
+  profile?: string | boolean;
+  latencyTasks: number;
+  warmup: number;
+  recoverySamples: number;
+  recoveryBudgetMs: number;
+  supervisorIntervalMs: number;
+  supervisorLeaseMs: number;
+  scanSizes: number[];
+  scanLive: number;
+  scanRounds: number;
+  memoryTasks: number;
+  scalingTasks: number;
+  scalingRepeats: number;
+}
+
+const int = (min: number) => (v: string): number => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`expected a whole number ≥ ${min}`);
+  return n;
+};
+
+function parseModes(v: string): Mode[] {
+  const out = new Set<Mode>();
+  for (const m of v.split(',').map((s) => s.trim())) {
+    if (m === 'all') MODES.forEach((x) => out.add(x));
+    else if ((MODES as readonly string[]).includes(m)) out.add(m as Mode);
+    else throw new InvalidArgumentError(`unknown mode "${m}" (known: all, ${MODES.join(', ')})`);
+  }
+  return [...out];
+}
+
+export function parseOptions(argv: string[]): Options {
+  const p = new Command('bench')
+    .description('Triad benchmark: throughput, latency, recovery, scan cost, memory and scaling, against the raw JetStream limit, in one run')
+    .option('--tasks <n>', 'throughput: tasks submitted at once', int(1), 2000)
+    .option('--steps <n>', 'throughput: sequential no-op steps per task', int(1), 3)
+    .option('--agents <n>', 'agent processes running the no-op agent', int(1), 1)
+    .option('--json', 'print one JSON object with the figures as the last line', false)
+    .addOption(
+      new Option('--mode <modes>', `what to measure, comma-separated: all, ${MODES.join(', ')} (throughput = baseline + throughput + latency)`)
+        .argParser(parseModes)
+        .default([...MODES], 'all'),
+    )
+    .option('--use-env', 'use NATS_URL and REDIS_URL instead of starting private servers', false)
+    .option('--profile [dir]', 'run the scheduler and agent processes under node --cpu-prof (profiles written to dir, default .triad/bench-profile-<time>) and summarise them')
+    .option('--latency-tasks <n>', 'latency: measured tasks (0 = skip latency)', int(0), 300)
+    .option('--warmup <n>', 'latency: unmeasured tasks first', int(0), 50)
+    .option('--recovery-samples <n>', 'recovery: agent kills', int(1), 5)
+    .option('--recovery-budget-ms <n>', 'recovery: the step budget (complete-by)', int(100), 2000)
+    .option('--supervisor-interval-ms <n>', 'supervisor sweep interval', int(10), 500)
+    .option('--supervisor-lease-ms <n>', 'supervisor leadership lease', int(100), 2000)
+    .addOption(
+      new Option('--scan-sizes <list>', 'scan: finished-task counts to compare, comma-separated')
+        .argParser((v) => v.split(',').map((s) => int(1)(s.trim())))
+        .default([10_000, 1_000_000], '10000,1000000'),
+    )
+    .option('--scan-live <n>', 'scan: live expired deadlines', int(1), 300)
+    .option('--scan-rounds <n>', 'scan: sweeps measured per size', int(1), 10)
+    .option('--memory-tasks <n>', 'memory: finished tasks created', int(1), 1000)
+    .option('--scaling-tasks <n>', 'scaling: io10 tasks per measurement', int(1), 400)
+    .option('--scaling-repeats <n>', 'scaling: 1-agent / 2-agent pairs, alternating', int(1), 2)
+    .showHelpAfterError('(bench --help lists the options)')
+    .parse(argv);
+  return p.opts<Options>();
+}

@@ -1,0 +1,31 @@
+/**
+ * Keeps `npm run bench` from rotting: a tiny run (its own servers, real actor processes) must print a
+ * last JSON line with every headline figure as a positive number. Timings are never asserted.
+ */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const BENCH = fileURLToPath(new URL('../dist/main.js', import.meta.url));
+const KEYS = ['steps_per_sec', 'tasks_per_sec', 'latency_p50_ms', 'latency_p99_ms', 'latency_max_ms', 'baseline_roundtrips_per_sec', 'ratio_to_baseline'];
+
+function runBench(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BENCH, ...args], { timeout: 150_000, maxBuffer: 10_000_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+describe('npm run bench', () => {
+  it('prints the headline figures as one JSON object on its last line', { timeout: 180_000 }, async () => {
+    const r = await runBench(['--tasks', '20', '--steps', '3', '--mode', 'throughput', '--latency-tasks', '10', '--warmup', '2', '--json']);
+    expect(r.code, `bench failed:\n${r.stderr}\n${r.stdout}`).toBe(0);
+    const last = r.stdout.trim().split('\n').at(-1) ?? '';
+    const json = JSON.parse(last) as Record<string, unknown>;
+    for (const k of KEYS) {
+      expect(typeof json[k], `${k} in ${last}`).toBe('number');
+      expect(json[k] as number, k).toBeGreaterThan(0);
+    }
+  });
+});
