@@ -75,7 +75,7 @@ export class AgentHost {
       const durable = n.consumers.agent(agent.name);
       await ensureConsumer(bus, { stream: n.streams.steps, durable, filterSubject: n.subjects.step(agent.name), ackWaitMs: 30_000 });
       this.consumers.push(
-        startConsumer(bus, { stream: n.streams.steps, durable, source: `step.${agent.name}`, concurrency: agent.concurrency ?? 32, logger: this.log }, (d) =>
+        startConsumer(bus, { stream: n.streams.steps, durable, source: `step.${agent.name}`, concurrency: agent.concurrency ?? 32, prefetch: agent.concurrency ?? 32, logger: this.log }, (d) =>
           this.onRequest(agent, d.data, d.ackNow),
         ),
       );

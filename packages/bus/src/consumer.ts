@@ -33,6 +33,11 @@ export interface ConsumeOptions {
   concurrency?: number;
   /** A message delivered more than this many times is dead-lettered with its bytes and the reason. */
   maxDeliveries?: number;
+  /**
+   * Messages pulled ahead of processing (default concurrency × 2, at least 32). Agents pull only what
+   * they can start, so several processes share the work evenly and a dead one strands little.
+   */
+  prefetch?: number;
   logger?: Logger;
 }
 
@@ -94,7 +99,7 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
         const consumer = await bus.js.consumers.get(o.stream, o.durable);
         // Pull requests expire after 2 s: a consumer notices a restarted server (missed heartbeats)
         // within seconds, and a paused process's outstanding pulls hold messages only that long.
-        const messages = await consumer.consume({ max_messages: Math.max(concurrency * 2, 32), expires: 2_000 });
+        const messages = await consumer.consume({ max_messages: o.prefetch ?? Math.max(concurrency * 2, 32), expires: 2_000 });
         current = messages;
         markReady();
         backoff = 100;

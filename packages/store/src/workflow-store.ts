@@ -6,6 +6,12 @@ import { keys, type Keys } from './keys.js';
 import { ScriptCode, scriptError } from './codes.js';
 import { runScript } from './scripts.js';
 
+/**
+ * How long a scheduler keeps using the latest version it read: a version registered through another
+ * scheduler is picked up by new submissions within this time (this scheduler's own registrations at once).
+ */
+const LATEST_CACHE_MS = 1_000;
+
 export interface WorkflowSummary {
   name: string;
   latest: number;
@@ -17,6 +23,8 @@ export class WorkflowStore {
   readonly keys: Keys;
   /** Versions never change once registered, so a cache is safe (and is not state a crash can lose). */
   private readonly cache = new Map<string, RegisteredWorkflow>();
+  /** The latest version per name, for a second: submissions without a version skip a round trip. */
+  private readonly latest = new Map<string, { version: number; until: number }>();
 
   constructor(
     readonly redis: Redis,
@@ -37,6 +45,7 @@ export class WorkflowStore {
     )) as unknown[];
     const code = Number(reply[0]);
     const version = Number(reply[1]);
+    this.latest.delete(def.name);
     if (code === ScriptCode.Ok) return { version, created: true };
     if (code === ScriptCode.Exists) return { version, created: false };
     throw scriptError(code, `register workflow ${def.name} v${version}`);
@@ -49,7 +58,10 @@ export class WorkflowStore {
       if (hit) return hit;
     }
     const wfKey = this.keys.workflow(name);
+    const cached = version === undefined ? this.latest.get(name) : undefined;
+    if (cached && cached.until > Date.now()) return this.get(name, cached.version);
     const v = version ?? Number((await this.redis.hget(wfKey, 'latest')) ?? 0);
+    if (version === undefined && v) this.latest.set(name, { version: v, until: Date.now() + LATEST_CACHE_MS });
     if (!v) return undefined;
     const [json, at] = await this.redis.hmget(wfKey, `v:${v}`, `t:${v}`);
     if (!json) return undefined;

@@ -11,6 +11,9 @@ import { ensureStreams, publishDurable, publishTaskEvents, type Bus } from '@tri
 import { encode, errorMessage, isTriadError, silentLogger, type Alert, type Logger, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { Leadership, toTaskEvent, type Expiry, type TaskStore } from '@triad/store';
 
+/** Expired steps handled at once within a sweep. */
+const SWEEP_CONCURRENCY = 16;
+
 export interface SupervisorOptions {
   bus: Bus;
   tasks: TaskStore;
@@ -102,21 +105,29 @@ export class Supervisor {
     const epoch = this.leadership.currentEpoch();
     const batch = this.o.batchSize ?? 500;
     const expired = await this.o.tasks.expiredSteps(now, batch);
-    for (const { taskId, step } of expired) {
+    // A few steps at a time: each is its own transition (different tasks never conflict), and a mass
+    // failure is worked off at Redis' pace rather than one round trip after another.
+    let deposed = false;
+    for (let i = 0; i < expired.length && !deposed; i += SWEEP_CONCURRENCY) {
       // Stop at once if the lease lapsed mid-sweep (a pause, a partition): the epoch fences us anyway.
       if (this.stopped || !this.leadership.isLeader()) break;
-      try {
-        const x = await this.o.tasks.expireStep(taskId, step, now, epoch);
-        await this.act(taskId, step, epoch, x, now);
-        this.health.handled++;
-      } catch (e) {
-        if (isTriadError(e, 'STALE')) {
-          this.health.fencedWrites++;
-          this.log.warn({ taskId, step, epoch }, 'write rejected: a newer supervisor epoch exists; stepping down');
-          break;
-        }
-        this.log.error({ err: errorMessage(e), taskId, step }, 'could not handle an expired step; retrying next sweep');
-      }
+      await Promise.all(
+        expired.slice(i, i + SWEEP_CONCURRENCY).map(async ({ taskId, step }) => {
+          try {
+            const x = await this.o.tasks.expireStep(taskId, step, now, epoch);
+            await this.act(taskId, step, epoch, x, now);
+            this.health.handled++;
+          } catch (e) {
+            if (isTriadError(e, 'STALE')) {
+              this.health.fencedWrites++;
+              deposed = true;
+              this.log.warn({ taskId, step, epoch }, 'write rejected: a newer supervisor epoch exists; stepping down');
+              return;
+            }
+            this.log.error({ err: errorMessage(e), taskId, step }, 'could not handle an expired step; retrying next sweep');
+          }
+        }),
+      );
     }
     this.health.sweepMs = performance.now() - started;
     // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above).
