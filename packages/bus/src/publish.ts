@@ -1,6 +1,6 @@
 /** Publishing: JetStream with a message id where duplicates are possible; dead letters; plain NATS for replies. */
 import { headers } from '@nats-io/nats-core';
-import { encode, errorMessage, type DeadLetter, type TaskEvent } from '@triad/protocol';
+import { encode, errorMessage, type DeadLetter, type TaskEvent, type TaskEventBatch } from '@triad/protocol';
 import type { Bus } from './connection.js';
 
 export async function publishDurable(bus: Bus, subject: string, data: Uint8Array, msgID?: string): Promise<{ duplicate: boolean }> {
@@ -22,19 +22,19 @@ export async function deadLetter(bus: Bus, source: string, reason: string, origi
 }
 
 /**
- * Publishes a task's events: to the events stream (message id `taskId:ev:seq`, so a repeat is dropped)
- * and, when the submitter named one, to its private reply subject.
+ * Publishes the events of one transition as one message: to the events stream (message id
+ * `taskId:ev:<first seq>`, so a repeat is dropped) and, when the submitter named one, to its private
+ * reply subject.
  */
 export async function publishTaskEvents(bus: Bus, taskId: string, events: readonly TaskEvent[], replyTo?: string): Promise<void> {
-  await Promise.all(
-    events.map(async (ev) => {
-      const bytes = encode(ev);
-      if (replyTo) {
-        const h = headers();
-        h.set('Triad-Task-Id', taskId);
-        bus.nc.publish(replyTo, bytes, { headers: h });
-      }
-      await publishDurable(bus, bus.names.subjects.event(taskId), bytes, `${taskId}:ev:${ev.seq}`);
-    }),
-  );
+  const first = events[0];
+  if (!first) return;
+  const batch: TaskEventBatch = { taskId, events: [...events] };
+  const bytes = encode(batch);
+  if (replyTo) {
+    const h = headers();
+    h.set('Triad-Task-Id', taskId);
+    bus.nc.publish(replyTo, bytes, { headers: h });
+  }
+  await publishDurable(bus, bus.names.subjects.event(taskId), bytes, `${taskId}:ev:${first.seq}`);
 }

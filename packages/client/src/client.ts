@@ -17,7 +17,7 @@ import {
   ApiReplySchema,
   ErrorCode,
   SubmissionSchema,
-  TaskEventSchema,
+  TaskEventBatchSchema,
   TriadError,
   decode,
   encode,
@@ -201,18 +201,19 @@ export class TriadClient {
     const seen = new Set<number>();
     try {
       for await (const m of messages) {
-        const d = decode(m.data, TaskEventSchema, 'task event');
+        const d = decode(m.data, TaskEventBatchSchema, 'task events');
         if (!d.ok) continue;
-        const ev = d.value;
-        if (ev.seq > 0 && seen.has(ev.seq)) continue;
-        seen.add(ev.seq);
-        yield ev;
-        if (ev.type === 'rejected') return;
-        // A task-ending event ends the watch only if it is the task's latest: an operator retry can
-        // have brought the task back to life after it (its history then goes on).
-        if (isTaskEnd(ev)) {
-          const state = await this.getTask(taskId).catch(() => undefined);
-          if (!state || state.seq <= ev.seq) return;
+        for (const ev of d.value.events) {
+          if (ev.seq > 0 && seen.has(ev.seq)) continue;
+          seen.add(ev.seq);
+          yield ev;
+          if (ev.type === 'rejected') return;
+          // A task-ending event ends the watch only if it is the task's latest: an operator retry can
+          // have brought the task back to life after it (its history then goes on).
+          if (isTaskEnd(ev)) {
+            const state = await this.getTask(taskId).catch(() => undefined);
+            if (!state || state.seq <= ev.seq) return;
+          }
         }
       }
     } finally {
@@ -275,8 +276,8 @@ export class TriadClient {
     const sub = this.bus.nc.subscribe(subject);
     async function* events(): AsyncGenerator<TaskEvent> {
       for await (const m of sub) {
-        const d = decode(m.data, TaskEventSchema, 'task event');
-        if (d.ok) yield d.value;
+        const d = decode(m.data, TaskEventBatchSchema, 'task events');
+        if (d.ok) yield* d.value.events;
       }
     }
     return { subject, events: events(), close: () => sub.unsubscribe() };

@@ -160,6 +160,18 @@ export const TaskEventSchema = z
 export type TaskEvent = z.output<typeof TaskEventSchema>;
 
 /**
+ * What travels on a task's event subject and its submitter's reply subject: the events of one
+ * transition, in sequence order (one message per transition, not per event).
+ */
+export const TaskEventBatchSchema = z
+  .object({
+    taskId: z.string().min(1).max(128),
+    events: z.array(TaskEventSchema).min(1).max(1_000),
+  })
+  .strict();
+export type TaskEventBatch = z.output<typeof TaskEventBatchSchema>;
+
+/**
  * Supervisor → scheduler: "send the request of this step attempt" (a retry, or a compensation the
  * supervisor's transition began). The transition is already made; the scheduler only publishes, and only
  * if that attempt is still the current one. `epoch` is the supervisor leader's fencing value.

@@ -21,6 +21,7 @@ import {
   SupervisorCommandSchema,
   TASK_ID_PATTERN,
   TaskEventSchema,
+  TaskEventBatchSchema,
   TaskIdSchema,
   TaskStateSchema,
   TaskSummarySchema,
@@ -97,6 +98,9 @@ describe('encode/decode round trip of every message schema', () => {
   it('TaskEvent, SupervisorCommand (each variant), Alert', () => {
     const ev = { taskId: 't-1', seq: 7, type: 'step_failed', status: 'running', step: 'charge', attempt: 2, at: T0, reason: 'timeout', error: { code: 'TIMEOUT', message: 'x', details: ['a'] } };
     expect(roundTrip(TaskEventSchema, ev)).toEqual(ev);
+    const batch = { taskId: 't-1', events: [ev, { ...ev, seq: 8, type: 'step_retried', attempt: 3 }] };
+    expect(roundTrip(TaskEventBatchSchema, batch)).toEqual(batch);
+    expect(TaskEventBatchSchema.safeParse({ taskId: 't-1', events: [] }).success).toBe(false);
     for (const cmd of [
       { type: 'retry_step', taskId: 't-1', step: 'charge', kind: 'run', attempt: 3, epoch: 4 },
       { type: 'retry_step', taskId: 't-1', step: 'charge', kind: 'compensate', attempt: 1, epoch: 0 },

@@ -29,6 +29,7 @@ import {
   type Logger,
   type RegisteredWorkflow,
   type TaskEvent,
+  type TaskEventBatch,
 } from '@triad/protocol';
 import type { Lease, Leases, TaskStore, WorkflowStore } from '@triad/store';
 import { ApiServer, unknownWorkflow } from './api.js';
@@ -290,7 +291,8 @@ export class Scheduler {
     if (typeof taskId !== 'string' || typeof replyTo !== 'string') return;
     const ev: TaskEvent = { taskId: taskId.slice(0, 128) || 'unknown', seq: 0, type: 'rejected', at: Date.now(), reason: reason.slice(0, 4000) };
     try {
-      this.o.bus.nc.publish(replyTo, encode(ev));
+      const batch: TaskEventBatch = { taskId: ev.taskId, events: [ev] };
+      this.o.bus.nc.publish(replyTo, encode(batch));
     } catch {
       // an unusable reply subject: the dead letter still records the reason
     }
