@@ -35,4 +35,5 @@ export { startProcess, type ActorProcess, type StartProcessOptions } from './pro
 export { startRedis, type RedisServer, type StartRedisOptions } from './redis.js';
 export { redisCommand, redisReply, type RedisCommandOptions, type RespValue } from './resp.js';
 export { Teardown, withTeardown, type TeardownStep } from './teardown.js';
+export type { ServerControl } from './server.js';
 export { sleep, waitFor, type WaitForOptions } from './wait.js';

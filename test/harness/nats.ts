@@ -7,7 +7,7 @@ import { requireBinary } from './binaries.js';
 import { uniqueNamespace } from './namespace.js';
 import { natsInfo } from './nats-protocol.js';
 import { freePorts } from './ports.js';
-import { ManagedServer } from './server.js';
+import { type ServerControl, ManagedServer } from './server.js';
 import type { Teardown } from './teardown.js';
 
 export interface StartNatsOptions {
@@ -19,7 +19,8 @@ export interface StartNatsOptions {
   readyTimeoutMs?: number;
 }
 
-export interface NatsServer {
+/** A nats-server; `signal` also serves nats-server's SIGHUP (reload) and SIGUSR2 (lame-duck mode). */
+export interface NatsServer extends ServerControl {
   /** nats://127.0.0.1:PORT — stays the same across restart(). */
   readonly url: string;
   readonly port: number;
@@ -28,21 +29,6 @@ export interface NatsServer {
   /** Passed as -sd; nats-server keeps JetStream state in `<dataDir>/jetstream`. */
   readonly dataDir: string;
   readonly serverName: string;
-  pid(): number | undefined;
-  /** SIGKILL and wait for the exit: a crash. */
-  kill(): Promise<void>;
-  /** SIGSTOP: connections hang instead of failing. */
-  pause(): void;
-  /** SIGCONT. */
-  resume(): void;
-  /** Any other signal (nats-server: SIGHUP reloads, SIGUSR2 enters lame-duck mode). */
-  signal(signal: NodeJS.Signals): void;
-  /** SIGTERM and wait if running, then start on the same port and data dir and wait until ready. */
-  restart(): Promise<void>;
-  /** SIGTERM, wait, remove the data dir. Idempotent; the server cannot be restarted afterwards. */
-  stop(): Promise<void>;
-  /** Tail of its stdout/stderr, with a harness line at every (re)start. */
-  log(): string;
 }
 
 interface NatsPorts {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { requireBinary } from './binaries.js';
 import { freePort } from './ports.js';
 import { redisReply } from './resp.js';
-import { ManagedServer } from './server.js';
+import { type ServerControl, ManagedServer } from './server.js';
 import type { Teardown } from './teardown.js';
 
 export interface StartRedisOptions {
@@ -17,26 +17,13 @@ export interface StartRedisOptions {
   readyTimeoutMs?: number;
 }
 
-export interface RedisServer {
+/** A redis-server; restart() replays its AOF; while paused, connections are accepted by the kernel but nothing answers. */
+export interface RedisServer extends ServerControl {
   /** redis://127.0.0.1:PORT — stays the same across restart(). */
   readonly url: string;
   readonly port: number;
   /** Passed as --dir; with AOF, Redis 7 keeps its files in `<dir>/appendonlydir`. */
   readonly dir: string;
-  pid(): number | undefined;
-  /** SIGKILL and wait for the exit: a crash. */
-  kill(): Promise<void>;
-  /** SIGSTOP: connections are accepted by the kernel but nothing answers. */
-  pause(): void;
-  /** SIGCONT. */
-  resume(): void;
-  signal(signal: NodeJS.Signals): void;
-  /** SIGTERM and wait if running, then start on the same port and dir (AOF replayed) and wait until ready. */
-  restart(): Promise<void>;
-  /** SIGTERM, wait, remove the dir. Idempotent; the server cannot be restarted afterwards. */
-  stop(): Promise<void>;
-  /** Tail of its stdout/stderr, with a harness line at every (re)start. */
-  log(): string;
 }
 
 const PROBE_TIMEOUT_MS = 1_000;

@@ -16,6 +16,25 @@ import { sleep, withTimeout } from './wait.js';
 
 /** Attempts at a first start (fresh ports each time) or a restart (same ports, after a pause). */
 export const MAX_START_ATTEMPTS = 5;
+
+/** What a test can do to a server the harness started: the fault injections and the lifecycle. */
+export interface ServerControl {
+  pid(): number | undefined;
+  /** SIGKILL and wait for the exit: a crash. */
+  kill(): Promise<void>;
+  /** SIGSTOP: connections hang instead of failing. */
+  pause(): void;
+  /** SIGCONT. */
+  resume(): void;
+  /** Any other signal. */
+  signal(signal: NodeJS.Signals): void;
+  /** SIGTERM and wait if running, then start again on the same port and data and wait until ready. */
+  restart(): Promise<void>;
+  /** SIGTERM, wait, remove the data. Idempotent; the server cannot be restarted afterwards. */
+  stop(): Promise<void>;
+  /** Tail of its stdout/stderr, with a harness line at every (re)start. */
+  log(): string;
+}
 const STOP_GRACE_MS = 10_000;
 const LOG_CAP_CHARS = 256 * 1024;
 const PORT_IN_USE = /address already in use/i;

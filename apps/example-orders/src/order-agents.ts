@@ -55,50 +55,44 @@ export function breakerFromEnv(env: NodeJS.ProcessEnv = process.env): { threshol
   return b;
 }
 
+/** Applies an effect on a service once per idempotency key; resolves with the service's result. */
+async function apply(url: string, idempotencyKey: string, action: string, payload: unknown, signal: AbortSignal): Promise<unknown> {
+  const r = (await call(url, '/apply', { idempotencyKey, action, payload }, signal)) as { result: unknown };
+  return r.result;
+}
+
+/** Undoes the effect applied under the step's run key (`undoes`), once per undo key. */
+async function undo(url: string, ctx: { idempotencyKey: string; undoes?: string; signal: AbortSignal }): Promise<unknown> {
+  if (!ctx.undoes) throw new PermanentError('a compensation request must name the effect it undoes');
+  return call(url, '/undo', { idempotencyKey: ctx.idempotencyKey, of: ctx.undoes }, ctx.signal);
+}
+
 export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv(), breaker = breakerFromEnv()) {
+  const common = { input: OrderInputSchema, breaker };
   const inventory = defineAgent({
     name: 'inventory',
-    input: OrderInputSchema,
-    breaker,
-    async handler({ input, idempotencyKey, signal }) {
-      const r = (await call(urls.inventory, '/apply', { idempotencyKey, action: 'reserve', payload: { orderId: input.orderId, items: input.items ?? [] } }, signal)) as { result: unknown };
-      return r.result;
-    },
-    // Release the reservation made under the step's run key (`undoes`).
-    async compensate({ idempotencyKey, undoes, signal }) {
-      return call(urls.inventory, '/undo', { idempotencyKey, of: undoes }, signal);
-    },
+    ...common,
+    handler: ({ input, idempotencyKey, signal }) => apply(urls.inventory, idempotencyKey, 'reserve', { orderId: input.orderId, items: input.items ?? [] }, signal),
+    // Release the reservation.
+    compensate: (ctx) => undo(urls.inventory, ctx),
   });
   const fraud = defineAgent({
     name: 'fraud',
-    input: OrderInputSchema,
-    breaker,
-    async handler({ input, idempotencyKey, signal }) {
-      const r = (await call(urls.fraud, '/apply', { idempotencyKey, action: 'screen', payload: { orderId: input.orderId, amount: input.amount } }, signal)) as { result: unknown };
-      return r.result;
-    },
+    ...common,
+    handler: ({ input, idempotencyKey, signal }) => apply(urls.fraud, idempotencyKey, 'screen', { orderId: input.orderId, amount: input.amount }, signal),
   });
   const payment = defineAgent({
     name: 'payment',
-    input: OrderInputSchema,
-    breaker,
-    async handler({ input, idempotencyKey, signal }) {
-      const r = (await call(urls.payment, '/apply', { idempotencyKey, action: 'charge', payload: { orderId: input.orderId, amount: input.amount } }, signal)) as { result: unknown };
-      return r.result;
-    },
-    // Refund the charge made under the step's run key (`undoes`).
-    async compensate({ idempotencyKey, undoes, signal }) {
-      return call(urls.payment, '/undo', { idempotencyKey, of: undoes }, signal);
-    },
+    ...common,
+    handler: ({ input, idempotencyKey, signal }) => apply(urls.payment, idempotencyKey, 'charge', { orderId: input.orderId, amount: input.amount }, signal),
+    // Refund the charge.
+    compensate: (ctx) => undo(urls.payment, ctx),
   });
   const shipping = defineAgent({
     name: 'shipping',
-    input: OrderInputSchema,
-    breaker,
-    async handler({ input, needs, idempotencyKey, signal }) {
-      const r = (await call(urls.shipping, '/apply', { idempotencyKey, action: 'ship', payload: { orderId: input.orderId, reservation: needs['reserve'], charge: needs['charge'] } }, signal)) as { result: unknown };
-      return r.result;
-    },
+    ...common,
+    handler: ({ input, needs, idempotencyKey, signal }) =>
+      apply(urls.shipping, idempotencyKey, 'ship', { orderId: input.orderId, reservation: needs['reserve'], charge: needs['charge'] }, signal),
   });
   return [inventory, fraud, payment, shipping];
 }

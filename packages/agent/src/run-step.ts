@@ -67,7 +67,8 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
         signal: controller.signal,
       };
       let outcome: { ok: true; value: unknown } | { ok: false; error: unknown } | 'closed';
-      const run = (): Promise<unknown> => (req.kind === 'compensate' && agent.compensate ? agent.compensate(ctx) : agent.handler(ctx));
+      // Promise.resolve().then: a handler that throws synchronously becomes a rejection like any other.
+      const run = (): Promise<unknown> => Promise.resolve().then(() => (req.kind === 'compensate' && agent.compensate ? agent.compensate(ctx) : agent.handler(ctx)));
       const call = o.breaker ? o.breaker.policy.execute(run) : run();
       try {
         outcome = await Promise.race([call.then((value) => ({ ok: true as const, value })), closed]);

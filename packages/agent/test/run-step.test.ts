@@ -274,3 +274,19 @@ describe('runStep with a circuit breaker', () => {
     }
   });
 });
+
+describe('runStep with a handler that throws synchronously', () => {
+  it('treats the throw like a rejection (retried, then reported), never as a crash of the agent', async () => {
+    let calls = 0;
+    const sync = defineAgent({
+      name: 'sync',
+      handler: () => {
+        calls++;
+        throw new Error('thrown before any promise');
+      },
+    });
+    const r = await runStep(request({ agent: 'sync', completeBy: Date.now() + 5_000, retry: { maxAttempts: 2, initialDelayMs: 1, maxDelayMs: 1 } }), sync, { safetyMarginMs: 0, random: () => 0 });
+    expect(r).toMatchObject({ kind: 'failed', retryable: true, tries: 2, message: 'thrown before any promise' });
+    expect(calls).toBe(2);
+  });
+});
