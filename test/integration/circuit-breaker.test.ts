@@ -17,7 +17,8 @@ beforeAll(async () => {
 describe('circuit breaker', () => {
   it('parks steps while the breaker is open without counting failures; they complete after the service heals', async () => {
     const t = await startTriad(td, { nats, redis }, { registerOrders: false, agentProcesses: 0 });
-    await t.startAgents({ TRIAD_BREAKER_THRESHOLD: '2', TRIAD_BREAKER_HALF_OPEN_MS: '1500' });
+    // Open for 4 s: long enough that the second task surely meets it open, even on a loaded machine.
+    await t.startAgents({ TRIAD_BREAKER_THRESHOLD: '2', TRIAD_BREAKER_HALF_OPEN_MS: '4000' });
     // Three failures end a step; the breaker opens after two.
     await t.client.registerWorkflow({
       name: 'orders',

@@ -22,7 +22,7 @@ const linear: WorkflowDefinitionInput = {
   name: 'linear',
   onFailure: 'compensate',
   defaults: fast,
-  steps: ['s1', 's2', 's3', 's4'].map((name, i, all) => ({ name, agent: 'worker', budgetMs: 3_000, compensate: undo, dependsOn: i === 0 ? [] : [all[i - 1]!] })),
+  steps: ['s1', 's2', 's3', 's4'].map((name, i, all) => ({ name, agent: 'worker', budgetMs: 10_000, compensate: undo, dependsOn: i === 0 ? [] : [all[i - 1]!] })),
 };
 
 /** a → (b ∥ c) → d */
@@ -40,7 +40,7 @@ const diamond: WorkflowDefinitionInput = {
 
 beforeAll(async () => {
   [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
-  t = await startTriad(td, { nats, redis }, { registerOrders: false, agentProcesses: 0, supervisor: { intervalMs: 100, leaseMs: 2_000, retentionMs: 3_000 } });
+  t = await startTriad(td, { nats, redis }, { registerOrders: false, agentProcesses: 0, supervisor: { intervalMs: 100, leaseMs: 2_000 } });
   await t.startSagaAgents();
   await t.client.registerWorkflow(linear);
   await t.client.registerWorkflow(diamond);
@@ -138,7 +138,8 @@ describe('compensation', () => {
 
 describe('cancel', () => {
   it('stops a running task in the middle: nothing new starts, the completed step is undone, the in-flight one abandoned', async () => {
-    const { taskId } = await t.client.submit('linear', { delayMs: { s2: 2_500 } } satisfies SagaInput);
+    // s2 takes 6 s: the cancel (through the CLI, a new process) surely lands while it runs.
+    const { taskId } = await t.client.submit('linear', { delayMs: { s2: 6_000 } } satisfies SagaInput);
     await waitFor(async () => (await t.client.getTask(taskId)).steps[1]!.status === 'processing' || undefined, { timeoutMs: 10_000, what: 's2 to start' });
     const r = await cli(t, ['cancel', taskId, '--reason', 'customer withdrew', '--json']);
     expect(r.code, r.stderr).toBe(0);
@@ -150,7 +151,7 @@ describe('cancel', () => {
     expect(events.some((e) => e.type === 'compensating' && e.reason === 'customer withdrew')).toBe(true);
     // s2's agent finishes after the cancel: its late result is rejected by fencing, and s3 never starts.
     await waitFor(async () => Number((await t.redis.hget(`triad:${t.namespace}:task:{${taskId}}`, 'staleResults')) ?? 0) >= 1 || undefined, {
-      timeoutMs: 10_000,
+      timeoutMs: 20_000,
       what: "s2's late result to be rejected",
     });
     expect(stepsOf(await t.client.getTask(taskId))).toMatchObject({ s2: 'abandoned', s3: 'pending' });
@@ -189,17 +190,20 @@ describe('versions and retention', () => {
   });
 
   it('retention removes finished tasks after their time and leaves running ones', async () => {
-    const done = await t.client.run('linear', {}, { timeoutMs: 30_000 });
+    // A Triad of its own whose retention is 3 s (the others keep the default, a day).
+    const r = await startTriad(td, { nats, redis }, { registerOrders: false, agentProcesses: 0, supervisor: { intervalMs: 100, leaseMs: 2_000, retentionMs: 3_000 } });
+    await r.startSagaAgents();
+    await r.client.registerWorkflow(linear);
+    const done = await r.client.run('linear', {}, { timeoutMs: 30_000 });
     expect(done.status).toBe('completed');
-    const { taskId: running } = await t.client.submit('linear', { delayMs: { s1: 8_000 } } satisfies SagaInput);
-    // This Triad's retention is 3 s.
+    const { taskId: running } = await r.client.submit('linear', { delayMs: { s1: 8_000 } } satisfies SagaInput);
     await waitFor(
-      async () => (await t.client.getTask(done.taskId).then(() => undefined, (e: { code?: string }) => e.code === ErrorCode.UnknownTask || undefined)),
+      async () => (await r.client.getTask(done.taskId).then(() => undefined, (e: { code?: string }) => e.code === ErrorCode.UnknownTask || undefined)),
       { timeoutMs: 15_000, what: 'the finished task to be removed' },
     );
-    const still = await t.client.getTask(running);
+    const still = await r.client.getTask(running);
     expect(still.status).toBe('running');
-    expect((await t.client.listTasks({ limit: 1000 })).map((x) => x.taskId)).not.toContain(done.taskId);
-    expect(await t.redis.exists(`triad:${t.namespace}:task:{${done.taskId}}`)).toBe(0);
+    expect((await r.client.listTasks({ limit: 1000 })).map((x) => x.taskId)).not.toContain(done.taskId);
+    expect(await r.redis.exists(`triad:${r.namespace}:task:{${done.taskId}}`)).toBe(0);
   });
 });
