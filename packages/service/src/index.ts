@@ -73,8 +73,9 @@ export function runService(name: string, start: (ctx: ServiceContext) => Promise
         heartbeat = setInterval(() => void beat(), 5_000);
         heartbeat.unref();
       }
-      // The line test harnesses and the local runner wait for.
-      log.info({ namespace: config.namespace }, `${name} ready`);
+      // The line test harnesses, the benchmark and the local runner wait for: printed whatever the level.
+      if (log.level === 'debug' || log.level === 'info') log.info({ namespace: config.namespace }, `${name} ready`);
+      else process.stdout.write(`${name} ready (namespace ${config.namespace})\n`);
     },
     (e: unknown) => {
       process.stderr.write(`${name} failed to start: ${errorMessage(e)}\n`);
