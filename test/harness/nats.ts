@@ -83,14 +83,7 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsServer
     monitorUrl: `http://127.0.0.1:${monitorPort}`,
     dataDir,
     serverName,
-    pid: () => server.pid(),
-    kill: () => server.kill(),
-    pause: () => server.pause(),
-    resume: () => server.resume(),
-    signal: (signal) => server.signal(signal),
-    restart: () => server.restart(),
-    stop: () => server.stop(),
-    log: () => server.log(),
+    ...server.controls(),
   };
 }
 

@@ -65,13 +65,6 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
     url: `redis://127.0.0.1:${port}`,
     port,
     dir,
-    pid: () => server.pid(),
-    kill: () => server.kill(),
-    pause: () => server.pause(),
-    resume: () => server.resume(),
-    signal: (signal) => server.signal(signal),
-    restart: () => server.restart(),
-    stop: () => server.stop(),
-    log: () => server.log(),
+    ...server.controls(),
   };
 }

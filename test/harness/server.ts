@@ -76,6 +76,20 @@ export class ManagedServer<P> {
     return this.#ports;
   }
 
+  /** The lifecycle and fault controls a test gets, bound to this server. */
+  controls(): ServerControl {
+    return {
+      pid: () => this.pid(),
+      kill: () => this.kill(),
+      pause: () => this.pause(),
+      resume: () => this.resume(),
+      signal: (signal) => this.signal(signal),
+      restart: () => this.restart(),
+      stop: () => this.stop(),
+      log: () => this.log(),
+    };
+  }
+
   pid(): number | undefined {
     return this.#current?.isRunning() === true ? this.#current.pid : undefined;
   }

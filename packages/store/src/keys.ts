@@ -38,11 +38,7 @@ export function keys(namespace: string): Keys {
   };
 }
 
-/** The deadline index member of a step: `<taskId>|<step>` (neither may contain "|"). */
-export function deadlineMember(taskId: string, step: string): string {
-  return `${taskId}|${step}`;
-}
-
+/** Reads a deadline index member, `<taskId>|<step>` (written by the Lua deadline_member; neither part may contain "|"). */
 export function parseDeadlineMember(member: string): { taskId: string; step: string } | undefined {
   const i = member.lastIndexOf('|');
   if (i <= 0) return undefined;

@@ -13,7 +13,7 @@ import {
   type TaskSummary,
 } from '@triad/protocol';
 import type { PlanStep } from '@triad/core';
-import { keys, type Keys } from './keys.js';
+import { keys, parseDeadlineMember, type Keys } from './keys.js';
 import { ScriptCode, scriptError } from './codes.js';
 import { runScript } from './scripts.js';
 import { parseBody, parseExpiry, parseTransition, type Expiry, type Transition } from './transitions.js';
@@ -318,20 +318,13 @@ export class TaskStore {
     return parseExpiry(reply[1]);
   }
 
-  /** Reads a task's step record (for fencing checks and tests). */
-  async getStepRecord(taskId: string, step: string): Promise<StepRecord | undefined> {
-    const raw = await this.redis.hget(this.keys.task(taskId), `s:${step}`);
-    return raw ? (JSON.parse(raw) as StepRecord) : undefined;
-  }
-
   /** Steps whose complete-by has passed, oldest first: O(log n + expired) on the deadline index. */
   async expiredSteps(now: number, limit: number): Promise<{ taskId: string; step: string; completeBy: number }[]> {
     const raw = await this.redis.zrangebyscore(this.keys.deadlines, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit);
     const out: { taskId: string; step: string; completeBy: number }[] = [];
     for (let i = 0; i + 1 < raw.length; i += 2) {
-      const member = raw[i] as string;
-      const sep = member.lastIndexOf('|');
-      if (sep > 0) out.push({ taskId: member.slice(0, sep), step: member.slice(sep + 1), completeBy: Number(raw[i + 1]) });
+      const m = parseDeadlineMember(raw[i] as string);
+      if (m) out.push({ ...m, completeBy: Number(raw[i + 1]) });
     }
     return out;
   }
