@@ -44,28 +44,54 @@ async function waitListening(host: string, port: number, name: string, child: Ch
   throw new Error(`${name} did not start listening on ${host}:${port} within 10 s; see ${logFile}`);
 }
 
-export async function ensureNats(url: string, dataDir: string): Promise<StartedServer | undefined> {
-  const { host, port } = hostPort(url, 4222);
-  if (await listening(host, port)) return undefined;
-  requireBinary('nats-server', 'install it with `apt-get install -y nats-server` (Debian/Ubuntu) or from the NATS releases, or set NATS_URL to a running server');
-  const dir = join(dataDir, 'nats');
-  mkdirSync(dir, { recursive: true });
-  const logFile = join(dataDir, 'logs', 'nats-server.log');
-  const out = openSync(logFile, 'a');
-  const child = spawn('nats-server', ['-a', host, '-p', String(port), '-js', '-sd', dir], { stdio: ['ignore', out, out] });
-  await waitListening(host, port, 'nats-server', child, logFile);
-  return { name: 'nats-server', child };
+interface PrivateServer {
+  binary: 'nats-server' | 'redis-server';
+  url: string;
+  defaultPort: number;
+  /** Data folder under the data dir. */
+  folder: string;
+  install: string;
+  args(host: string, port: number, dir: string): string[];
 }
 
-export async function ensureRedis(url: string, dataDir: string): Promise<StartedServer | undefined> {
-  const { host, port } = hostPort(url, 6379);
+/** Returns undefined when something already listens at the URL; otherwise starts the binary there. */
+async function ensure(s: PrivateServer, dataDir: string): Promise<StartedServer | undefined> {
+  const { host, port } = hostPort(s.url, s.defaultPort);
   if (await listening(host, port)) return undefined;
-  requireBinary('redis-server', 'install it with `apt-get install -y redis-server` (Debian/Ubuntu), or set REDIS_URL to a running server');
-  const dir = join(dataDir, 'redis');
+  requireBinary(s.binary, s.install);
+  const dir = join(dataDir, s.folder);
   mkdirSync(dir, { recursive: true });
-  const logFile = join(dataDir, 'logs', 'redis-server.log');
+  const logFile = join(dataDir, 'logs', `${s.binary}.log`);
   const out = openSync(logFile, 'a');
-  const child = spawn('redis-server', ['--bind', host, '--port', String(port), '--dir', dir, '--appendonly', 'yes', '--save', ''], { stdio: ['ignore', out, out] });
-  await waitListening(host, port, 'redis-server', child, logFile);
-  return { name: 'redis-server', child };
+  const child = spawn(s.binary, s.args(host, port, dir), { stdio: ['ignore', out, out] });
+  await waitListening(host, port, s.binary, child, logFile);
+  return { name: s.binary, child };
+}
+
+export function ensureNats(url: string, dataDir: string): Promise<StartedServer | undefined> {
+  return ensure(
+    {
+      binary: 'nats-server',
+      url,
+      defaultPort: 4222,
+      folder: 'nats',
+      install: 'install it with `apt-get install -y nats-server` (Debian/Ubuntu) or from the NATS releases, or set NATS_URL to a running server',
+      args: (host, port, dir) => ['-a', host, '-p', String(port), '-js', '-sd', dir],
+    },
+    dataDir,
+  );
+}
+
+export function ensureRedis(url: string, dataDir: string): Promise<StartedServer | undefined> {
+  return ensure(
+    {
+      binary: 'redis-server',
+      url,
+      defaultPort: 6379,
+      folder: 'redis',
+      install: 'install it with `apt-get install -y redis-server` (Debian/Ubuntu), or set REDIS_URL to a running server',
+      args: (host, port, dir) => ['--bind', host, '--port', String(port), '--dir', dir, '--appendonly', 'yes', '--save', ''],
+    },
+    dataDir,
+  );
 }
