@@ -33,7 +33,7 @@ runService('agent-host', async ({ config, log, onShutdown, healthy }) => {
   onShutdown(() => bus.close());
   const redis = connectRedis(config.redisUrl);
   onShutdown(() => void redis.disconnect());
-  const host = new AgentHost({ bus, state: { tasks: new TaskStore(redis, config.namespace), leases: new Leases([redis], config.namespace) }, agents, logger: log });
+  const host = new AgentHost({ bus, state: { tasks: new TaskStore(redis, config.namespace), leases: new Leases(redis, config.namespace) }, agents, logger: log });
   await host.start();
   onShutdown(() => host.stop());
   healthy(() => !bus.nc.isClosed());

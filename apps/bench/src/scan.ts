@@ -91,7 +91,7 @@ interface Samples {
 function scanner(redis: Redis, namespace: string, o: ScanOptions) {
   const k = keys(namespace);
   const store = new TaskStore(redis, namespace);
-  const leases = new Leases([redis], namespace);
+  const leases = new Leases(redis, namespace);
   const wf = validateDefinition(stallWorkflow(1_000));
   const plan = compilePlan(wf);
   const input = encode({});
@@ -103,11 +103,11 @@ function scanner(redis: Redis, namespace: string, o: ScanOptions) {
     const past = Date.now() - 60_000;
     await Promise.all(
       ids.map(async (taskId) => {
-        const lease = await leases.task(taskId);
+        const lease = leases.task(taskId);
         try {
           await store.createTask({ lease, taskId, workflow: wf.name, version: 1, input, plan, onFailure: 'error', now: past, schedulerId: 'bench-scan' });
         } finally {
-          await lease.release();
+          await leases.release(lease);
         }
       }),
     );

@@ -13,7 +13,7 @@ runService('scheduler', async ({ config, log, onShutdown, healthy }) => {
     bus,
     tasks: new TaskStore(redis, config.namespace),
     workflows: new WorkflowStore(redis, config.namespace),
-    leases: new Leases([redis], config.namespace),
+    leases: new Leases(redis, config.namespace),
     logger: log,
   });
   await scheduler.start();

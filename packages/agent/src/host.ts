@@ -117,49 +117,60 @@ export class AgentHost {
       void held.release();
       return 'ack';
     }
+    // No release: applying this result deletes the step lease (and if the result is lost, the lease
+    // lapses by completeBy, before any retry of the step can start).
     await this.report(req, outcome);
-    void held.release();
     return 'ack';
   }
 
   /**
-   * Takes the step's lease (another instance running it means this delivery is a duplicate) and claims
-   * the step (fenced by the lease and the attempt); keeps the lease extended, never past completeBy.
+   * Claims the step: `claimStep` takes the step's lease and records this instance as the holder in one
+   * atomic call, fenced by the attempt (another instance holding the lease means this delivery is a
+   * duplicate). Keeps the lease extended, never past completeBy. Once the result is applied, the
+   * scheduler's transition deletes the lease, so only a run that sends no result releases it here.
    */
   private async takeStep(req: StepRequest, margin: number): Promise<{ lost: AbortSignal; stop(): void; release(): Promise<void> } | undefined> {
     const { tasks, leases } = this.o.state;
     const maxMs = this.o.stepLeaseMs ?? 10_000;
     const leaseFor = (): number => Math.min(maxMs, req.completeBy - Date.now());
-    let lease: Lease;
-    try {
-      lease = await leases.step(req.taskId, req.step, req.kind, leaseFor());
-    } catch (e) {
-      if (!isTriadError(e, 'UNAVAILABLE')) throw e;
-      this.metrics.duplicates++;
-      this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'another instance holds this step: duplicate delivery dropped');
-      return undefined;
-    }
-    const claim = await tasks.claimStep({ lease, taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id });
+    const takenAt = Date.now();
+    const claimed = leases.step(req.taskId, req.step, req.kind, leaseFor());
+    const claim = await tasks.claimStep({ lease: claimed, taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id });
     if (!claim.claimed) {
-      this.metrics.staleRequests++;
-      this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt, reason: claim.reason }, 'request for a step that moved on: dropped');
-      void lease.release();
+      if (claim.busy) {
+        this.metrics.duplicates++;
+        this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'another instance holds this step: duplicate delivery dropped');
+      } else {
+        this.metrics.staleRequests++;
+        this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt, reason: claim.reason }, 'request for a step that moved on: dropped');
+      }
       return undefined;
     }
+    let lease: Lease = leases.held(claimed, takenAt);
+    let stopped = false;
     const lost = new AbortController();
+    const extendEvery = Math.max(50, Math.floor(leaseFor() / 3));
     const timer = setInterval(() => {
       const ms = leaseFor() - margin;
       if (ms <= 0) return; // the window closes before the lease would matter: runStep stops there
       lease.extend(ms).then(
         (l) => (lease = l),
         (e: unknown) => {
+          if (stopped) return; // the run ended meanwhile (and its result may already have freed the lease)
           this.metrics.leaseLost++;
           this.log.warn({ taskId: req.taskId, step: req.step, err: errorMessage(e) }, 'step lease lost: stopping, sending nothing');
           lost.abort(new Error('step lease lost'));
         },
       );
-    }, Math.max(50, Math.floor(leaseFor() / 3)));
-    return { lost: lost.signal, stop: () => clearInterval(timer), release: () => lease.release() };
+    }, extendEvery);
+    return {
+      lost: lost.signal,
+      stop: () => {
+        stopped = true;
+        clearInterval(timer);
+      },
+      release: () => lease.release(),
+    };
   }
 
   private async report(req: Pick<StepRequest, 'taskId' | 'step' | 'agent' | 'kind' | 'attempt'>, outcome: Exclude<StepOutcome, { kind: 'expired' }>): Promise<void> {

@@ -24,7 +24,7 @@ import {
   type WorkflowDefinition,
   type Logger,
 } from '@triad/protocol';
-import { requireTask, type Lease, type TaskStore, type WorkflowStore } from '@triad/store';
+import { requireTask, type LeaseClaim, type TaskStore, type WorkflowStore } from '@triad/store';
 import type { Dispatcher } from './dispatcher.js';
 import type { z } from 'zod';
 
@@ -39,7 +39,7 @@ export class ApiServer {
     private readonly workflows: WorkflowStore,
     private readonly dispatcher: Dispatcher,
     private readonly schedulerId: string,
-    private readonly withTaskLease: <T>(taskId: string, fn: (lease: Lease) => Promise<T>) => Promise<T | { nakDelayMs: number }>,
+    private readonly withTaskLease: <T>(taskId: string, fn: (lease: LeaseClaim) => Promise<T>) => Promise<T | { nakDelayMs: number }>,
     private readonly log: Logger = silentLogger,
   ) {}
 
@@ -76,7 +76,7 @@ export class ApiServer {
       },
       [s.api('task.retry')]: async (data) => {
         const q = req(data, RetryTaskRequestSchema, 'task.retry request');
-        const done = await this.withTaskLease(q.taskId, async (lease) => {
+        return this.underTaskLease(q.taskId, async (lease) => {
           const now = Date.now();
           const t = await this.tasks.retryStep({
             lease,
@@ -92,12 +92,10 @@ export class ApiServer {
           this.log.info({ taskId: q.taskId, step: t.step, attempt: t.dispatch[0]?.attempt, newInput: q.replaceInput }, 'operator retry');
           return { taskId: q.taskId, step: t.step, attempt: t.dispatch[0]?.attempt ?? 0 };
         });
-        if ('nakDelayMs' in done) throw new TriadError(ErrorCode.Unavailable, `task ${q.taskId} is being worked on by another scheduler right now; try again`);
-        return done;
       },
       [s.api('task.cancel')]: async (data) => {
         const q = req(data, CancelTaskRequestSchema, 'task.cancel request');
-        const done = await this.withTaskLease(q.taskId, async (lease) => {
+        return this.underTaskLease(q.taskId, async (lease) => {
           const now = Date.now();
           const t = await this.tasks.cancelTask({ lease, taskId: q.taskId, reason: q.reason ?? 'cancelled by an operator', now, schedulerId: this.schedulerId });
           const wf = await this.workflows.get(t.workflow, t.version);
@@ -106,8 +104,6 @@ export class ApiServer {
           this.log.info({ taskId: q.taskId, compensations: t.dispatch.length }, 'task cancelled');
           return { taskId: q.taskId, status: t.status };
         });
-        if ('nakDelayMs' in done) throw new TriadError(ErrorCode.Unavailable, `task ${q.taskId} is being worked on by another scheduler right now; try again`);
-        return done;
       },
       [s.api('alert.list')]: async (data) => {
         req(data, EmptyRequestSchema, 'alert.list request');
@@ -122,6 +118,16 @@ export class ApiServer {
         return this.tasks.listTasks(q.status ? { status: q.status, limit: q.limit } : { limit: q.limit });
       },
     };
+  }
+
+  /** An operator's operation under the task's lease; while another scheduler holds it, tried a few times. */
+  private async underTaskLease<T extends object>(taskId: string, fn: (lease: LeaseClaim) => Promise<T>): Promise<T> {
+    for (let tries = 0; tries < 5; tries++) {
+      const done = await this.withTaskLease(taskId, fn);
+      if (!('nakDelayMs' in done)) return done;
+      await new Promise((r) => setTimeout(r, done.nakDelayMs));
+    }
+    throw new TriadError(ErrorCode.Unavailable, `task ${taskId} is being worked on by another scheduler right now; try again`);
   }
 
   /**

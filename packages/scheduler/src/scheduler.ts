@@ -31,7 +31,7 @@ import {
   type TaskEvent,
   type TaskEventBatch,
 } from '@triad/protocol';
-import type { Lease, Leases, TaskStore, WorkflowStore } from '@triad/store';
+import { isLeaseBusy, type LeaseClaim, type Leases, type TaskStore, type WorkflowStore } from '@triad/store';
 import { ApiServer, unknownWorkflow } from './api.js';
 import { Dispatcher } from './dispatcher.js';
 
@@ -39,7 +39,7 @@ export interface SchedulerOptions {
   bus: Bus;
   tasks: TaskStore;
   workflows: WorkflowStore;
-  /** Redlock leases: each operation on a task holds the task's lease (checked inside the transition). */
+  /** Leases: each operation on a task holds the task's lease (taken inside its transition). */
   leases: Leases;
   id?: string;
   logger?: Logger;
@@ -77,6 +77,8 @@ export class Scheduler {
   private readonly dispatcher: Dispatcher;
   private readonly api: ApiServer;
   private consumers: RunningConsumer[] = [];
+  /** The tail of each task's queue of operations in this process (see withTaskLease). */
+  private readonly taskQueues = new Map<string, Promise<void>>();
 
   constructor(private readonly o: SchedulerOptions) {
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
@@ -174,24 +176,41 @@ export class Scheduler {
   }
 
   /**
-   * Runs one operation on a task under the task's Redlock lease; the transition checks the lease
-   * token itself. When another scheduler holds it, the message is put back for a moment.
+   * Runs one operation on a task under the task's lease, which the operation's transition takes
+   * atomically with its write (decision 0006), and releases it once the publishes are done. Operations
+   * on one task in this process run one after the other, so they never find each other's lease; when
+   * another scheduler holds it, the transition writes nothing and the message is put back for a moment.
    */
-  private async withTaskLease<T>(taskId: string, fn: (lease: Lease) => Promise<T>): Promise<T | { nakDelayMs: number }> {
-    let lease: Lease;
+  private withTaskLease<T>(taskId: string, fn: (lease: LeaseClaim) => Promise<T>): Promise<T | { nakDelayMs: number }> {
+    const run = (this.taskQueues.get(taskId) ?? Promise.resolve()).then(() => this.underLease(taskId, fn));
+    const tail = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.taskQueues.set(taskId, tail);
+    void tail.then(() => {
+      if (this.taskQueues.get(taskId) === tail) this.taskQueues.delete(taskId);
+    });
+    return run;
+  }
+
+  private async underLease<T>(taskId: string, fn: (lease: LeaseClaim) => Promise<T>): Promise<T | { nakDelayMs: number }> {
+    const lease = this.o.leases.task(taskId);
+    let result: T;
     try {
-      lease = await this.o.leases.task(taskId);
+      result = await fn(lease);
     } catch (e) {
-      if (!isTriadError(e, 'UNAVAILABLE')) throw e;
-      this.metrics.leaseBusy++;
-      return { nakDelayMs: 20 + Math.floor(Math.random() * 50) };
+      if (isLeaseBusy(e)) {
+        this.metrics.leaseBusy++;
+        return { nakDelayMs: 20 + Math.floor(Math.random() * 50) };
+      }
+      void this.o.leases.release(lease);
+      throw e;
     }
-    try {
-      return await fn(lease);
-    } finally {
-      // Not awaited: the next holder waits at most for the lease's expiry if this release is lost.
-      void lease.release();
-    }
+    // Not awaited: it goes out on the same connection before this process's next script on the task,
+    // and another scheduler waits at most for the lease's expiry if the release is lost.
+    void this.o.leases.release(lease);
+    return result;
   }
 
   async onResult(data: Uint8Array, deliveryCount: number): Promise<Disposition> {

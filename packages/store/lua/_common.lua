@@ -1,11 +1,16 @@
 -- Shared fragment, inlined by the loader wherever a script says --@include _common.
 -- Return codes (mirrored by ScriptCode in src/codes.ts).
-local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_LOST = 0, 1, 2, 3, 4, 5, 6, 7, 8
+local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY = 0, 1, 2, 3, 4, 5, 6, 7, 8
 
--- Fencing by lease: the caller's Redlock lease key must hold the caller's token at the moment of the
--- write. A process that paused past its lease fails this, whatever it believes.
-local function holds_lease(leaseKey, token)
-  return redis.call('GET', leaseKey) == token
+-- The caller's lease, taken in the same atomic call as the write it guards (decision 0006): free, or
+-- already held with the caller's token → (re)set to the token for `ms`; held by anyone else → false,
+-- and the caller writes nothing. This is Redlock's single-instance acquire (SET NX PX with a unique
+-- token), so Redlock's extend and release work on it unchanged.
+local function take_lease(leaseKey, token, ms)
+  local holder = redis.call('GET', leaseKey)
+  if holder and holder ~= token then return false end
+  redis.call('SET', leaseKey, token, 'PX', ms)
+  return true
 end
 
 local function decode_step(raw)

@@ -4,10 +4,11 @@
   attempt but the current one, or for a step that is not processing, is rejected (STALE) and changes nothing.
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] the scheduler's task lease
+  KEYS[5] the step lease of the agent that ran this attempt (deleted once its result is applied)
   ARGV[1] taskId  ARGV[2] step  ARGV[3] attempt  ARGV[4] ok ('1'|'0')  ARGV[5] output (msgpack) or error message
   ARGV[6] retryable ('1'|'0')  ARGV[7] now  ARGV[8] schedulerId  ARGV[9] agentId
   ARGV[10] circuit-open retry-after ms ('' = the breaker was not open)   ARGV[11] the lease token
-  ARGV[12] kind ('run' | 'compensate')
+  ARGV[12] kind ('run' | 'compensate')   ARGV[13] the lease duration (ms)
 
   Outcomes:
     ok                 → step processed; ready steps started; task completed when all are processed.
@@ -20,14 +21,14 @@
     failed, retryable  → the agent gave up inside its window: the step stays processing and its deadline
                          is moved to now, so the supervisor's next sweep applies the failure ladder.
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... } | { STALE, json{reason} }
-          | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' } | { LEASE_LOST, '{}' }
+          | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' } | { LEASE_BUSY, '{}' }
 ]]
 --@include _common
 
 local taskKey, deadlinesKey, finishedKey = KEYS[1], KEYS[2], KEYS[3]
 local taskId, stepName, attempt, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[7])
 
-if not holds_lease(KEYS[4], ARGV[11]) then return { LEASE_LOST, '{}' } end
+if not take_lease(KEYS[4], ARGV[11], ARGV[13]) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
 local rec = decode_step(redis.call('HGET', taskKey, 's:' .. stepName))
 if not rec then return { UNKNOWN_STEP, '{}' } end
@@ -45,6 +46,8 @@ if kind == 'compensate' then
   local lockEpoch = take_lock(taskKey, ARGV[8])
   redis.call('HSET', taskKey, 'updatedAt', now)
   comp.lockedBy = ARGV[9]
+  -- The run this result ends is over: its agent's step lease has nothing left to guard.
+  redis.call('DEL', KEYS[5])
   local plan = cjson.decode(redis.call('HGET', taskKey, 'plan'))
   if ARGV[4] == '1' then
     rec.status = 'compensated'
@@ -98,6 +101,8 @@ end
 local lockEpoch = take_lock(taskKey, ARGV[8])
 redis.call('HSET', taskKey, 'updatedAt', now)
 rec.lockedBy = ARGV[9]
+-- The run this result ends is over: its agent's step lease has nothing left to guard.
+redis.call('DEL', KEYS[5])
 
 if ARGV[4] == '1' then
   rec.status = 'processed'

@@ -5,16 +5,17 @@
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] the scheduler's task lease
   ARGV[1] taskId  ARGV[2] reason  ARGV[3] now  ARGV[4] schedulerId  ARGV[5] the lease token
+  ARGV[6] the lease duration (ms)
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
-          | { UNKNOWN_TASK, '{}' } | { INVALID_STATE, json{reason} } | { LEASE_LOST, '{}' }
+          | { UNKNOWN_TASK, '{}' } | { INVALID_STATE, json{reason} } | { LEASE_BUSY, '{}' }
   Events: cancelled is preceded by compensating, compensation_started/_done for each compensation.
 ]]
 --@include _common
 
 local taskKey, deadlinesKey, finishedKey = KEYS[1], KEYS[2], KEYS[3]
 local taskId, now = ARGV[1], tonumber(ARGV[3])
-if not holds_lease(KEYS[4], ARGV[5]) then return { LEASE_LOST, '{}' } end
+if not take_lease(KEYS[4], ARGV[5], ARGV[6]) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
 local status = redis.call('HGET', taskKey, 'status')
 if status ~= 'running' then

@@ -1,15 +1,18 @@
 --[[
-  claimStep — the agent instance that starts a step records itself as its holder (`lockedBy`), fenced
-  by its step lease (the lease key must hold its token) and by the attempt (the step must be processing
-  at exactly the request's attempt).
+  claimStep — the agent instance that starts a step takes the step's lease and records itself as the
+  step's holder (`lockedBy`), in one atomic call: fenced by the lease (held by another instance → this
+  delivery is a duplicate) and by the attempt (the step must be processing at exactly the request's
+  attempt). Nothing is written, and the lease is not taken, unless both hold.
 
   KEYS[1] task hash   KEYS[2] the agent's step lease
   ARGV[1] step  ARGV[2] attempt  ARGV[3] agentId  ARGV[4] the lease token  ARGV[5] kind ('run' | 'compensate')
-  Returns { OK, '{}' } | { LEASE_LOST, '{}' } | { STALE, json{reason} } | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' }
+  ARGV[6] the lease duration (ms)
+  Returns { OK, '{}' } | { LEASE_BUSY, '{}' } | { STALE, json{reason} } | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' }
 ]]
 --@include _common
 
-if not holds_lease(KEYS[2], ARGV[4]) then return { LEASE_LOST, '{}' } end
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[4] then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', KEYS[1]) == 0 then return { UNKNOWN_TASK, '{}' } end
 local rec = decode_step(redis.call('HGET', KEYS[1], 's:' .. ARGV[1]))
 if not rec then return { UNKNOWN_STEP, '{}' } end
@@ -18,12 +21,11 @@ if ARGV[5] == 'compensate' then
     return { STALE, cjson.encode({ reason = 'step ' .. ARGV[1] .. ' is ' .. rec.status .. '; its compensation is not at attempt ' .. ARGV[2] }) }
   end
   rec.comp.lockedBy = ARGV[3]
-  save_step(KEYS[1], ARGV[1], rec)
-  return { OK, '{}' }
-end
-if rec.status ~= 'processing' or rec.attempt ~= tonumber(ARGV[2]) then
+elseif rec.status ~= 'processing' or rec.attempt ~= tonumber(ARGV[2]) then
   return { STALE, cjson.encode({ reason = 'step ' .. ARGV[1] .. ' is ' .. rec.status .. ' at attempt ' .. rec.attempt }) }
+else
+  rec.lockedBy = ARGV[3]
 end
-rec.lockedBy = ARGV[3]
+take_lease(KEYS[2], ARGV[4], ARGV[6])
 save_step(KEYS[1], ARGV[1], rec)
 return { OK, '{}' }

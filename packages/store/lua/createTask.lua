@@ -5,11 +5,11 @@
   KEYS[4] finished index (zset by finishedAt)   KEYS[5] the scheduler's task lease
   ARGV[1] taskId  ARGV[2] workflow  ARGV[3] version  ARGV[4] input (msgpack)  ARGV[5] replyTo ('' = none)
   ARGV[6] plan (JSON)  ARGV[7] now (epoch ms)  ARGV[8] schedulerId  ARGV[9] onFailure
-  ARGV[10] the lease token
+  ARGV[10] the lease token   ARGV[11] the lease duration (ms)
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
           { EXISTS, json{status} } when the task id was already submitted (duplicates are harmless).
-          { LEASE_LOST, '{}' } when the caller's lease is gone.
+          { LEASE_BUSY, '{}' } when another scheduler holds the task's lease (nothing is written).
   Events: received, step_started*, completed (a workflow of zero ready steps cannot exist).
 ]]
 --@include _common
@@ -17,7 +17,7 @@
 local taskKey, tasksKey, deadlinesKey, finishedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local taskId, now = ARGV[1], tonumber(ARGV[7])
 
-if not holds_lease(KEYS[5], ARGV[10]) then return { LEASE_LOST, '{}' } end
+if not take_lease(KEYS[5], ARGV[10], ARGV[11]) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 1 then
   return { EXISTS, cjson.encode({ status = redis.call('HGET', taskKey, 'status') }) }
 end

@@ -6,10 +6,10 @@
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] open alerts (hash)
   KEYS[5] the scheduler's task lease
   ARGV[1] taskId  ARGV[2] step ('' = the task's failed step)  ARGV[3] new input (msgpack, '' = keep)
-  ARGV[4] now  ARGV[5] schedulerId  ARGV[6] the lease token
+  ARGV[4] now  ARGV[5] schedulerId  ARGV[6] the lease token  ARGV[7] the lease duration (ms)
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status, step}, input, needs... }
-          | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' } | { INVALID_STATE, json{reason} } | { LEASE_LOST, '{}' }
+          | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' } | { INVALID_STATE, json{reason} } | { LEASE_BUSY, '{}' }
   Events: step_retried (reason "operator retry").
 ]]
 --@include _common
@@ -17,7 +17,7 @@
 local taskKey, deadlinesKey, finishedKey, alertsKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local taskId, stepName, now = ARGV[1], ARGV[2], tonumber(ARGV[4])
 
-if not holds_lease(KEYS[5], ARGV[6]) then return { LEASE_LOST, '{}' } end
+if not take_lease(KEYS[5], ARGV[6], ARGV[7]) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
 local taskStatus = redis.call('HGET', taskKey, 'status')
 if taskStatus ~= 'running' and taskStatus ~= 'failed' and taskStatus ~= 'compensation_failed' then

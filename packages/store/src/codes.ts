@@ -10,9 +10,19 @@ export const ScriptCode = {
   VersionConflict: 5,
   UnknownStep: 6,
   StaleEpoch: 7,
-  LeaseLost: 8,
+  /** Another instance holds the lease the transition would take: nothing was written. */
+  LeaseBusy: 8,
 } as const;
 export type ScriptCode = (typeof ScriptCode)[keyof typeof ScriptCode];
+
+/** A transition refused because another instance holds the lease it would take: it wrote nothing. */
+export class LeaseBusyError extends TriadError {
+  override name = 'LeaseBusyError';
+}
+
+export function isLeaseBusy(e: unknown): e is LeaseBusyError {
+  return e instanceof LeaseBusyError;
+}
 
 export function scriptError(code: number, context: string, reason?: string): TriadError {
   const why = reason ? `: ${reason}` : '';
@@ -25,8 +35,8 @@ export function scriptError(code: number, context: string, reason?: string): Tri
       return new TriadError(ErrorCode.Stale, `${context}: rejected as stale${why}`);
     case ScriptCode.StaleEpoch:
       return new TriadError(ErrorCode.Stale, `${context}: rejected, a newer fencing epoch exists${why}`);
-    case ScriptCode.LeaseLost:
-      return new TriadError(ErrorCode.Stale, `${context}: rejected, the caller no longer holds its lease (it paused or lost it past its expiry)${why}`);
+    case ScriptCode.LeaseBusy:
+      return new LeaseBusyError(ErrorCode.Unavailable, `${context}: another instance holds the lease on this task or step at the moment${why}; nothing was written, try again shortly`);
     case ScriptCode.InvalidState:
       return new TriadError(ErrorCode.InvalidState, `${context}: not allowed in the current state${why}`);
     case ScriptCode.VersionConflict:

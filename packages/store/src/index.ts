@@ -4,11 +4,11 @@
  * the deadline index the supervisor reads in O(expired).
  */
 export { keys, parseDeadlineMember, type Keys } from './keys.js';
-export { ScriptCode, scriptError } from './codes.js';
+export { ScriptCode, scriptError, isLeaseBusy, LeaseBusyError } from './codes.js';
 export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts.js';
 export { TaskStore, requireTask, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome } from './task-store.js';
 export { WorkflowStore, type WorkflowSummary } from './workflow-store.js';
 export { toTaskEvent, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';
 export { Leadership, type LeadershipState } from './leadership.js';
-export { Leases, type Lease } from './leases.js';
+export { Leases, type Lease, type LeaseClaim } from './leases.js';
 export { connectRedis } from './connect.js';

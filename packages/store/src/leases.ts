@@ -1,17 +1,24 @@
 /**
- * Redlock leases on parts of a task: a scheduler's task lease for one operation, an agent's step lease
- * while it runs the step. A lease is never trusted alone: the transition scripts check the lease token
- * at the moment of every write (see docs/decisions/0006-leases-redlock.md).
+ * Leases on parts of a task: a scheduler's task lease for one operation, an agent's step lease while it
+ * runs the step. A lease is **taken inside the transition script it guards** (Redlock's single-instance
+ * acquire — SET with a unique token and an expiry — done atomically with the write), then extended and
+ * released with Redlock. See docs/decisions/0006-leases-redlock.md.
  */
-import Redlock, { type Lock } from 'redlock';
+import { randomBytes } from 'node:crypto';
+import Redlock, { Lock } from 'redlock';
 import type { Redis } from 'ioredis';
-import { ErrorCode, TriadError } from '@triad/protocol';
 import { keys, type Keys } from './keys.js';
 
-export interface Lease {
+/** What a transition needs to take a lease: the key, a token unique to this holder, and the duration. */
+export interface LeaseClaim {
   readonly key: string;
   readonly token: string;
-  /** Epoch ms when the lease lapses unless extended. */
+  readonly ms: number;
+}
+
+/** A lease a transition took for its caller. */
+export interface Lease extends LeaseClaim {
+  /** Epoch ms when the lease lapses unless extended (the clock drift allowance already subtracted). */
   readonly expiresAt: number;
   /** Extends by `ms` from now; throws if the lease was lost. */
   extend(ms: number): Promise<Lease>;
@@ -22,46 +29,61 @@ export interface Lease {
 export class Leases {
   private readonly keys: Keys;
   private readonly redlock: Redlock;
+  /** Tokens are this process's random prefix plus a counter: unique per holder without a random draw each. */
+  private readonly prefix = randomBytes(9).toString('base64url');
+  private seq = 0;
 
-  /** `masters`: the Redis instances of the Redlock quorum; the state store must be one of them. */
-  constructor(masters: readonly Redis[], namespace: string) {
+  /** `redis`: the state store, where the transitions take the leases. */
+  constructor(redis: Redis, namespace: string) {
     this.keys = keys(namespace);
-    // Our callers decide what to do when a lease is busy; a few short, jittered retries absorb the
-    // usual contention (two schedulers on one task's parallel results).
-    this.redlock = new Redlock(masters, { driftFactor: 0.01, retryCount: 6, retryDelay: 15, retryJitter: 15, automaticExtensionThreshold: 0 });
-    // Redlock reports per-client errors as events; a failed acquire still rejects.
+    this.redlock = new Redlock([redis], { driftFactor: 0.01, retryCount: 2, retryDelay: 15, retryJitter: 10, automaticExtensionThreshold: 0 });
+    // Redlock reports per-client errors as events; a failed extend still rejects.
     this.redlock.on('error', () => undefined);
   }
 
-  /** The scheduler's lease on a task, for one operation. Throws TriadError UNAVAILABLE when busy. */
-  async task(taskId: string, ms = 5_000): Promise<Lease> {
-    return this.acquire(this.keys.lease(taskId, 'task'), ms, `task ${taskId}`);
+  /** The scheduler's lease on a task, for one operation (taken by the operation's transition). */
+  task(taskId: string, ms = 5_000): LeaseClaim {
+    return this.claim(this.keys.lease(taskId, 'task'), ms);
   }
 
-  /** The agent's lease on a running step. Throws TriadError UNAVAILABLE when another instance holds it. */
-  async step(taskId: string, step: string, kind: string, ms: number): Promise<Lease> {
-    return this.acquire(this.keys.lease(taskId, `step:${step}:${kind}`), ms, `step ${taskId}/${step}`, { retryCount: 0 });
+  /** The agent's lease on a running step (taken by `claimStep`). */
+  step(taskId: string, step: string, kind: string, ms: number): LeaseClaim {
+    return this.claim(this.keys.lease(taskId, `step:${step}:${kind}`), ms);
   }
 
-  private async acquire(key: string, ms: number, what: string, settings: { retryCount?: number } = {}): Promise<Lease> {
-    let lock: Lock;
-    try {
-      lock = await this.redlock.acquire([key], Math.max(1, Math.floor(ms)), settings);
-    } catch (e) {
-      throw new TriadError(ErrorCode.Unavailable, `the lease on ${what} is held by another instance`, { cause: e });
-    }
-    return wrap(key, lock);
+  /** The lease a transition took for `claim`, `takenAt` (epoch ms, read before the transition ran). */
+  held(claim: LeaseClaim, takenAt: number): Lease {
+    return wrap(this.redlock, new Lock(this.redlock, [claim.key], claim.token, [], takenAt + claim.ms - drift(claim.ms)), claim.ms);
+  }
+
+  /** Releases a claim whose transition may or may not have taken it (a no-op if it did not). */
+  async release(claim: LeaseClaim): Promise<void> {
+    await this.held(claim, Date.now()).release();
+  }
+
+  private claim(key: string, ms: number): LeaseClaim {
+    return { key, token: `${this.prefix}.${(this.seq++).toString(36)}`, ms: Math.max(1, Math.floor(ms)) };
   }
 }
 
-function wrap(key: string, lock: Lock): Lease {
+/** Redlock's allowance for clock drift and Redis' 1 ms expiry precision. */
+function drift(ms: number): number {
+  return Math.round(0.01 * ms) + 2;
+}
+
+function wrap(redlock: Redlock, lock: Lock, ms: number): Lease {
   return {
-    key,
+    key: lock.resources[0] ?? '',
     token: lock.value,
+    ms,
     expiresAt: lock.expiration,
-    extend: async (ms) => wrap(key, await lock.extend(Math.max(1, Math.floor(ms)))),
+    extend: async (by) => {
+      const d = Math.max(1, Math.floor(by));
+      return wrap(redlock, await lock.extend(d), d);
+    },
     release: async () => {
-      await lock.release().catch(() => undefined);
+      // One try: a lease that is already gone (expired, or deleted with the result it guarded) needs none.
+      await redlock.release(lock, { retryCount: 0 }).catch(() => undefined);
     },
   };
 }

@@ -16,6 +16,7 @@ declare module 'redlock' {
     readonly resources: string[];
     readonly value: string;
     readonly expiration: number;
+    constructor(redlock: Redlock, resources: string[], value: string, attempts: readonly Promise<unknown>[], expiration: number);
     release(): Promise<unknown>;
     extend(duration: number): Promise<Lock>;
   }
@@ -23,5 +24,6 @@ declare module 'redlock' {
   export default class Redlock extends EventEmitter {
     constructor(clients: Iterable<Redis>, settings?: Partial<Settings>);
     acquire(resources: string[], duration: number, settings?: Partial<Settings>): Promise<Lock>;
+    release(lock: Lock, settings?: Partial<Settings>): Promise<unknown>;
   }
 }

@@ -14,13 +14,14 @@ import {
 } from '@triad/protocol';
 import type { PlanStep } from '@triad/core';
 import { keys, parseDeadlineMember, type Keys } from './keys.js';
+import type { LeaseClaim } from './leases.js';
 import { ScriptCode, scriptError } from './codes.js';
 import { runScript } from './scripts.js';
 import { parseBody, parseExpiry, parseTransition, type Expiry, type Transition } from './transitions.js';
 
 export interface CreateTaskArgs {
-  /** The scheduler's task lease (checked inside the transition). */
-  lease: { key: string; token: string };
+  /** The scheduler's task lease (taken inside the transition). */
+  lease: LeaseClaim;
   taskId: string;
   workflow: string;
   version: number;
@@ -35,7 +36,7 @@ export interface CreateTaskArgs {
 export type CreateOutcome = { created: true; transition: Transition } | { created: false; status: TaskStatus };
 
 export interface ApplyResultArgs {
-  lease: { key: string; token: string };
+  lease: LeaseClaim;
   taskId: string;
   step: string;
   kind: 'run' | 'compensate';
@@ -88,7 +89,7 @@ export class TaskStore {
       this.redis,
       'createTask',
       [k.task(a.taskId), k.tasks, k.deadlines, k.finished, a.lease.key],
-      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token],
+      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.Exists) return { created: false, status: parseBody(reply[1]).status ?? 'running' };
@@ -102,7 +103,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'applyResult',
-      [k.task(a.taskId), k.deadlines, k.finished, a.lease.key],
+      [k.task(a.taskId), k.deadlines, k.finished, a.lease.key, k.lease(a.taskId, `step:${a.step}:${a.kind}`)],
       [
         a.taskId,
         a.step,
@@ -116,6 +117,7 @@ export class TaskStore {
         !o.ok && o.circuitOpenRetryAfterMs !== undefined ? o.circuitOpenRetryAfterMs : '',
         a.lease.token,
         a.kind,
+        a.lease.ms,
       ],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -241,13 +243,13 @@ export class TaskStore {
   }
 
   /** An operator's retry of a failed (or parked) step, optionally with a corrected task input. */
-  async retryStep(a: { lease: { key: string; token: string }; taskId: string; step?: string; input?: Uint8Array; now: number; schedulerId: string }): Promise<Transition & { step: string }> {
+  async retryStep(a: { lease: LeaseClaim; taskId: string; step?: string; input?: Uint8Array; now: number; schedulerId: string }): Promise<Transition & { step: string }> {
     const k = this.keys;
     const reply = (await runScript(
       this.redis,
       'retryStep',
       [k.task(a.taskId), k.deadlines, k.finished, k.alerts, a.lease.key],
-      [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token],
+      [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `retry ${a.taskId}${a.step ? `/${a.step}` : ''}`, parseBody(reply[1]).reason);
@@ -259,23 +261,23 @@ export class TaskStore {
    * and the attempt. Returns false (and changes nothing) when the step moved on or the lease is gone.
    */
   async claimStep(a: {
-    lease: { key: string; token: string };
+    lease: LeaseClaim;
     taskId: string;
     step: string;
     kind: 'run' | 'compensate';
     attempt: number;
     agentId: string;
-  }): Promise<{ claimed: boolean; reason?: string }> {
-    const reply = (await runScript(this.redis, 'claimStep', [this.keys.task(a.taskId), a.lease.key], [a.step, a.attempt, a.agentId, a.lease.token, a.kind])) as unknown[];
+  }): Promise<{ claimed: true } | { claimed: false; busy: boolean; reason: string }> {
+    const reply = (await runScript(this.redis, 'claimStep', [this.keys.task(a.taskId), a.lease.key], [a.step, a.attempt, a.agentId, a.lease.token, a.kind, a.lease.ms])) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.Ok) return { claimed: true };
-    return { claimed: false, reason: scriptError(code, `claim ${a.taskId}/${a.step}#${a.attempt}`, parseBody(reply[1]).reason).message };
+    return { claimed: false, busy: code === ScriptCode.LeaseBusy, reason: scriptError(code, `claim ${a.taskId}/${a.step}#${a.attempt}`, parseBody(reply[1]).reason).message };
   }
 
   /** An operator cancels a running task: it stops and its completed steps are compensated. */
-  async cancelTask(a: { lease: { key: string; token: string }; taskId: string; reason: string; now: number; schedulerId: string }): Promise<Transition> {
+  async cancelTask(a: { lease: LeaseClaim; taskId: string; reason: string; now: number; schedulerId: string }): Promise<Transition> {
     const k = this.keys;
-    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), k.deadlines, k.finished, a.lease.key], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token])) as unknown[];
+    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), k.deadlines, k.finished, a.lease.key], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms])) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `cancel ${a.taskId}`, parseBody(reply[1]).reason);
     return parseTransition(reply);

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Redis } from 'ioredis';
 import { ErrorCode, TriadError, encode, isTriadError, unpackTrusted, type WorkflowDefinitionInput } from '@triad/protocol';
 import { compilePlan, validateDefinition, type PlanStep } from '@triad/core';
-import { Leadership, Leases, TaskStore, WorkflowStore, connectRedis } from '../src/index.js';
+import { Leadership, Leases, TaskStore, WorkflowStore, connectRedis, isLeaseBusy } from '../src/index.js';
 
 // ---------------------------------------------------------------------------------------------
 // A private redis-server for this file.
@@ -133,8 +133,8 @@ const fanPlan = plan({
 
 const input = encode({ orderId: 'o-1', amount: 42 });
 
-/** A lease these tests hold for good (set in beforeAll): the transitions check it like a real one. */
-const HELD = { key: 'test:lease:held', token: 'held-token' };
+/** A lease these tests' transitions take and keep taking (same token): only its holder ever uses it. */
+const HELD = { key: 'test:lease:held', token: 'held-token', ms: 600_000 };
 
 function createArgs(taskId: string, p: PlanStep[] = fanPlan, now = T0) {
   return { lease: HELD, taskId, workflow: 'fan', version: 1, input, plan: p, onFailure: 'error' as const, now, schedulerId: 'sched-1' };
@@ -628,45 +628,77 @@ describe('WorkflowStore', () => {
   });
 });
 
-describe('leases (Redlock) and the in-script lease check', () => {
-  it('a transition whose caller no longer holds its lease is rejected and changes nothing', async () => {
+describe('leases taken inside the transitions (decision 0006)', () => {
+  it('a transition that finds the lease held by another instance is refused as busy and writes nothing', async () => {
     const store = new TaskStore(r(), ns());
     await store.createTask(createArgs('lease-1'));
     const before = await rawTask(store, 'lease-1');
-    const lost = { key: 'test:lease:lost', token: 'gone' };
-    await expect(store.applyResult({ ...ok('lease-1', 'a', 1, T0 + 100), lease: lost })).rejects.toMatchObject({ code: 'STALE' });
-    await expect(store.createTask({ ...createArgs('lease-2'), lease: lost })).rejects.toMatchObject({ code: 'STALE' });
+    const busyKey = `${store.keys.prefix}:lease:{lease-1}:task`;
+    await r().set(busyKey, 'someone-else', 'PX', 60_000);
+    const mine = { key: busyKey, token: 'mine', ms: 5_000 };
+    const refused = await store.applyResult({ ...ok('lease-1', 'a', 1, T0 + 100), lease: mine }).catch((e: unknown) => e);
+    expect(isLeaseBusy(refused)).toBe(true);
+    expect(refused).toMatchObject({ code: 'UNAVAILABLE' });
+    await expect(store.createTask({ ...createArgs('lease-2'), lease: mine })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
     expect(await rawTask(store, 'lease-1')).toEqual(before);
     expect(await r().exists(store.keys.task('lease-2'))).toBe(0);
+    expect(await r().get(busyKey)).toBe('someone-else');
   });
 
-  it('Leases: one holder at a time; a lapsed lease cannot be extended; a new holder fences the old one out', async () => {
+  it('the transition takes the lease for its duration; Redlock extends and releases it; a lapsed holder is fenced out by the next', async () => {
     const namespace = ns();
-    const leases = new Leases([r()], namespace);
+    const leases = new Leases(r(), namespace);
     const store = new TaskStore(r(), namespace);
-    const first = await leases.task('L1', 300);
-    await expect(leases.task('L1', 300)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    const first = leases.task('L1', 300);
+    const second = leases.task('L1', 5_000);
+    expect(first.token).not.toBe(second.token);
+    const takenAt = Date.now();
+    expect(await store.createTask({ ...createArgs('L1'), lease: first })).toMatchObject({ created: true });
+    expect(await r().get(first.key)).toBe(first.token);
+    const ttl = await r().pttl(first.key);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(300);
+    // While the first holds it, the second's transition is refused and changes nothing.
+    const before = await rawTask(store, 'L1');
+    await expect(store.applyResult({ ...ok('L1', 'a', 1, T0 + 10), lease: second })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    expect(await rawTask(store, 'L1')).toEqual(before);
+    // The first pauses past its lease: it can no longer extend, the second takes the lease in its transition...
     await new Promise((res) => setTimeout(res, 400));
-    await expect(first.extend(300)).rejects.toThrow();
-    const second = await leases.task('L1', 5_000);
-    // The paused first holder wakes and writes with its old token: rejected inside the script.
-    await expect(store.createTask({ ...createArgs('L1'), lease: first })).rejects.toMatchObject({ code: 'STALE' });
-    const created = await store.createTask({ ...createArgs('L1'), lease: second });
-    expect(created.created).toBe(true);
-    await second.release();
+    await expect(leases.held(first, takenAt).extend(300)).rejects.toThrow();
+    expect(await store.applyResult({ ...ok('L1', 'a', 1, T0 + 20), lease: second })).toMatchObject({ applied: true });
+    expect(await r().get(first.key)).toBe(second.token);
+    // ...and the first, waking, writes nothing.
+    const afterSecond = await rawTask(store, 'L1');
+    await expect(store.applyResult({ ...ok('L1', 'b', 1, T0 + 30), lease: first })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    expect(await rawTask(store, 'L1')).toEqual(afterSecond);
+    // Extend and release go through Redlock on the token the transition set; a release by a non-holder does nothing.
+    const held = await leases.held(second, Date.now()).extend(8_000);
+    expect(await r().pttl(first.key)).toBeGreaterThan(5_000);
+    await leases.release(first);
+    expect(await r().get(first.key)).toBe(second.token);
+    await held.release();
     expect(await r().exists(first.key)).toBe(0);
   });
 
-  it('claimStep records the agent holding a step, fenced by its step lease and the attempt', async () => {
+  it('claimStep takes the step lease and records the agent, fenced by the attempt; applying the result frees the lease', async () => {
     const namespace = ns();
-    const leases = new Leases([r()], namespace);
+    const leases = new Leases(r(), namespace);
     const store = new TaskStore(r(), namespace);
     await store.createTask(createArgs('claim-1'));
-    const lease = await leases.step('claim-1', 'a', 'run', 5_000);
-    await expect(leases.step('claim-1', 'a', 'run', 5_000)).rejects.toMatchObject({ code: 'UNAVAILABLE' });
-    expect(await store.claimStep({ lease, taskId: 'claim-1', step: 'a', kind: 'run', attempt: 2, agentId: 'ag-1' })).toMatchObject({ claimed: false });
-    expect(await store.claimStep({ lease: { key: lease.key, token: 'not-mine' }, taskId: 'claim-1', step: 'a', kind: 'run', attempt: 1, agentId: 'ag-2' })).toMatchObject({ claimed: false });
-    expect(await store.claimStep({ lease, taskId: 'claim-1', step: 'a', kind: 'run', attempt: 1, agentId: 'ag-1' })).toEqual({ claimed: true });
+    const mine = leases.step('claim-1', 'a', 'run', 5_000);
+    // A request for another attempt is stale: nothing written, the lease not taken.
+    expect(await store.claimStep({ lease: mine, taskId: 'claim-1', step: 'a', kind: 'run', attempt: 2, agentId: 'ag-1' })).toMatchObject({ claimed: false, busy: false });
+    expect(await r().exists(mine.key)).toBe(0);
+    expect(await store.claimStep({ lease: mine, taskId: 'claim-1', step: 'a', kind: 'run', attempt: 1, agentId: 'ag-1' })).toEqual({ claimed: true });
+    expect(await r().get(mine.key)).toBe(mine.token);
+    // A second delivery of the same step finds the lease held: a duplicate.
+    const dup = leases.step('claim-1', 'a', 'run', 5_000);
+    expect(await store.claimStep({ lease: dup, taskId: 'claim-1', step: 'a', kind: 'run', attempt: 1, agentId: 'ag-2' })).toMatchObject({ claimed: false, busy: true });
     expect((await store.getTask('claim-1'))?.steps[0]?.lockedBy).toBe('ag-1');
+    // A stale result (another attempt) leaves the running attempt's lease alone; the applied one deletes it.
+    expect(await store.applyResult(ok('claim-1', 'a', 7, T0 + 50))).toMatchObject({ applied: false });
+    expect(await r().get(mine.key)).toBe(mine.token);
+    expect(await store.applyResult(ok('claim-1', 'a', 1, T0 + 60))).toMatchObject({ applied: true });
+    expect(await r().exists(mine.key)).toBe(0);
   });
 });
