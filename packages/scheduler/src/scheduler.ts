@@ -23,7 +23,6 @@ import {
   decode,
   encode,
   isTerminal,
-  isTriadError,
   silentLogger,
   unpackTrusted,
   type Logger,
