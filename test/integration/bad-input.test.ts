@@ -3,7 +3,8 @@
 // every other task keeps running. Two namespaces on one NATS and Redis never see each other.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeliverPolicy } from '@nats-io/jetstream';
-import { DeadLetterSchema, ErrorCode, TriadError, decode, encode, type DeadLetter } from '@triad/protocol';
+import { ResultSender } from '@triad/agent';
+import { DeadLetterSchema, ErrorCode, TriadError, decode, encode, type DeadLetter, type StepResult } from '@triad/protocol';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { startTriad, type TestTriad } from '../support/triad.js';
 
@@ -83,6 +84,34 @@ describe('bad input', () => {
     await waitForDeadLetter(triad, (d) => d.source === 'command' && d.reason.includes('supervisor command is invalid'), 'the bad command dead letter');
     const state = await triad.client.run('orders', { orderId: 'after-bad-messages', amount: 3 }, { timeoutMs: 30_000 });
     expect(state.status).toBe('completed');
+  });
+
+  it('a batch of results from one publish: every valid result is applied, a malformed one is dead-lettered with its own bytes', async () => {
+    const client = triad.client;
+    // An agent that never connects: the test plays it, sending its results in one batch.
+    await client.registerWorkflow({ name: 'ghosted', steps: [{ name: 'only', agent: 'ghost', budgetMs: 120_000 }] });
+    const ids = await Promise.all(Array.from({ length: 12 }, async (_, i) => (await client.submit('ghosted', { i })).taskId));
+    await waitFor(async () => ((await Promise.all(ids.map((id) => client.getTask(id)))).every((t) => t.steps[0]?.status === 'processing') ? true : undefined), {
+      timeoutMs: 15_000,
+      what: 'every ghosted step processing',
+    });
+    const sender = new ResultSender(client.bus);
+    const junk = encode({ taskId: ids[0], ok: 'maybe' });
+    const sent = ids.map((taskId, i) => {
+      const r: StepResult = { taskId, step: 'only', kind: 'run', attempt: 1, agentId: 'test-ghost', finishedAt: Date.now(), tries: 1, ok: true, output: { doubled: i * 2 } };
+      return sender.send(encode(r), `${taskId}:only:run:1:result`);
+    });
+    sent.push(sender.send(junk, 'junk'));
+    await Promise.all(sent);
+    // All sent in one turn: one JetStream publish carried them all.
+    expect(sender.stats).toEqual({ publishes: 1, results: 13 });
+    const done = await Promise.all(ids.map((id) => client.wait(id, { timeoutMs: 15_000 })));
+    done.forEach((t, i) => {
+      expect(t.status).toBe('completed');
+      expect(t.steps[0]).toMatchObject({ status: 'processed', output: { doubled: i * 2 } });
+    });
+    const dl = await waitForDeadLetter(triad, (d) => d.source === 'result' && d.reason.includes('step result 13 of a batch is invalid'), 'the malformed batch item');
+    expect([...dl.original]).toEqual([...junk]);
   });
 
   it('rejects an unknown workflow with a clear error to the waiting submitter, and dead-letters it', async () => {

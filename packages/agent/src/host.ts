@@ -4,12 +4,13 @@
  */
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import { ensureConsumer, ensureStreams, publishDurable, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
+import { ensureConsumer, ensureStreams, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
 import { StepRequestSchema, decode, encode, errorMessage, isTriadError, silentLogger, type Logger, type StepRequest, type StepResult } from '@triad/protocol';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
 import type { Lease, Leases, TaskStore } from '@triad/store';
 import type { AgentDefinition } from './define.js';
 import { isPermanent } from './errors.js';
+import { ResultSender } from './result-sender.js';
 import { runStep, type StepOutcome } from './run-step.js';
 
 export interface AgentHostOptions {
@@ -44,6 +45,11 @@ export interface AgentMetrics {
 }
 
 const DEFAULT_BREAKER = { threshold: 5, halfOpenAfterMs: 5_000 };
+/**
+ * Results queued for publishing beyond which a finished step keeps its slot until its result is stored:
+ * when NATS is slow, the agent stops taking new steps instead of piling results up in memory.
+ */
+const MAX_RESULT_BACKLOG = 1_024;
 
 export class AgentHost {
   readonly id: string;
@@ -52,11 +58,13 @@ export class AgentHost {
   private readonly log: Logger;
   private consumers: RunningConsumer[] = [];
   private readonly agents: Map<string, AgentDefinition>;
+  private readonly results: ResultSender;
 
   constructor(private readonly o: AgentHostOptions) {
     this.id = o.id ?? `agent-${hostname()}-${process.pid}-${randomUUID().slice(0, 4)}`;
     this.log = o.logger ?? silentLogger;
     this.agents = new Map(o.agents.map((a) => [a.name, a]));
+    this.results = new ResultSender(o.bus);
     for (const a of o.agents) {
       const b = { ...DEFAULT_BREAKER, ...a.breaker };
       // Only retryable failures open the breaker: a permanent one says nothing about the service's health.
@@ -84,8 +92,14 @@ export class AgentHost {
     this.log.info({ agentId: this.id, agents: [...this.agents.keys()] }, 'agent host started');
   }
 
+  /** Results published so far, and in how many JetStream publishes (batching under load). */
+  get resultStats(): { readonly publishes: number; readonly results: number } {
+    return this.results.stats;
+  }
+
   async stop(): Promise<void> {
     await Promise.all(this.consumers.map((c) => c.stop()));
+    await this.results.drain();
   }
 
   private async onRequest(agent: AgentDefinition, data: Uint8Array, ackNow: () => void): Promise<Disposition> {
@@ -118,8 +132,12 @@ export class AgentHost {
       return 'ack';
     }
     // No release: applying this result deletes the step lease (and if the result is lost, the lease
-    // lapses by completeBy, before any retry of the step can start).
-    await this.report(req, outcome);
+    // lapses by completeBy, before any retry of the step can start). The slot is free once the result
+    // is queued for publishing, unless the queue is long.
+    const stored = this.report(req, outcome).catch((e: unknown) =>
+      this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, err: errorMessage(e) }, 'result not stored: the supervisor retries the step after its complete-by'),
+    );
+    if (this.results.backlog > MAX_RESULT_BACKLOG) await stored;
     return 'ack';
   }
 
@@ -193,7 +211,6 @@ export class AgentHost {
     }
     if (result.ok) this.metrics.succeeded++;
     else this.metrics.failed++;
-    const bus = this.o.bus;
-    await publishDurable(bus, bus.names.subjects.result, bytes, `${req.taskId}:${req.step}:${req.kind}:${req.attempt}:result`);
+    await this.results.send(bytes, `${req.taskId}:${req.step}:${req.kind}:${req.attempt}:result`);
   }
 }

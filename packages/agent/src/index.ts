@@ -6,3 +6,4 @@ export { defineAgent, type AgentDefinition, type StepContext } from './define.js
 export { PermanentError, isPermanent } from './errors.js';
 export { runStep, type StepOutcome, type RunStepOptions } from './run-step.js';
 export { AgentHost, type AgentHostOptions, type AgentMetrics } from './host.js';
+export { ResultSender } from './result-sender.js';

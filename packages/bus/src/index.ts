@@ -5,4 +5,4 @@
 export { connectBus, type Bus, type BusOptions } from './connection.js';
 export { ensureStreams, ensureConsumer, streamSpecs, type TopologyOptions, type ConsumerSpec } from './topology.js';
 export { startConsumer, type Delivery, type Disposition, type ConsumeOptions, type RunningConsumer } from './consumer.js';
-export { publishDurable, deadLetter, publishTaskEvents } from './publish.js';
+export { publishDurable, deadLetter, publishTaskEvents, sendTaskEvents } from './publish.js';

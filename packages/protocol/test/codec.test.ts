@@ -28,7 +28,9 @@ import {
   TriadError,
   decode,
   decodeOrThrow,
+  decodeResults,
   encode,
+  MAX_RESULTS_PER_BATCH,
   isTriadError,
   loadConfig,
   names,
@@ -396,5 +398,51 @@ describe('loadConfig', () => {
     expectConfigError({ TRIAD_NAMESPACE: 'bad.ns' }, ['TRIAD_NAMESPACE']);
     expectConfigError({ TRIAD_LOG_LEVEL: 'loud' }, ['TRIAD_LOG_LEVEL']);
     expectConfigError({ REDIS_URL: 'localhost', TRIAD_NAMESPACE: 'a b', TRIAD_LOG_LEVEL: 'trace' }, ['REDIS_URL', 'TRIAD_NAMESPACE', 'TRIAD_LOG_LEVEL']);
+  });
+});
+
+describe('results messages: one result, or a batch of separately encoded results', () => {
+  const result = (taskId: string) => ({ taskId, step: 's1', kind: 'run', attempt: 1, agentId: 'a-1', finishedAt: T0, tries: 1, ok: true, output: { n: 1 } });
+
+  it('a bare result decodes as a single item carrying the message bytes', () => {
+    const bytes = encode(result('t-1'));
+    const d = decodeResults(bytes);
+    expect(d.ok).toBe(true);
+    if (!d.ok) return;
+    expect(d.value.single).toBe(true);
+    expect(d.value.items).toHaveLength(1);
+    expect(d.value.items[0]).toMatchObject({ ok: true, value: { taskId: 't-1', output: { n: 1 } } });
+    expect(d.value.items[0]!.bytes).toBe(bytes);
+  });
+
+  it('a batch decodes item by item: a bad item is reported with its own bytes and does not spoil the others', () => {
+    const good = encode(result('t-2'));
+    const wrong = encode({ taskId: 't-3', ok: 'maybe' });
+    const junk = new Uint8Array([0xc1, 0xff]);
+    const d = decodeResults(encode({ results: [good, wrong, junk] }));
+    expect(d.ok).toBe(true);
+    if (!d.ok) return;
+    expect(d.value.single).toBe(false);
+    const [a, b, c] = d.value.items;
+    expect(a).toMatchObject({ ok: true, value: { taskId: 't-2' } });
+    expect(b?.ok).toBe(false);
+    expect(b?.ok === false && b.error.message).toMatch(/step result 2 of a batch is invalid/);
+    expect([...b!.bytes]).toEqual([...wrong]);
+    expect(c?.ok === false && c.error.message).toMatch(/step result 3 of a batch is not valid msgpack/);
+  });
+
+  it('refuses a message that is neither, an empty or oversized batch, and bytes over the limit, with the reason', () => {
+    const bad = decodeResults(encode({ taskId: 'x', ok: 'maybe' }));
+    expect(!bad.ok && bad.error.message).toMatch(/^step result is invalid/);
+    const empty = decodeResults(encode({ results: [] }));
+    expect(!empty.ok && empty.error.message).toMatch(/step result batch is invalid: results/);
+    const many = decodeResults(encode({ results: Array.from({ length: MAX_RESULTS_PER_BATCH + 1 }, () => encode(result('t'))) }));
+    expect(!many.ok && many.error.message).toMatch(/step result batch is invalid/);
+    const strings = decodeResults(encode({ results: ['not bytes'] }));
+    expect(!strings.ok && strings.error.message).toMatch(/must be binary/);
+    const garbage = decodeResults(new Uint8Array([0xc1, 0xff]));
+    expect(!garbage.ok && garbage.error.message).toMatch(/not valid msgpack/);
+    const big = decodeResults(new Uint8Array(DEFAULT_MAX_MESSAGE_BYTES + 1));
+    expect(!big.ok && big.error.code).toBe(ErrorCode.PayloadTooLarge);
   });
 });

@@ -2,10 +2,10 @@
  * Turns a transition's output into messages: step requests to agents and task events to the events
  * stream and the submitter's private reply subject. Message ids make every publish safe to repeat.
  */
-import { publishDurable, publishTaskEvents, type Bus } from '@triad/bus';
+import { publishDurable, sendTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
 import type { Redis } from 'ioredis';
-import { encode, errorMessage, silentLogger, unpackTrusted, type Alert, type Logger, type RegisteredWorkflow, type StepKind, type StepRequest } from '@triad/protocol';
+import { encode, unpackTrusted, type Alert, type RegisteredWorkflow, type StepKind, type StepRequest } from '@triad/protocol';
 import { toTaskEvent, type Transition } from '@triad/store';
 
 export function stepMessageId(taskId: string, step: string, kind: StepKind, attempt: number): string {
@@ -18,7 +18,6 @@ export class Dispatcher {
     /** Where open alerts are recorded (the state store). */
     private readonly alerts: Redis,
     private readonly alertsKey: string,
-    private readonly log: Logger = silentLogger,
   ) {}
 
   /** Sends the step requests and events of one transition; resolves when JetStream has stored them all. */
@@ -52,11 +51,9 @@ export class Dispatcher {
         work.push(publishDurable(this.bus, this.bus.names.subjects.step(d.agent), encode(req), stepMessageId(taskId, d.step, d.kind, d.attempt)));
       }
     }
-    // Events are history, not state (decision 0001): their acks are not awaited before the message that
-    // caused them is acknowledged. Publishes on one connection keep their order in the stream.
-    publishTaskEvents(this.bus, taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo).catch((e: unknown) =>
-      this.log.warn({ taskId, err: errorMessage(e) }, 'task events not stored; the task state is unaffected'),
-    );
+    // Events are history, not state (decision 0001): sent without asking for JetStream's ack. Publishes
+    // on one connection keep their order in the stream.
+    sendTaskEvents(this.bus, taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo);
     if (t.alert) work.push(this.raiseAlert(taskId, t.alert, now));
     await Promise.all(work);
   }

@@ -5,8 +5,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
+  deadLetter,
   ensureConsumer,
   ensureStreams,
+  publishDurable,
   publishTaskEvents,
   startConsumer,
   type Bus,
@@ -16,7 +18,7 @@ import {
 } from '@triad/bus';
 import { compilePlan } from '@triad/core';
 import {
-  StepResultSchema,
+  decodeResults,
   SubmissionSchema,
   SupervisorCommandSchema,
   TriadError,
@@ -27,6 +29,8 @@ import {
   unpackTrusted,
   type Logger,
   type RegisteredWorkflow,
+  type ResultItem,
+  type StepResult,
   type TaskEvent,
   type TaskEventBatch,
 } from '@triad/protocol';
@@ -54,6 +58,8 @@ export interface SchedulerMetrics {
   submissionsDuplicate: number;
   submissionsRejected: number;
   resultsApplied: number;
+  /** Results messages that carried a batch of results (an agent under load). */
+  resultBatches: number;
   /** Results rejected by fencing (late, duplicate, or for a superseded attempt): counted, never applied. */
   resultsStale: number;
   deadLettered: number;
@@ -68,6 +74,7 @@ export class Scheduler {
     submissionsDuplicate: 0,
     submissionsRejected: 0,
     resultsApplied: 0,
+    resultBatches: 0,
     resultsStale: 0,
     deadLettered: 0,
     leaseBusy: 0,
@@ -82,7 +89,7 @@ export class Scheduler {
   constructor(private readonly o: SchedulerOptions) {
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
-    this.dispatcher = new Dispatcher(o.bus, o.tasks.redis, o.tasks.keys.alerts, this.log);
+    this.dispatcher = new Dispatcher(o.bus, o.tasks.redis, o.tasks.keys.alerts);
     this.api = new ApiServer(o.bus, o.tasks, o.workflows, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log);
   }
 
@@ -212,13 +219,52 @@ export class Scheduler {
     return result;
   }
 
+  /**
+   * A results message: one result, or a batch an agent sent under load (decision 0008). A bare result
+   * is acknowledged, put back or dead-lettered as a whole; a batch is acknowledged once each of its
+   * results has been applied, found stale, dead-lettered on its own, or (when another scheduler holds its
+   * task's lease for long) handed back to the stream as a message of its own.
+   */
   async onResult(data: Uint8Array, deliveryCount: number): Promise<Disposition> {
-    const d = decode(data, StepResultSchema, 'step result');
+    const d = decodeResults(data);
     if (!d.ok) {
       this.metrics.deadLettered++;
       return { deadLetter: d.error.message };
     }
-    const r = d.value;
+    const { single, items } = d.value;
+    const first = items[0];
+    if (single && first?.ok) return this.applyResult(first.value, deliveryCount);
+    const settled = await Promise.allSettled(items.map((item) => this.applyBatched(item, deliveryCount)));
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    // Redelivered whole: the results applied meanwhile are then rejected as stale, never applied twice.
+    if (failed) throw failed.reason;
+    this.metrics.resultBatches++;
+    return 'ack';
+  }
+
+  private async applyBatched(item: ResultItem, deliveryCount: number): Promise<void> {
+    const { bus } = this.o;
+    if (!item.ok) {
+      this.metrics.deadLettered++;
+      await deadLetter(bus, 'result', item.error.message, item.bytes, deliveryCount);
+      return;
+    }
+    for (let tries = 0; ; tries++) {
+      const d = await this.applyResult(item.value, deliveryCount);
+      if (d === 'ack') return;
+      if ('deadLetter' in d) {
+        await deadLetter(bus, 'result', d.deadLetter, item.bytes, deliveryCount);
+        return;
+      }
+      if (tries >= 4) {
+        await publishDurable(bus, bus.names.subjects.result, item.bytes);
+        return;
+      }
+      await new Promise((r) => setTimeout(r, d.nakDelayMs));
+    }
+  }
+
+  private async applyResult(r: StepResult, deliveryCount: number): Promise<Disposition> {
     return this.withTaskLease(r.taskId, async (lease): Promise<Disposition> => {
       const now = Date.now();
       const outcome = await this.o.tasks

@@ -1,0 +1,87 @@
+/**
+ * Sends an agent's step results to the scheduler with as few JetStream publishes as the load allows
+ * (decision 0008). A result goes out at once when no publish is in flight; results that finish while
+ * one is in flight wait for it and then go out together, as one batch message. So an idle agent adds no
+ * delay, and a busy one pays one publish-with-ack per batch instead of one per step.
+ */
+import { publishDurable, type Bus } from '@triad/bus';
+import { DEFAULT_MAX_MESSAGE_BYTES, MAX_RESULTS_PER_BATCH, encode, type StepResultBatch } from '@triad/protocol';
+
+interface Pending {
+  bytes: Uint8Array;
+  msgID: string;
+  resolve(): void;
+  reject(e: unknown): void;
+}
+
+/** Room for the batch envelope around the results (msgpack headers: a few bytes per result). */
+const ENVELOPE_BYTES = 64 + 8 * MAX_RESULTS_PER_BATCH;
+
+export class ResultSender {
+  private queue: Pending[] = [];
+  private flushing: Promise<void> | undefined;
+  /** Publishes made and results sent, for the agent's metrics. */
+  readonly stats = { publishes: 0, results: 0 };
+
+  constructor(
+    private readonly bus: Bus,
+    private readonly maxBytes: number = DEFAULT_MAX_MESSAGE_BYTES,
+  ) {}
+
+  /** Results accepted but not yet stored by JetStream. */
+  get backlog(): number {
+    return this.queue.length;
+  }
+
+  /**
+   * Queues one encoded StepResult; resolves once JetStream has stored it, rejects if that publish
+   * failed (the result is then lost, and the supervisor retries the step after its complete-by).
+   */
+  send(bytes: Uint8Array, msgID: string): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ bytes, msgID, resolve, reject });
+      this.flushing ??= this.flush().finally(() => (this.flushing = undefined));
+    });
+  }
+
+  /** Resolves when everything queued so far has been published (or has failed). */
+  async drain(): Promise<void> {
+    while (this.flushing) await this.flushing;
+  }
+
+  private async flush(): Promise<void> {
+    // One macrotask turn first: results finishing in the same turn share the first publish too.
+    await new Promise((r) => setImmediate(r));
+    while (this.queue.length > 0) {
+      const batch = this.take();
+      try {
+        const subject = this.bus.names.subjects.result;
+        if (batch.length === 1) {
+          const only = batch[0]!;
+          await publishDurable(this.bus, subject, only.bytes, only.msgID);
+        } else {
+          const envelope: StepResultBatch = { results: batch.map((p) => p.bytes) };
+          await publishDurable(this.bus, subject, encode(envelope, this.maxBytes));
+        }
+        this.stats.publishes++;
+        this.stats.results += batch.length;
+        for (const p of batch) p.resolve();
+      } catch (e) {
+        for (const p of batch) p.reject(e);
+      }
+    }
+  }
+
+  /** The next batch: in order, up to the count limit and the message size limit (always at least one). */
+  private take(): Pending[] {
+    let bytes = ENVELOPE_BYTES;
+    let n = 0;
+    while (n < this.queue.length && n < MAX_RESULTS_PER_BATCH) {
+      const size = this.queue[n]!.bytes.length;
+      if (n > 0 && bytes + size > this.maxBytes) break;
+      bytes += size;
+      n++;
+    }
+    return this.queue.splice(0, Math.max(1, n));
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * Results on the results subject come one per message or several per message. An agent under load
+ * sends the results that finished while its previous publish was in flight as one batch (decision
+ * 0008): `{ results: [<encoded StepResult>, …] }`. Each result stays separately encoded, so the
+ * scheduler validates, applies and dead-letters each on its own, with its own bytes.
+ */
+import { z } from 'zod';
+import { DEFAULT_MAX_MESSAGE_BYTES, unpackTrusted, validate, type Decoded } from './codec.js';
+import { ErrorCode, TriadError } from './errors.js';
+import { StepResultSchema, type StepResult } from './messages.js';
+
+/** The most results one batch carries. */
+export const MAX_RESULTS_PER_BATCH = 256;
+
+export const StepResultBatchSchema = z
+  .object({
+    results: z.array(z.custom<Uint8Array>((v) => v instanceof Uint8Array, 'each result of a batch must be binary: an encoded step result')).min(1).max(MAX_RESULTS_PER_BATCH),
+  })
+  .strict();
+export type StepResultBatch = z.output<typeof StepResultBatchSchema>;
+
+/** One result of a results message: decoded and validated, or the reason it is not, with its bytes. */
+export type ResultItem = { ok: true; value: StepResult; bytes: Uint8Array } | { ok: false; error: TriadError; bytes: Uint8Array };
+
+/**
+ * Decodes a results message. `single` is set for a message holding one bare result; `items` for a
+ * batch (each item valid or not on its own). Fails only when the message as a whole cannot be read.
+ */
+export function decodeResults(bytes: Uint8Array, maxBytes: number = DEFAULT_MAX_MESSAGE_BYTES): Decoded<{ single: boolean; items: ResultItem[] }> {
+  if (bytes.length > maxBytes) {
+    return { ok: false, error: new TriadError(ErrorCode.PayloadTooLarge, `step result message is ${bytes.length} bytes, over the limit of ${maxBytes}`) };
+  }
+  let raw: unknown;
+  try {
+    raw = unpackTrusted(bytes);
+  } catch (e) {
+    return {
+      ok: false,
+      error: new TriadError(ErrorCode.InvalidMessage, `step result is not valid msgpack (${(e as Error).message}); encode messages with @triad/protocol's encode()`, { cause: e }),
+    };
+  }
+  if (raw !== null && typeof raw === 'object' && 'results' in raw) {
+    const batch = validate(raw, StepResultBatchSchema, 'step result batch');
+    if (!batch.ok) return batch;
+    return { ok: true, value: { single: false, items: batch.value.results.map((b, i) => item(b, `step result ${i + 1} of a batch`)) } };
+  }
+  const one = validate(raw, StepResultSchema, 'step result');
+  if (!one.ok) return one;
+  return { ok: true, value: { single: true, items: [{ ok: true, value: one.value, bytes }] } };
+}
+
+function item(bytes: Uint8Array, what: string): ResultItem {
+  let raw: unknown;
+  try {
+    raw = unpackTrusted(bytes);
+  } catch (e) {
+    return { ok: false, bytes, error: new TriadError(ErrorCode.InvalidMessage, `${what} is not valid msgpack (${(e as Error).message})`, { cause: e }) };
+  }
+  const d = validate(raw, StepResultSchema, what);
+  return d.ok ? { ok: true, value: d.value, bytes } : { ok: false, error: d.error, bytes };
+}
