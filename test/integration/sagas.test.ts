@@ -2,11 +2,12 @@
 // completed run in reverse order of completion, each a supervised step of its own; a compensation that
 // fails is retried, one that fails for good raises an alert and can be retried by an operator; cancel
 // stops a running task and undoes it; a task keeps the workflow version it started with; retention
-// removes finished tasks and leaves running ones.
+// removes finished tasks and leaves running ones, and compacts those that can never be retried.
+import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, type TaskEvent, type TaskState, type WorkflowDefinitionInput } from '@triad/protocol';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
-import { cli, startTriad, type TestTriad } from '../support/triad.js';
+import { ROOT, SCRIPTS, cli, startTriad, type TestTriad } from '../support/triad.js';
 import type { SagaInput } from '../support/saga-agents.js';
 
 const td = withTeardown(afterAll);
@@ -205,5 +206,51 @@ describe('versions and retention', () => {
     expect(still.status).toBe('running');
     expect((await r.client.listTasks({ limit: 1000 })).map((x) => x.taskId)).not.toContain(done.taskId);
     expect(await r.redis.exists(`triad:${r.namespace}:task:{${done.taskId}}`)).toBe(0);
+  });
+
+  it('with compactAfterMs 0 the leader compacts completed and compensated tasks; the client and triad status still show them', async () => {
+    const r = await startTriad(td, { nats, redis }, { registerOrders: false, agentProcesses: 0, supervisor: { intervalMs: 100, leaseMs: 2_000, compactAfterMs: 0 } });
+    await r.startSagaAgents();
+    await r.client.registerWorkflow(linear);
+    const done = await r.client.run('linear', {}, { timeoutMs: 30_000 });
+    const undone = await r.client.run('linear', { failAt: 's3' } satisfies SagaInput, { timeoutMs: 45_000 });
+    expect([done.status, undone.status]).toEqual(['completed', 'compensated']);
+    const taskKey = (id: string): string => `triad:${r.namespace}:task:{${id}}`;
+    await waitFor(async () => ((await r.redis.hget(taskKey(done.taskId), 'c')) === '1' && (await r.redis.hget(taskKey(undone.taskId), 'c')) === '1') || undefined, {
+      timeoutMs: 15_000,
+      what: 'both finished tasks to be compacted',
+    });
+    expect(await r.redis.object('ENCODING', taskKey(done.taskId))).toBe('listpack');
+    expect(await r.redis.zcard(`triad:${r.namespace}:compact`)).toBe(0);
+    expect(await r.redis.hexists(taskKey(done.taskId), 'plan')).toBe(0);
+
+    // What survives compaction reads back as it was (`done` may itself have been read before or after it).
+    const view = (s: TaskState) => s.steps.map((x) => [x.name, x.agent, x.status, x.attempt, x.startedAt, x.finishedAt, x.output, x.compensation?.attempt, x.compensation?.finishedAt]);
+    for (const before of [done, undone]) {
+      const after = await r.client.getTask(before.taskId);
+      expect(after).toMatchObject({ status: before.status, compacted: true, createdAt: before.createdAt, finishedAt: before.finishedAt, updatedAt: before.finishedAt, seq: before.seq });
+      expect(view(after)).toEqual(view(before));
+    }
+    expect(stepsOf(await r.client.getTask(undone.taskId))).toEqual({ s1: 'compensated', s2: 'compensated', s3: 'failed', s4: 'pending' });
+
+    const status = await cli(r, ['status', done.taskId]);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toMatch(/status:\s+completed/);
+    expect(status.stdout).toMatch(/record:\s+compacted by retention/);
+    for (const step of ['s1', 's2', 's3', 's4']) expect(status.stdout).toMatch(new RegExp(`^${step}\\s+worker\\s+processed\\s+1`, 'm'));
+    const json = await cli(r, ['status', undone.taskId, '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({ taskId: undone.taskId, status: 'compensated', compacted: true });
+    await waitFor(async () => ((await r.client.supervisorStatus()).supervisors.some((x) => x.compacted >= 2) ? true : undefined), { timeoutMs: 5_000, what: 'the supervisor to report its compactions' });
+  });
+
+  it('refuses an invalid TRIAD_COMPACT_AFTER_MS with what was wrong and what to set', async () => {
+    const out = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      execFile(process.execPath, [SCRIPTS.supervisor], { cwd: ROOT, env: { ...t.env, TRIAD_COMPACT_AFTER_MS: 'soon' }, timeout: 30_000 }, (error, _stdout, stderr) =>
+        resolve({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, stderr }),
+      );
+    });
+    expect(out.code).toBe(1);
+    expect(out.stderr).toMatch(/TRIAD_COMPACT_AFTER_MS must be a number of milliseconds \(got "soon"\); set it to .*0 = on the next sweep/);
   });
 });

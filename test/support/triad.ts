@@ -40,11 +40,20 @@ export interface Servers {
   redis: { url: string };
 }
 
+/** The supervisor process' tunables (its TRIAD_* environment); unset ones keep the service's defaults. */
+export interface SupervisorOptions {
+  intervalMs?: number;
+  leaseMs?: number;
+  retentionMs?: number;
+  /** TRIAD_COMPACT_AFTER_MS: 0 compacts finished tasks on the next sweep (the default is 10 min). */
+  compactAfterMs?: number;
+}
+
 export interface TriadOptions {
   namespace?: string;
   schedulers?: number;
   agentProcesses?: number;
-  supervisor?: false | { intervalMs?: number; leaseMs?: number; retentionMs?: number };
+  supervisor?: false | SupervisorOptions;
   faults?: Partial<Record<ServiceName, Partial<Faults>>>;
   registerOrders?: boolean;
   /** Extra environment for every actor process. */
@@ -61,7 +70,7 @@ export interface TestTriad {
   supervisors: ActorProcess[];
   agents: ActorProcess[];
   startScheduler(): Promise<ActorProcess>;
-  startSupervisor(o?: { intervalMs?: number; leaseMs?: number; retentionMs?: number }): Promise<ActorProcess>;
+  startSupervisor(o?: SupervisorOptions): Promise<ActorProcess>;
   startAgents(extraEnv?: Record<string, string>): Promise<ActorProcess>;
   /** Starts the generic agent host with the scripted saga `worker` agent (test/support/saga-agents.ts). */
   startSagaAgents(): Promise<ActorProcess>;
@@ -114,6 +123,7 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
           TRIAD_SUPERVISOR_INTERVAL_MS: String(s.intervalMs ?? 200),
           TRIAD_SUPERVISOR_LEASE_MS: String(s.leaseMs ?? 2_000),
           ...(s.retentionMs !== undefined ? { TRIAD_RETENTION_MS: String(s.retentionMs) } : {}),
+          ...(s.compactAfterMs !== undefined ? { TRIAD_COMPACT_AFTER_MS: String(s.compactAfterMs) } : {}),
         },
         cwd: ROOT,
         readyPattern: /supervisor ready/,

@@ -55,8 +55,20 @@ export class Actors {
     return this.start('scheduler', 'scheduler', 'apps/scheduler/dist/main.js', [], {}, true);
   }
 
-  supervisor(intervalMs: number, leaseMs: number): Promise<Child> {
-    return this.start('supervisor', 'supervisor', 'apps/supervisor/dist/main.js', [], { TRIAD_SUPERVISOR_INTERVAL_MS: String(intervalMs), TRIAD_SUPERVISOR_LEASE_MS: String(leaseMs) }, false);
+  /** A supervisor; `compactAfterMs` sets TRIAD_COMPACT_AFTER_MS (unset: the service's default, 10 min). */
+  supervisor(intervalMs: number, leaseMs: number, compactAfterMs?: number): Promise<Child> {
+    return this.start(
+      'supervisor',
+      'supervisor',
+      'apps/supervisor/dist/main.js',
+      [],
+      {
+        TRIAD_SUPERVISOR_INTERVAL_MS: String(intervalMs),
+        TRIAD_SUPERVISOR_LEASE_MS: String(leaseMs),
+        ...(compactAfterMs !== undefined ? { TRIAD_COMPACT_AFTER_MS: String(compactAfterMs) } : {}),
+      },
+      false,
+    );
   }
 
   /** One agent host process running the named bench agents. */

@@ -1,8 +1,9 @@
 /**
- * Redis memory per finished task: INFO used_memory before and after N tasks run through the real path,
- * cross-checked with MEMORY USAGE of the records; what a finished record holds, field by field; and
- * the size of the same record under the compaction rules docs/performance.md proposes (measured on a
- * scratch copy — the store itself is not changed here).
+ * Redis memory per finished task, before and after retention compacts it (decision 0007): INFO
+ * used_memory before and after N tasks run through the real path, cross-checked with MEMORY USAGE of the
+ * records; what a finished record holds, field by field, in both forms. The compaction is the real one:
+ * the run's supervisor with TRIAD_COMPACT_AFTER_MS=0 compacts the records, and they are measured once
+ * the compaction index is empty.
  */
 import type { Redis } from 'ioredis';
 import type { TriadClient } from '@triad/client';
@@ -17,23 +18,39 @@ export interface FieldSize {
   sample: string;
 }
 
-export interface MemoryResult {
-  tasks: number;
+/** One form of the finished records (full, or compacted). */
+export interface MemoryFigures {
   /** (used_memory after − before) / tasks. */
   usedMemoryPerTask: number;
-  /** Mean MEMORY USAGE of the task hashes plus each task's share of the tasks and finished indexes. */
+  /** Mean MEMORY USAGE of the task hashes plus each task's share of the indexes that hold it. */
   keyBytesPerTask: number;
   hashBytes: number;
   indexBytesPerTask: number;
   encoding: string;
   fields: FieldSize[];
-  /** MEMORY USAGE of one record rewritten under the proposed compaction rules. */
-  compactedBytes: number;
-  compactedEncoding: string;
-  /** MEMORY USAGE of the unchanged record stored as a listpack (Redis config only), when measured. */
+}
+
+export interface MemoryResult {
+  tasks: number;
+  /** As a task finishes (and for TRIAD_COMPACT_AFTER_MS after), in the tasks, finished and compact indexes. */
+  uncompacted: MemoryFigures;
+  /** After retention compacted the records (the rest of the retention time), in the tasks and finished indexes. */
+  compacted: MemoryFigures;
+  /** From asking for a compacting supervisor (its process start included) until the compaction index was empty, ms. */
+  compactionMs: number;
+  /** MEMORY USAGE of the uncompacted record stored as a listpack (Redis config only), when measured. */
   listpackBytes?: number;
   listpackValueLimit?: number;
 }
+
+/** The run's supervisor, which this measurement restarts with the compaction delay it needs. */
+export interface SupervisorControl {
+  /** Replaces the running supervisor with one started with TRIAD_COMPACT_AFTER_MS=`ms` (no-op if it already is). */
+  compactAfter(ms: number): Promise<void>;
+}
+
+/** A compaction delay longer than any run: the records of the batch stay full until they are measured. */
+const NEVER_DURING_RUN_MS = 86_400_000;
 
 async function usedMemory(redis: Redis): Promise<number> {
   const info = await redis.info('memory');
@@ -52,28 +69,44 @@ async function leasesGone(redis: Redis, namespace: string): Promise<void> {
   }
 }
 
+/** Waits until the compaction index is empty (every completed task compacted). */
+async function compactionDone(redis: Redis, namespace: string, timeoutMs: number): Promise<void> {
+  const k = keys(namespace);
+  const t0 = Date.now();
+  for (;;) {
+    const left = await redis.zcard(k.compact);
+    if (left === 0) return;
+    if (Date.now() - t0 > timeoutMs) {
+      throw new Error(`memory: ${left} finished tasks still wait in ${k.compact} after ${timeoutMs} ms; is the supervisor running with TRIAD_COMPACT_AFTER_MS=0 and leading?`);
+    }
+    await sleep(50);
+  }
+}
+
 function printable(v: Buffer): string {
   const s = v.toString('utf8');
   return /^[\x20-\x7e]*$/.test(s) ? s : `0x${v.toString('hex')}`;
 }
 
-/**
- * The record of a finished, completed task under the proposed rules: drop what only a running task needs
- * (plan — the pinned definition is in the workflow hash —, replyTo, lockedBy, lockEpoch, onFailure,
- * input), and shrink each step to `status|attempt|failures|startedAt|finishedAt`, so every value stays
- * under 64 bytes and Redis keeps the hash as a listpack.
- */
-export function compactRecord(h: Record<string, Buffer>): Record<string, Buffer | string> {
-  const drop = new Set(['plan', 'replyTo', 'lockedBy', 'lockEpoch', 'onFailure', 'input', 'updatedAt']);
-  const out: Record<string, Buffer | string> = {};
-  for (const [f, v] of Object.entries(h)) {
-    if (drop.has(f)) continue;
-    if (f.startsWith('s:')) {
-      const r = JSON.parse(v.toString('utf8')) as { status?: string; attempt?: number; failureCount?: number; startedAt?: number; finishedAt?: number };
-      out[f] = `${r.status?.[0] ?? '?'}|${r.attempt ?? 0}|${r.failureCount ?? 0}|${r.startedAt ?? ''}|${r.finishedAt ?? ''}`;
-    } else out[f] = v;
+/** MEMORY USAGE of a sample of the records, their indexes' share, and the first record field by field. */
+async function figures(redis: Redis, namespace: string, taskIds: readonly string[], usedMemoryPerTask: number): Promise<MemoryFigures> {
+  const k = keys(namespace);
+  const sample = taskIds.slice(0, 200);
+  const usage = await Promise.all(sample.map((id) => redis.memory('USAGE', k.task(id), 'SAMPLES', '0')));
+  const hashBytes = usage.reduce<number>((a, b) => a + Number(b ?? 0), 0) / sample.length;
+  // A task is one member of each index that holds it (the compaction index only until it is compacted).
+  let indexBytesPerTask = 0;
+  for (const z of [k.tasks, k.finished, k.compact]) {
+    const [bytes, card] = await Promise.all([redis.memory('USAGE', z, 'SAMPLES', '0'), redis.zcard(z)]);
+    if (card > 0) indexBytesPerTask += Number(bytes ?? 0) / card;
   }
-  return out;
+  const first = sample[0];
+  if (!first) throw new Error('memory: no task ran');
+  const h = await redis.hgetallBuffer(k.task(first));
+  const fields = Object.entries(h)
+    .map(([field, v]) => ({ field, bytes: v.length, sample: printable(v).slice(0, 160) }))
+    .sort((a, b) => b.bytes - a.bytes);
+  return { usedMemoryPerTask, keyBytesPerTask: hashBytes + indexBytesPerTask, hashBytes, indexBytesPerTask, encoding: String(await redis.object('ENCODING', k.task(first))), fields };
 }
 
 /**
@@ -94,6 +127,13 @@ async function asListpack(redis: Redis, key: string, h: Record<string, Buffer>):
   }
 }
 
+/**
+ * 1. A supervisor with TRIAD_COMPACT_AFTER_MS=0 compacts what earlier measurements left, so that nothing
+ *    but this batch changes size in between; then one that does not compact during the run takes over.
+ * 2. The batch runs; its finished records are measured as they are.
+ * 3. A supervisor with TRIAD_COMPACT_AFTER_MS=0 (left running for the rest of the run) compacts them; once
+ *    the compaction index is empty they are measured again against the same starting point.
+ */
 export async function measureMemory(
   client: TriadClient,
   completions: Completions,
@@ -103,50 +143,40 @@ export async function measureMemory(
   tasks: number,
   steps: number,
   ownRedis: boolean,
+  supervisor: SupervisorControl,
 ): Promise<MemoryResult> {
   const k = keys(namespace);
+  await supervisor.compactAfter(0);
+  await compactionDone(redis, namespace, 120_000);
+  await supervisor.compactAfter(NEVER_DURING_RUN_MS);
+
   await leasesGone(redis, namespace);
   const before = await usedMemory(redis);
   const batch = await runBatch(client, completions, workflow, tasks, steps);
   await leasesGone(redis, namespace);
-  const after = await usedMemory(redis);
+  const afterRun = await usedMemory(redis);
+  if ((await redis.zcard(k.compact)) !== tasks) throw new Error(`memory: expected the ${tasks} completed tasks in ${k.compact}, found ${await redis.zcard(k.compact)}`);
+  const uncompacted = await figures(redis, namespace, batch.taskIds, (afterRun - before) / tasks);
+  const first = batch.taskIds[0] ?? '';
+  const full = await redis.hgetallBuffer(k.task(first));
 
-  const sample = batch.taskIds.slice(0, 200);
-  const usage = await Promise.all(sample.map((id) => redis.memory('USAGE', k.task(id), 'SAMPLES', '0')));
-  const hashBytes = usage.reduce<number>((a, b) => a + Number(b ?? 0), 0) / sample.length;
-  // Each task is one member of the tasks index and one of the finished index.
-  let indexBytesPerTask = 0;
-  for (const z of [k.tasks, k.finished]) {
-    const [bytes, card] = await Promise.all([redis.memory('USAGE', z, 'SAMPLES', '0'), redis.zcard(z)]);
-    if (card > 0) indexBytesPerTask += Number(bytes ?? 0) / card;
-  }
-  const first = sample[0];
-  if (!first) throw new Error('memory: no task ran');
-  const h = await redis.hgetallBuffer(k.task(first));
-  const encoding = String(await redis.object('ENCODING', k.task(first)));
-  const fields = Object.entries(h)
-    .map(([field, v]) => ({ field, bytes: v.length, sample: printable(v).slice(0, 160) }))
-    .sort((a, b) => b.bytes - a.bytes);
+  const t0 = Date.now();
+  await supervisor.compactAfter(0);
+  await compactionDone(redis, namespace, 120_000);
+  const compactionMs = Date.now() - t0;
+  await leasesGone(redis, namespace);
+  const afterCompaction = await usedMemory(redis);
+  const compacted = await figures(redis, namespace, batch.taskIds, (afterCompaction - before) / tasks);
+  if (!compacted.fields.some((f) => f.field === 'c')) throw new Error(`memory: task ${first} is not marked compacted after the compaction index emptied`);
 
-  const scratch = `${k.prefix}:bench:compacted:{${first}}`;
-  await redis.hset(scratch, compactRecord(h));
-  const compactedBytes = Number((await redis.memory('USAGE', scratch, 'SAMPLES', '0')) ?? 0);
-  const compactedEncoding = String(await redis.object('ENCODING', scratch));
-  await redis.del(scratch);
-
-  const listpack = ownRedis ? await asListpack(redis, `${k.prefix}:bench:listpack:{${first}}`, h) : undefined;
+  const listpack = ownRedis ? await asListpack(redis, `${k.prefix}:bench:listpack:{${first}}`, full) : undefined;
   if (listpack && listpack.encoding !== 'listpack') throw new Error(`memory: the listpack copy is stored as ${listpack.encoding}`);
 
   return {
     ...(listpack ? { listpackBytes: listpack.bytes, listpackValueLimit: listpack.limit } : {}),
     tasks,
-    usedMemoryPerTask: (after - before) / tasks,
-    keyBytesPerTask: hashBytes + indexBytesPerTask,
-    hashBytes,
-    indexBytesPerTask,
-    encoding,
-    fields,
-    compactedBytes,
-    compactedEncoding,
+    uncompacted,
+    compacted,
+    compactionMs,
   };
 }

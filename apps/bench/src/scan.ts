@@ -2,9 +2,10 @@
  * Supervisor scan cost with 10k vs 1M finished tasks in Redis. The scan namespace has no supervisor of
  * its own: the benchmark makes the leader's sweep itself with the same store calls
  * (packages/supervisor/src/supervisor.ts sweep(): expiredSteps → expireStep per step → purgeFinished →
- * countExpired),
+ * compactFinished → countExpired),
  * over a few hundred live expired deadlines created through the real createTask transition, with
- * finished tasks (replicas of a real one) seeded to each size.
+ * finished tasks (replicas of a real one, compacted as every finished task is after
+ * TRIAD_COMPACT_AFTER_MS, so not in the compaction index) seeded to each size.
  *
  * Each size gets its own Redis when the run started its servers, and the sizes' rounds alternate, so
  * the load of a shared machine falls on both alike; on one Redis (--use-env) the sizes are measured one
@@ -41,11 +42,12 @@ export interface ScanSize {
   seedMs: number;
   /**
    * Median and p90 of the sweep's index reads: ZRANGEBYSCORE deadlines -inf now LIMIT 0 500, the
-   * retention purge's ZRANGEBYSCORE finished -inf cutoff LIMIT 0 500 (nothing due), and ZCOUNT, ms.
+   * retention purge's ZRANGEBYSCORE finished -inf cutoff LIMIT 0 500 and the compaction's on the compact
+   * index (nothing due in either), and ZCOUNT, ms.
    */
   probeP50Ms: number;
   probeP90Ms: number;
-  /** Median of a whole sweep over `liveExpired` steps (read, one expireStep each, purge, count), ms. */
+  /** Median of a whole sweep over `liveExpired` steps (read, one expireStep each, purge, compaction, count), ms. */
   sweepP50Ms: number;
   /** The same, as Redis' own time executing them (INFO commandstats), free of client and network noise, µs. */
   probeServerUs: number;
@@ -79,6 +81,8 @@ async function serverUsec(redis: Redis): Promise<number> {
 const SWEEP_BATCH = 500;
 /** The supervisor's default retention (TRIAD_RETENTION_MS). */
 const RETENTION_MS = 86_400_000;
+/** The supervisor's default compaction delay (TRIAD_COMPACT_AFTER_MS). */
+const COMPACT_AFTER_MS = 600_000;
 
 interface Samples {
   probes: number[];
@@ -141,6 +145,8 @@ function scanner(redis: Redis, namespace: string, o: ScanOptions) {
         await store.expiredSteps(Date.now(), SWEEP_BATCH);
         // What purgeFinished reads first (read here without its deletes; nothing is due anyway).
         await redis.zrangebyscore(k.finished, '-inf', Date.now() - RETENTION_MS, 'LIMIT', 0, SWEEP_BATCH);
+        // And what compactFinished reads first.
+        await redis.zrangebyscore(k.compact, '-inf', Date.now() - COMPACT_AFTER_MS, 'LIMIT', 0, SWEEP_BATCH);
         await store.countExpired(Date.now());
         probes.push(performance.now() - s);
       }
@@ -151,11 +157,13 @@ function scanner(redis: Redis, namespace: string, o: ScanOptions) {
       const expired = await store.expiredSteps(now, SWEEP_BATCH);
       for (const e of expired) await store.expireStep(e.taskId, e.step, now, 0);
       const purged = await store.purgeFinished(now - RETENTION_MS, SWEEP_BATCH, 0);
+      const compaction = await store.compactFinished(now - COMPACT_AFTER_MS, SWEEP_BATCH, 0);
       await store.countExpired(Date.now());
       const sweepMs = performance.now() - s;
       const p2 = await serverUsec(redis);
       if (expired.length < o.liveExpired) throw new Error(`scan: the sweep saw ${expired.length} expired steps, expected ${o.liveExpired}`);
       if (purged !== 0) throw new Error(`scan: retention purged ${purged} seeded tasks; they must all be inside the retention time`);
+      if (compaction.compacted + compaction.skipped !== 0) throw new Error(`scan: retention compacted ${compaction.compacted} tasks; the seeded ones must already be compacted`);
       await removeLive(live);
       if (!record) return;
       samples.probes.push(...probes);

@@ -28,4 +28,16 @@ describe('npm run bench', () => {
       expect(json[k] as number, k).toBeGreaterThan(0);
     }
   });
+
+  it('measures a finished task before and after the supervisor compacts it', { timeout: 180_000 }, async () => {
+    const r = await runBench(['--mode', 'memory', '--memory-tasks', '50', '--json']);
+    expect(r.code, `bench failed:\n${r.stderr}\n${r.stdout}`).toBe(0);
+    const json = JSON.parse(r.stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
+    for (const k of ['memory_bytes_per_task', 'memory_key_bytes_per_task', 'memory_bytes_per_task_uncompacted', 'memory_key_bytes_per_task_uncompacted']) {
+      expect(typeof json[k], k).toBe('number');
+    }
+    // MEMORY USAGE is exact per record (used_memory over 50 tasks is too noisy to compare).
+    expect(json['memory_key_bytes_per_task'] as number).toBeLessThan(json['memory_key_bytes_per_task_uncompacted'] as number);
+    expect(r.stdout).toMatch(/record after compaction \(listpack/);
+  });
 });

@@ -107,8 +107,10 @@ export function taskHeader(t: TaskState, now: number = Date.now()): string {
     ['task', t.taskId],
     ['workflow', `${t.workflow}@${t.version}`],
     ['status', t.status],
-    ['locked by', t.lockedBy ?? EMPTY],
-    ['lock epoch', t.lockEpoch],
+    // A compacted record (decision 0007) no longer keeps who drove the task.
+    ['locked by', t.compacted ? undefined : (t.lockedBy ?? EMPTY)],
+    ['lock epoch', t.compacted ? undefined : t.lockEpoch],
+    ['record', t.compacted ? "compacted by retention (no lock, no deadlines, a completed task's input dropped)" : undefined],
     ['created', when(t.createdAt, now)],
     ['updated', when(t.updatedAt, now)],
     ['finished', t.finishedAt !== undefined ? when(t.finishedAt, now) : undefined],

@@ -211,6 +211,14 @@ describe('formatting', () => {
     expect(completeByText({ status: 'pending' }, now)).toBe('-');
   });
 
+  it('says when a task record was compacted by retention, instead of an empty lock', () => {
+    const now = Date.UTC(2024, 0, 1);
+    const header = taskHeader(task({ status: 'completed', lockEpoch: 0, createdAt: now - 3_100, updatedAt: now - 1_000, finishedAt: now - 1_000, compacted: true }), now).split('\n');
+    expect(header.some((l) => l.startsWith('locked by') || l.startsWith('lock epoch'))).toBe(false);
+    expect(header.find((l) => l.startsWith('record:'))).toMatch(/compacted by retention/);
+    expect(header).toContain('finished:  2023-12-31T23:59:59.000Z (1.0s ago)');
+  });
+
   it('builds the JSON outcome with every step field present', () => {
     const j = taskJson(task({ status: 'completed', finishedAt: 3_000, steps: [step({ status: 'processed', output: { id: 1 }, startedAt: 1_000, finishedAt: 2_000 })] }));
     expect(Object.keys(j)).toEqual(['taskId', 'status', 'workflow', 'version', 'steps', 'error']);

@@ -212,6 +212,8 @@ export const SupervisorHealthSchema = z.object({
   undos: z.number().int().nonnegative(),
   /** Finished tasks removed by retention. */
   purged: z.number().int().nonnegative(),
+  /** Finished tasks whose record retention compacted (absent from reports of older supervisors). */
+  compacted: z.number().int().nonnegative().default(0),
   /** Writes rejected because a newer leader epoch exists. */
   fencedWrites: z.number().int().nonnegative(),
 });
@@ -292,6 +294,11 @@ export const TaskStateSchema = z.object({
   finishedAt: z.number().optional(),
   error: z.string().optional(),
   steps: z.array(StepStateSchema),
+  /**
+   * The record was compacted by retention (decision 0007): lockedBy, lockEpoch (reported as 0), the
+   * steps' completeBy and lockedBy, and a completed task's input are no longer kept; updatedAt is finishedAt.
+   */
+  compacted: z.boolean().optional(),
 });
 export type TaskState = z.output<typeof TaskStateSchema>;
 

@@ -80,11 +80,18 @@ local function find_spec(plan, name)
   return nil
 end
 
--- Marks the task finished and files it for retention.
+-- Marks the task finished and files it for retention. A task that can never be retried (completed,
+-- compensated, cancelled; `retryStep` takes only failed and compensation_failed ones) also goes into the
+-- compaction index, which retention reads in O(due) (compactFinished.lua, decision 0007). That index's
+-- name is derived from the finished index's (keys.ts: `<prefix>:compact` next to `<prefix>:finished`) so
+-- that the transitions calling this keep their KEYS unchanged.
 local function finish_task(taskKey, finishedKey, taskId, status, now, events, reason)
   redis.call('HSET', taskKey, 'status', status, 'finishedAt', now, 'updatedAt', now)
   if reason then redis.call('HSET', taskKey, 'error', reason) end
   redis.call('ZADD', finishedKey, now, taskId)
+  if status == 'completed' or status == 'compensated' or status == 'cancelled' then
+    redis.call('ZADD', (string.gsub(finishedKey, 'finished$', 'compact')), now, taskId)
+  end
   push_event(taskKey, events, status, nil, nil, reason, status)
 end
 

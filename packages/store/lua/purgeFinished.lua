@@ -1,9 +1,10 @@
 --[[
   purgeFinished — retention: removes up to ARGV[3] tasks that finished before ARGV[2] (their task hash,
-  with steps and outputs, and their entries in the tasks and finished indexes). Fenced by the supervisor
-  epoch like every supervisor write. Running tasks are never in the finished index.
+  full or compacted, with steps and outputs, and their entries in the tasks, finished and compaction
+  indexes). Fenced by the supervisor epoch like every supervisor write. Running tasks are never in the
+  finished index.
 
-  KEYS[1] finished index   KEYS[2] tasks index   KEYS[3] supervisor epoch
+  KEYS[1] finished index   KEYS[2] tasks index   KEYS[3] supervisor epoch   KEYS[4] compaction index
   ARGV[1] key prefix of task hashes ("triad:<ns>:task:")   ARGV[2] cutoff (epoch ms)   ARGV[3] limit
   ARGV[4] epoch
   Returns { OK, removed } | { STALE_EPOCH, current }
@@ -20,5 +21,7 @@ for _, id in ipairs(due) do
   redis.call('DEL', ARGV[1] .. '{' .. id .. '}')
   redis.call('ZREM', KEYS[2], id)
   redis.call('ZREM', KEYS[1], id)
+  -- Not yet compacted (retention shorter than the compaction delay, or a sweep that had not got to it).
+  redis.call('ZREM', KEYS[4], id)
 end
 return { OK, #due }

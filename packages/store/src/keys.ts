@@ -10,6 +10,12 @@ export interface Keys {
   readonly tasks: string;
   readonly deadlines: string;
   readonly finished: string;
+  /**
+   * Finished tasks that can never be retried (completed, compensated, cancelled), by finish time, until
+   * retention compacts their record (decision 0007). Lua derives this name from `finished`
+   * (`finish_task` in _common.lua), so it must stay `<prefix>:compact` next to `<prefix>:finished`.
+   */
+  readonly compact: string;
   workflow(name: string): string;
   readonly workflows: string;
   readonly supervisorLeader: string;
@@ -28,6 +34,7 @@ export function keys(namespace: string): Keys {
     tasks: `${prefix}:tasks`,
     deadlines: `${prefix}:deadlines`,
     finished: `${prefix}:finished`,
+    compact: `${prefix}:compact`,
     workflow: (name) => `${prefix}:wf:${name}`,
     workflows: `${prefix}:workflows`,
     supervisorLeader: `${prefix}:supervisor:leader`,

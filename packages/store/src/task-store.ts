@@ -3,21 +3,20 @@ import type { Redis } from 'ioredis';
 import {
   ErrorCode,
   TriadError,
-  unpackTrusted,
   type Alert,
   type FailurePolicy,
-  type StepState,
-  type StepStatus,
   type TaskState,
   type TaskStatus,
   type TaskSummary,
 } from '@triad/protocol';
-import type { PlanStep } from '@triad/core';
+import { compilePlan, type PlanStep } from '@triad/core';
 import { keys, parseDeadlineMember, type Keys } from './keys.js';
 import type { LeaseClaim } from './leases.js';
 import { ScriptCode, scriptError } from './codes.js';
 import { runScript } from './scripts.js';
 import { parseBody, parseExpiry, parseTransition, type Expiry, type Transition } from './transitions.js';
+import { compactTaskView, fullTaskView, isCompacted, type StepRecord } from './task-view.js';
+import { WorkflowStore } from './workflow-store.js';
 
 export interface CreateTaskArgs {
   /** The scheduler's task lease (taken inside the transition). */
@@ -49,32 +48,10 @@ export interface ApplyResultArgs {
 
 export type ApplyOutcome = { applied: true; transition: Transition } | { applied: false; reason: string };
 
-interface CompensationRecord {
-  attempt: number;
-  failureCount: number;
-  completeBy?: number;
-  lockedBy?: string;
-  startedAt?: number;
-  finishedAt?: number;
-  error?: string;
-  parked?: boolean;
-}
-
-interface StepRecord {
-  status: StepStatus;
-  attempt: number;
-  failureCount: number;
-  completeBy?: number;
-  lockedBy?: string;
-  startedAt?: number;
-  finishedAt?: number;
-  error?: string;
-  order?: number;
-  comp?: CompensationRecord;
-}
-
 export class TaskStore {
   readonly keys: Keys;
+  /** Pinned definitions, read for compacted tasks (whose record no longer carries the plan). */
+  private workflows: WorkflowStore | undefined;
 
   constructor(
     readonly redis: Redis,
@@ -126,56 +103,25 @@ export class TaskStore {
     return { applied: true, transition: parseTransition(reply) };
   }
 
-  /** The whole state of a task, for clients and operators. Outputs are decoded from msgpack. */
+  /**
+   * The whole state of a task, for clients and operators (outputs decoded from msgpack), from its full
+   * record or, once retention compacted it, from the compact record and the task's pinned plan.
+   */
   async getTask(taskId: string): Promise<TaskState | undefined> {
     const h = await this.redis.hgetallBuffer(this.keys.task(taskId));
     if (!h['id']) return undefined;
-    const str = (f: string): string | undefined => h[f]?.toString('utf8');
-    const num = (f: string): number | undefined => {
-      const v = str(f);
-      return v === undefined || v === '' ? undefined : Number(v);
-    };
-    const plan = JSON.parse(str('plan') ?? '[]') as PlanStep[];
-    const steps: StepState[] = plan.map((p) => {
-      const rec = JSON.parse(str(`s:${p.n}`) ?? '{"status":"pending","attempt":0,"failureCount":0}') as StepRecord;
-      const out = h[`o:${p.n}`];
-      const s: StepState = {
-        name: p.n,
-        agent: p.a,
-        status: rec.status,
-        attempt: rec.attempt,
-        failureCount: rec.failureCount,
-        dependsOn: Array.isArray(p.d) ? p.d : [],
-      };
-      if (rec.lockedBy) s.lockedBy = rec.lockedBy;
-      if (rec.completeBy !== undefined) s.completeBy = rec.completeBy;
-      if (rec.startedAt !== undefined) s.startedAt = rec.startedAt;
-      if (rec.finishedAt !== undefined) s.finishedAt = rec.finishedAt;
-      if (rec.error) s.error = rec.error;
-      if (rec.order !== undefined) s.order = rec.order;
-      if (out) s.output = unpackTrusted(out);
-      if (rec.comp && p.c) s.compensation = { agent: p.c.a, ...rec.comp };
-      return s;
-    });
-    const state: TaskState = {
-      taskId,
-      workflow: str('workflow') ?? '',
-      version: num('version') ?? 0,
-      status: (str('status') ?? 'running') as TaskStatus,
-      input: h['input'] && h['input'].length > 0 ? unpackTrusted(h['input']) : undefined,
-      lockEpoch: num('lockEpoch') ?? 0,
-      seq: num('seq') ?? 0,
-      createdAt: num('createdAt') ?? 0,
-      updatedAt: num('updatedAt') ?? 0,
-      steps,
-    };
-    const lockedBy = str('lockedBy');
-    if (lockedBy) state.lockedBy = lockedBy;
-    const finishedAt = num('finishedAt');
-    if (finishedAt !== undefined) state.finishedAt = finishedAt;
-    const error = str('error');
-    if (error) state.error = error;
-    return state;
+    if (!isCompacted(h)) return fullTaskView(taskId, h);
+    return compactTaskView(taskId, h, await this.pinnedPlan(h['workflow']?.toString('utf8') ?? '', Number(h['version']?.toString('utf8') ?? 0)));
+  }
+
+  /**
+   * The plan a task ran: its pinned workflow version compiled as the scheduler compiled it (versions never
+   * change once registered). Undefined when that version is not stored.
+   */
+  private async pinnedPlan(workflow: string, version: number): Promise<PlanStep[] | undefined> {
+    this.workflows ??= new WorkflowStore(this.redis, this.namespace);
+    const wf = await this.workflows.get(workflow, version);
+    return wf ? compilePlan(wf) : undefined;
   }
 
   /** Most recent tasks first; `status` filters (reading at most `scanLimit` recent tasks to find them). */
@@ -184,12 +130,13 @@ export class TaskStore {
     const ids = await this.redis.zrevrange(this.keys.tasks, 0, scan - 1);
     if (ids.length === 0) return [];
     const pipe = this.redis.pipeline();
-    for (const id of ids) pipe.hmget(this.keys.task(id), 'workflow', 'version', 'status', 'createdAt', 'updatedAt');
+    for (const id of ids) pipe.hmget(this.keys.task(id), 'workflow', 'version', 'status', 'createdAt', 'updatedAt', 'finishedAt');
     const rows = (await pipe.exec()) ?? [];
     const out: TaskSummary[] = [];
     rows.forEach(([err, v], i) => {
       if (err || !Array.isArray(v) || v[0] === null) return;
-      const [workflow, version, status, createdAt, updatedAt] = v as (string | null)[];
+      // A compacted record has no updatedAt: a finished task was last updated when it finished.
+      const [workflow, version, status, createdAt, updatedAt, finishedAt] = v as (string | null)[];
       if (opts.status && status !== opts.status) return;
       if (out.length >= opts.limit) return;
       out.push({
@@ -198,7 +145,7 @@ export class TaskStore {
         version: Number(version),
         status: status as TaskStatus,
         createdAt: Number(createdAt),
-        updatedAt: Number(updatedAt),
+        updatedAt: Number(updatedAt ?? finishedAt),
       });
     });
     return out;
@@ -257,8 +204,9 @@ export class TaskStore {
   }
 
   /**
-   * The agent instance starting a step records itself as the step's holder; fenced by its step lease
-   * and the attempt. Returns false (and changes nothing) when the step moved on or the lease is gone.
+   * The agent instance starting a step takes the step's lease and records itself as the step's holder,
+   * fenced by the attempt. Returns `claimed: false` (and changes nothing) when the step moved on, or
+   * with `busy` when another instance holds the step's lease (a duplicate delivery).
    */
   async claimStep(a: {
     lease: LeaseClaim;
@@ -286,10 +234,23 @@ export class TaskStore {
   /** Retention: removes up to `limit` tasks that finished before `cutoff`. Fenced by the supervisor epoch. */
   async purgeFinished(cutoff: number, limit: number, epoch: number): Promise<number> {
     const k = this.keys;
-    const reply = (await runScript(this.redis, 'purgeFinished', [k.finished, k.tasks, k.supervisorEpoch], [`${k.prefix}:task:`, cutoff, limit, epoch])) as unknown[];
+    const reply = (await runScript(this.redis, 'purgeFinished', [k.finished, k.tasks, k.supervisorEpoch, k.compact], [`${k.prefix}:task:`, cutoff, limit, epoch])) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, 'purge finished tasks');
     return Number(reply[1]);
+  }
+
+  /**
+   * Retention's compaction stage: rewrites up to `limit` tasks that finished (completed, compensated or
+   * cancelled) at or before `cutoff` into their compact record (compactFinished.lua). O(due) on the
+   * compaction index. Fenced by the supervisor epoch: throws TriadError STALE when `epoch` is older.
+   */
+  async compactFinished(cutoff: number, limit: number, epoch: number): Promise<{ compacted: number; skipped: number }> {
+    const k = this.keys;
+    const reply = (await runScript(this.redis, 'compactFinished', [k.compact, k.supervisorEpoch], [`${k.prefix}:task:`, cutoff, limit, epoch])) as unknown[];
+    const code = Number(reply[0]);
+    if (code !== ScriptCode.Ok) throw scriptError(code, `compact finished tasks at epoch ${epoch}`);
+    return { compacted: Number(reply[1]), skipped: Number(reply[2]) };
   }
 
   /** Open operator alerts (closed by a successful retry of their step). */

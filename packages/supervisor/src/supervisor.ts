@@ -2,7 +2,9 @@
  * The Supervisor actor: on every interval the leader reads the steps whose completeBy has passed (the
  * deadline index, O(expired)), applies the step's failure ladder through one fenced transition each,
  * and asks the scheduler to act (a retry command) or raises an operator alert. It knows nothing of
- * the business: the ladder comes from the task's pinned plan.
+ * the business: the ladder comes from the task's pinned plan. The leader also runs retention: finished
+ * tasks past TRIAD_RETENTION_MS are removed, and those that can never be retried are compacted once past
+ * TRIAD_COMPACT_AFTER_MS (decision 0007), each a bounded batch per sweep, fenced by the leader epoch.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -29,7 +31,16 @@ export interface SupervisorOptions {
   batchSize?: number;
   /** Finished tasks are removed this long after they finished (default 24 h). */
   retentionMs?: number;
+  /**
+   * Finished tasks that can never be retried (completed, compensated, cancelled) keep their full record
+   * this long, for operators to inspect, then the leader compacts it (default 10 min; 0 = on the next
+   * sweep). Decision 0007.
+   */
+  compactAfterMs?: number;
 }
+
+/** The default of `compactAfterMs` (TRIAD_COMPACT_AFTER_MS). */
+export const DEFAULT_COMPACT_AFTER_MS = 600_000;
 
 
 export class Supervisor {
@@ -50,7 +61,7 @@ export class Supervisor {
     this.intervalMs = o.intervalMs ?? 1_000;
     this.leaseMs = o.leaseMs ?? 5_000;
     this.leadership = new Leadership(o.leaderRedis, o.bus.names.namespace, this.id, this.leaseMs);
-    this.health = { supervisorId: this.id, leading: false, epoch: 0, handled: 0, expiredWaiting: 0, retries: 0, parked: 0, errors: 0, undos: 0, purged: 0, fencedWrites: 0 };
+    this.health = { supervisorId: this.id, leading: false, epoch: 0, handled: 0, expiredWaiting: 0, retries: 0, parked: 0, errors: 0, undos: 0, purged: 0, compacted: 0, fencedWrites: 0 };
   }
 
   async start(): Promise<void> {
@@ -60,7 +71,10 @@ export class Supervisor {
     this.sweepTimer = setInterval(() => {
       if (!this.sweeping) this.sweeping = this.sweep().finally(() => (this.sweeping = undefined));
     }, this.intervalMs);
-    this.log.info({ supervisorId: this.id, intervalMs: this.intervalMs, leaseMs: this.leaseMs }, 'supervisor started');
+    this.log.info(
+      { supervisorId: this.id, intervalMs: this.intervalMs, leaseMs: this.leaseMs, retentionMs: this.o.retentionMs ?? 86_400_000, compactAfterMs: this.o.compactAfterMs ?? DEFAULT_COMPACT_AFTER_MS },
+      'supervisor started',
+    );
   }
 
   async stop(): Promise<void> {
@@ -130,13 +144,24 @@ export class Supervisor {
       );
     }
     this.health.sweepMs = performance.now() - started;
-    // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above).
+    // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above);
+    // then those that can never be retried and are past the compaction delay get their compact record
+    // (after the purge, so nothing about to be deleted is compacted first). Both read their index in O(due).
     if (!this.stopped && this.leadership.isLeader()) {
       try {
         this.health.purged += await this.o.tasks.purgeFinished(now - (this.o.retentionMs ?? 86_400_000), batch, epoch);
       } catch (e) {
         if (isTriadError(e, 'STALE')) this.health.fencedWrites++;
         else this.log.warn({ err: errorMessage(e) }, 'retention purge failed; retrying next sweep');
+      }
+    }
+    if (!this.stopped && this.leadership.isLeader()) {
+      try {
+        const c = await this.o.tasks.compactFinished(now - (this.o.compactAfterMs ?? DEFAULT_COMPACT_AFTER_MS), batch, epoch);
+        this.health.compacted += c.compacted;
+      } catch (e) {
+        if (isTriadError(e, 'STALE')) this.health.fencedWrites++;
+        else this.log.warn({ err: errorMessage(e) }, 'retention compaction failed; retrying next sweep');
       }
     }
     this.health.lastSweepAt = now;

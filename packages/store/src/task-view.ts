@@ -1,0 +1,212 @@
+/**
+ * A task record (the hash `triad:<ns>:task:{<id>}`) read back as the TaskState clients and operators
+ * see, in both shapes the store keeps: the full record of a running or recently finished task, and the
+ * compact record retention leaves of a finished one that can never be retried (compactFinished.lua,
+ * decision 0007). No I/O: the caller reads the hash and, for a compact record, the task's pinned plan
+ * (from the workflow store, since the compact record no longer carries it).
+ */
+import { ErrorCode, StepStatusSchema, TriadError, unpackTrusted, type StepState, type StepStatus, type TaskState, type TaskStatus } from '@triad/protocol';
+import type { PlanStep } from '@triad/core';
+
+/** A task hash as HGETALL returns it with Buffer values (outputs and input are msgpack). */
+export type TaskHash = Record<string, Buffer>;
+
+/** A step's compensation inside its full step record (`comp`). */
+export interface CompensationRecord {
+  attempt: number;
+  failureCount: number;
+  completeBy?: number;
+  lockedBy?: string;
+  startedAt?: number;
+  finishedAt?: number;
+  error?: string;
+  parked?: boolean;
+}
+
+/** The full step record, JSON in the field `s:<step>` (decision 0001). */
+export interface StepRecord {
+  status: StepStatus;
+  attempt: number;
+  failureCount: number;
+  completeBy?: number;
+  lockedBy?: string;
+  startedAt?: number;
+  finishedAt?: number;
+  error?: string;
+  order?: number;
+  comp?: CompensationRecord;
+}
+
+/** The field that marks a compact record (its value is the format, "1"). */
+export const COMPACTED_FIELD = 'c';
+
+export function isCompacted(h: TaskHash): boolean {
+  return h[COMPACTED_FIELD] !== undefined;
+}
+
+function reader(h: TaskHash) {
+  const str = (f: string): string | undefined => h[f]?.toString('utf8');
+  const num = (f: string): number | undefined => {
+    const v = str(f);
+    return v === undefined || v === '' ? undefined : Number(v);
+  };
+  return { str, num };
+}
+
+/** The state of a task from its full record. */
+export function fullTaskView(taskId: string, h: TaskHash): TaskState {
+  const { str, num } = reader(h);
+  const plan = JSON.parse(str('plan') ?? '[]') as PlanStep[];
+  const steps: StepState[] = plan.map((p) => {
+    const rec = JSON.parse(str(`s:${p.n}`) ?? '{"status":"pending","attempt":0,"failureCount":0}') as StepRecord;
+    const out = h[`o:${p.n}`];
+    const s: StepState = {
+      name: p.n,
+      agent: p.a,
+      status: rec.status,
+      attempt: rec.attempt,
+      failureCount: rec.failureCount,
+      dependsOn: Array.isArray(p.d) ? p.d : [],
+    };
+    if (rec.lockedBy) s.lockedBy = rec.lockedBy;
+    if (rec.completeBy !== undefined) s.completeBy = rec.completeBy;
+    if (rec.startedAt !== undefined) s.startedAt = rec.startedAt;
+    if (rec.finishedAt !== undefined) s.finishedAt = rec.finishedAt;
+    if (rec.error) s.error = rec.error;
+    if (rec.order !== undefined) s.order = rec.order;
+    if (out) s.output = unpackTrusted(out);
+    if (rec.comp && p.c) s.compensation = { agent: p.c.a, ...rec.comp };
+    return s;
+  });
+  const state: TaskState = {
+    taskId,
+    workflow: str('workflow') ?? '',
+    version: num('version') ?? 0,
+    status: (str('status') ?? 'running') as TaskStatus,
+    input: h['input'] && h['input'].length > 0 ? unpackTrusted(h['input']) : undefined,
+    lockEpoch: num('lockEpoch') ?? 0,
+    seq: num('seq') ?? 0,
+    createdAt: num('createdAt') ?? 0,
+    updatedAt: num('updatedAt') ?? 0,
+    steps,
+  };
+  const lockedBy = str('lockedBy');
+  if (lockedBy) state.lockedBy = lockedBy;
+  const finishedAt = num('finishedAt');
+  if (finishedAt !== undefined) state.finishedAt = finishedAt;
+  const error = str('error');
+  if (error) state.error = error;
+  return state;
+}
+
+/** One step of a compact record: `k:<step>` = `status|attempt|failureCount|startedAt|finishedAt[|order|compAttempt|compFailureCount|compStartedAt|compFinishedAt]`. */
+export interface CompactStep {
+  status: StepStatus;
+  attempt: number;
+  failureCount: number;
+  startedAt?: number;
+  finishedAt?: number;
+  order?: number;
+  comp?: { attempt: number; failureCount: number; startedAt?: number; finishedAt?: number };
+}
+
+/**
+ * Parses a compact step record; its times are ms since the task's `createdAt`. Throws INTERNAL, naming
+ * the task, step and text, when the record is not one compactFinished.lua writes.
+ */
+export function parseCompactStep(text: string, createdAt: number, where: { taskId: string; step: string }): CompactStep {
+  const malformed = (why: string): TriadError =>
+    new TriadError(
+      ErrorCode.Internal,
+      `task ${where.taskId}: the compact record of step ${where.step} ("${text}") is malformed (${why}); it was not written by this version's compactFinished.lua — inspect it with redis-cli HGETALL and report it`,
+    );
+  const parts = text.split('|');
+  const status = StepStatusSchema.safeParse(parts[0]);
+  if (!status.success) throw malformed(`unknown status "${parts[0] ?? ''}"`);
+  const int = (i: number, what: string): number | undefined => {
+    const v = parts[i];
+    if (v === undefined || v === '') return undefined;
+    const n = Number(v);
+    if (!Number.isInteger(n)) throw malformed(`${what} "${v}" is not a whole number`);
+    return n;
+  };
+  const time = (i: number, what: string): number | undefined => {
+    const v = int(i, what);
+    return v === undefined ? undefined : createdAt + v;
+  };
+  const step: CompactStep = { status: status.data, attempt: int(1, 'attempt') ?? 0, failureCount: int(2, 'failureCount') ?? 0 };
+  const startedAt = time(3, 'startedAt');
+  if (startedAt !== undefined) step.startedAt = startedAt;
+  const finishedAt = time(4, 'finishedAt');
+  if (finishedAt !== undefined) step.finishedAt = finishedAt;
+  const order = int(5, 'order');
+  if (order !== undefined) step.order = order;
+  const compAttempt = int(6, 'compensation attempt');
+  if (compAttempt !== undefined) {
+    const comp: NonNullable<CompactStep['comp']> = { attempt: compAttempt, failureCount: int(7, 'compensation failureCount') ?? 0 };
+    const cs = time(8, 'compensation startedAt');
+    if (cs !== undefined) comp.startedAt = cs;
+    const cf = time(9, 'compensation finishedAt');
+    if (cf !== undefined) comp.finishedAt = cf;
+    step.comp = comp;
+  }
+  return step;
+}
+
+/**
+ * The state of a task from its compact record. Step names, agents, dependencies and order come from the
+ * task's pinned plan; when that workflow version is no longer stored (`plan` undefined), the steps are
+ * listed in the record's own order (the plan's, as compaction wrote them) with an empty agent and no
+ * dependencies.
+ */
+export function compactTaskView(taskId: string, h: TaskHash, plan: readonly PlanStep[] | undefined): TaskState {
+  const { str, num } = reader(h);
+  const createdAt = num('createdAt') ?? 0;
+  const finishedAt = num('finishedAt');
+  const specs: readonly Pick<PlanStep, 'n' | 'a' | 'd' | 'c'>[] =
+    plan ??
+    Object.keys(h)
+      .filter((f) => f.startsWith('k:'))
+      .map((f) => ({ n: f.slice(2), a: '', d: [] }));
+  const steps: StepState[] = specs.map((p) => {
+    const text = str(`k:${p.n}`);
+    const rec: CompactStep = text === undefined ? { status: 'pending', attempt: 0, failureCount: 0 } : parseCompactStep(text, createdAt, { taskId, step: p.n });
+    const s: StepState = {
+      name: p.n,
+      agent: p.a,
+      status: rec.status,
+      attempt: rec.attempt,
+      failureCount: rec.failureCount,
+      dependsOn: Array.isArray(p.d) ? p.d : [],
+    };
+    if (rec.startedAt !== undefined) s.startedAt = rec.startedAt;
+    if (rec.finishedAt !== undefined) s.finishedAt = rec.finishedAt;
+    const error = str(`e:${p.n}`);
+    if (error) s.error = error;
+    if (rec.order !== undefined) s.order = rec.order;
+    const out = h[`o:${p.n}`];
+    if (out) s.output = unpackTrusted(out);
+    if (rec.comp) {
+      const compError = str(`ce:${p.n}`);
+      s.compensation = { agent: p.c?.a ?? '', ...rec.comp, ...(compError ? { error: compError } : {}) };
+    }
+    return s;
+  });
+  const state: TaskState = {
+    taskId,
+    workflow: str('workflow') ?? '',
+    version: num('version') ?? 0,
+    status: (str('status') ?? 'completed') as TaskStatus,
+    input: h['input'] && h['input'].length > 0 ? unpackTrusted(h['input']) : undefined,
+    lockEpoch: 0,
+    seq: num('seq') ?? 0,
+    createdAt,
+    updatedAt: finishedAt ?? createdAt,
+    steps,
+    compacted: true,
+  };
+  if (finishedAt !== undefined) state.finishedAt = finishedAt;
+  const error = str('error');
+  if (error) state.error = error;
+  return state;
+}
