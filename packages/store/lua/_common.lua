@@ -13,6 +13,15 @@ local function take_lease(leaseKey, token, ms)
   return true
 end
 
+-- The time a transition records: the caller's clock, but never before the task's last transition. A
+-- caller reads its clock before its script takes the task's lease, so without this a scheduler delayed
+-- between the two (or with a slower clock) could record a step starting before its dependency finished.
+local function task_now(taskKey, now)
+  local last = tonumber(redis.call('HGET', taskKey, 'updatedAt'))
+  if last and last > now then return last end
+  return now
+end
+
 local function decode_step(raw)
   if not raw then return nil end
   return cjson.decode(raw)

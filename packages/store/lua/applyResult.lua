@@ -31,7 +31,14 @@ local taskId, stepName, attempt, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonu
 if not take_lease(KEYS[4], ARGV[11], ARGV[13]) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
 local rec = decode_step(redis.call('HGET', taskKey, 's:' .. stepName))
-if not rec then return { UNKNOWN_STEP, '{}' } end
+if not rec then
+  -- A late result for a task retention has compacted (compactFinished.lua): stale, not unknown.
+  if redis.call('HEXISTS', taskKey, 'c') == 1 then
+    return { STALE, cjson.encode({ reason = 'the task finished and its record was compacted' }) }
+  end
+  return { UNKNOWN_STEP, '{}' }
+end
+now = task_now(taskKey, now)
 local taskStatus = redis.call('HGET', taskKey, 'status')
 local kind = ARGV[12]
 local events, dispatch = {}, {}

@@ -17,6 +17,7 @@ local taskKey, deadlinesKey, finishedKey = KEYS[1], KEYS[2], KEYS[3]
 local taskId, now = ARGV[1], tonumber(ARGV[3])
 if not take_lease(KEYS[4], ARGV[5], ARGV[6]) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
+now = task_now(taskKey, now)
 local status = redis.call('HGET', taskKey, 'status')
 if status ~= 'running' then
   return { INVALID_STATE, cjson.encode({ reason = 'the task is ' .. status .. '; only a running task can be cancelled' }) }

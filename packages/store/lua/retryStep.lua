@@ -19,6 +19,7 @@ local taskId, stepName, now = ARGV[1], ARGV[2], tonumber(ARGV[4])
 
 if not take_lease(KEYS[5], ARGV[6], ARGV[7]) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
+now = task_now(taskKey, now)
 local taskStatus = redis.call('HGET', taskKey, 'status')
 if taskStatus ~= 'running' and taskStatus ~= 'failed' and taskStatus ~= 'compensation_failed' then
   return { INVALID_STATE, cjson.encode({ reason = 'the task is ' .. taskStatus .. '; only a failed, compensation_failed or running task has a step to retry' }) }

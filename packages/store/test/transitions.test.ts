@@ -680,6 +680,20 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     expect(await r().exists(first.key)).toBe(0);
   });
 
+  it("a transition never records a time before the task's last one (a caller that read its clock, then waited for the lease)", async () => {
+    const store = new TaskStore(r(), ns());
+    await store.createTask(createArgs('clock-1'));
+    await store.applyResult(ok('clock-1', 'a', 1, T0 + 100));
+    // b's result comes from a scheduler that read its clock at T0 + 50, before a's transition.
+    await store.applyResult(ok('clock-1', 'b', 1, T0 + 50));
+    await store.applyResult(ok('clock-1', 'c', 1, T0 + 120));
+    const t = (await store.getTask('clock-1'))!;
+    const step = (name: string) => t.steps.find((x) => x.name === name)!;
+    expect(step('b').finishedAt).toBe(T0 + 100);
+    expect(step('b').finishedAt!).toBeGreaterThanOrEqual(step('a').finishedAt!);
+    expect(step('d').startedAt!).toBeGreaterThanOrEqual(Math.max(step('b').finishedAt!, step('c').finishedAt!));
+  });
+
   it('claimStep takes the step lease and records the agent, fenced by the attempt; applying the result frees the lease', async () => {
     const namespace = ns();
     const leases = new Leases(r(), namespace);
