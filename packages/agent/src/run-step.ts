@@ -29,6 +29,9 @@ export interface RunStepOptions {
   breaker?: { policy: CircuitBreakerPolicy; halfOpenAfterMs: number };
 }
 
+/** The abort reason handlers see once their step is over (shared: one Error, not one per step). */
+const STEP_FINISHED = new Error('step finished');
+
 export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunStepOptions): Promise<StepOutcome> {
   const wallNow = o.now ?? Date.now;
   const windowMs = req.completeBy - o.safetyMarginMs - wallNow();
@@ -94,6 +97,6 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
   } finally {
     clearTimeout(timer);
     external?.removeEventListener('abort', onExternal);
-    if (!controller.signal.aborted) controller.abort(new Error('step finished'));
+    if (!controller.signal.aborted) controller.abort(STEP_FINISHED);
   }
 }

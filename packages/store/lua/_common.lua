@@ -27,6 +27,17 @@ local function decode_step(raw)
   return cjson.decode(raw)
 end
 
+-- Every step record of the plan, by step name, in one HMGET (not one HGET per step: a transition of a
+-- long workflow would otherwise make as many calls as the workflow has steps).
+local function load_steps(taskKey, plan)
+  local fields = {}
+  for i, s in ipairs(plan) do fields[i] = 's:' .. s.n end
+  local raw = redis.call('HMGET', taskKey, unpack(fields))
+  local recs = {}
+  for i, s in ipairs(plan) do recs[s.n] = decode_step(raw[i]) end
+  return recs
+end
+
 local function save_step(taskKey, name, rec)
   redis.call('HSET', taskKey, 's:' .. name, cjson.encode(rec))
 end
@@ -54,11 +65,7 @@ end
 -- Starts every pending step whose dependencies are all processed. Fills `dispatch` with what the
 -- caller must send to agents and `events` with step_started. Returns true when every step is processed.
 local function start_ready(taskKey, deadlinesKey, taskId, plan, now, events, dispatch)
-  local status = {}
-  for _, s in ipairs(plan) do
-    local rec = decode_step(redis.call('HGET', taskKey, 's:' .. s.n))
-    status[s.n] = rec
-  end
+  local status = load_steps(taskKey, plan)
   local all_done = true
   for _, s in ipairs(plan) do
     local rec = status[s.n]
@@ -127,9 +134,10 @@ end
 -- order of completion.
 local function next_compensation(taskKey, deadlinesKey, finishedKey, taskId, plan, now, events, dispatch)
   local best, bestRec, bestOrder = nil, nil, -1
+  local recs = load_steps(taskKey, plan)
   for _, s in ipairs(plan) do
     if type(s.c) == 'table' then
-      local rec = decode_step(redis.call('HGET', taskKey, 's:' .. s.n))
+      local rec = recs[s.n]
       if rec.status == 'processed' and (rec.order or 0) > bestOrder then
         best, bestRec, bestOrder = s, rec, rec.order or 0
       end
@@ -151,8 +159,9 @@ end
 local function begin_undo(taskKey, deadlinesKey, finishedKey, taskId, plan, now, events, dispatch, endAs, reason)
   redis.call('HSET', taskKey, 'status', 'compensating', 'endAs', endAs, 'updatedAt', now)
   if reason then redis.call('HSET', taskKey, 'error', reason) end
+  local recs = load_steps(taskKey, plan)
   for _, s in ipairs(plan) do
-    local rec = decode_step(redis.call('HGET', taskKey, 's:' .. s.n))
+    local rec = recs[s.n]
     if rec.status == 'processing' or rec.status == 'parked' then
       rec.status = 'abandoned'
       rec.finishedAt = now
