@@ -242,6 +242,11 @@ describe('versions and retention', () => {
     expect(json.code, json.stderr).toBe(0);
     expect(JSON.parse(json.stdout)).toMatchObject({ taskId: undone.taskId, status: 'compensated', compacted: true });
     await waitFor(async () => ((await r.client.supervisorStatus()).supervisors.some((x) => x.compacted >= 2) ? true : undefined), { timeoutMs: 5_000, what: 'the supervisor to report its compactions' });
+    const sup = await cli(r, ['supervisor']);
+    expect(sup.code, sup.stderr).toBe(0);
+    expect(sup.stdout).toMatch(/PURGED\s+COMPACTED\s+FENCED/);
+    const leaderRow = sup.stdout.split('\n').find((l) => /\byes\b/.test(l));
+    expect(leaderRow, sup.stdout).toBeDefined();
   });
 
   it('refuses an invalid TRIAD_COMPACT_AFTER_MS with what was wrong and what to set', async () => {

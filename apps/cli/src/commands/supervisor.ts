@@ -25,8 +25,22 @@ export function register(program: Command): void {
           out('');
           out(
             table(
-              ['SUPERVISOR', 'LEADING', 'EPOCH', 'LAST SWEEP', 'SWEEP', 'EXPIRED WAITING', 'RETRIES', 'PARKED', 'ERRORS', 'FENCED', 'REPORTED'],
-              s.supervisors.map((r) => [r.supervisorId, r.leading ? 'yes' : 'no', r.epoch, isoTime(r.lastSweepAt), r.sweepMs !== undefined ? duration(r.sweepMs) : undefined, r.expiredWaiting, r.retries, r.parked, r.errors, r.fencedWrites, isoTime(r.at)]),
+              ['SUPERVISOR', 'LEADING', 'EPOCH', 'LAST SWEEP', 'SWEEP', 'EXPIRED WAITING', 'RETRIES', 'PARKED', 'ERRORS', 'PURGED', 'COMPACTED', 'FENCED', 'REPORTED'],
+              s.supervisors.map((r) => [
+                r.supervisorId,
+                r.leading ? 'yes' : 'no',
+                r.epoch,
+                isoTime(r.lastSweepAt),
+                r.sweepMs !== undefined ? duration(r.sweepMs) : undefined,
+                r.expiredWaiting,
+                r.retries,
+                r.parked,
+                r.errors,
+                r.purged,
+                r.compacted,
+                r.fencedWrites,
+                isoTime(r.at),
+              ]),
             ),
           );
         }
