@@ -51,10 +51,6 @@ function eventBatch(bus: Bus, taskId: string, events: readonly TaskEvent[], repl
   if (events.length === 0) return undefined;
   const batch: TaskEventBatch = { taskId, events: [...events] };
   const bytes = encode(batch);
-  if (replyTo) {
-    const h = headers();
-    h.set('Triad-Task-Id', taskId);
-    bus.nc.publish(replyTo, bytes, { headers: h });
-  }
+  if (replyTo) bus.nc.publish(replyTo, bytes);
   return bytes;
 }

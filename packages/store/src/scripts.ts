@@ -27,7 +27,8 @@ function readLua(file: string, seen: Set<string> = new Set()): string {
 
 /**
  * ioredis has evalshaBuffer/evalBuffer at runtime but not in its type declarations; `callBuffer` is typed
- * but loses its command name under auto-pipelining, so the typed escape hatch is this interface.
+ * but loses its command name under auto-pipelining (off in connectRedis, but a caller may turn it on), so the
+ * typed escape hatch is this interface.
  */
 interface BufferScripting {
   evalshaBuffer(sha: string, ...args: (string | number | Buffer)[]): Promise<unknown>;
