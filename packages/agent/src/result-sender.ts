@@ -40,7 +40,16 @@ export class ResultSender {
   send(bytes: Uint8Array, msgID: string): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ bytes, msgID, resolve, reject });
-      this.flushing ??= this.flush().finally(() => (this.flushing = undefined));
+      this.kick();
+    });
+  }
+
+  /** Starts a flush unless one runs; a result queued as a flush ends is picked up by the next. */
+  private kick(): void {
+    if (this.flushing) return;
+    this.flushing = this.flush().finally(() => {
+      this.flushing = undefined;
+      if (this.queue.length > 0) this.kick();
     });
   }
 
