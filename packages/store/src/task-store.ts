@@ -292,6 +292,12 @@ export class TaskStore {
     return out;
   }
 
+  /** The earliest complete-by in the deadline index (epoch ms), if any step is waiting on one. */
+  async nextDeadline(): Promise<number | undefined> {
+    const first = await this.redis.zrange(this.keys.deadlines, 0, 0, 'WITHSCORES');
+    return first.length >= 2 ? Number(first[1]) : undefined;
+  }
+
   async countExpired(now: number): Promise<number> {
     return this.redis.zcount(this.keys.deadlines, '-inf', now);
   }

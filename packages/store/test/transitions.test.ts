@@ -493,6 +493,9 @@ describe('the deadline index', () => {
     // The limit takes the oldest first.
     expect((await store.expiredSteps(T0 + 1_000, 2)).map((e) => e.taskId)).toEqual(['exp-1', 'exp-2']);
     expect(await store.expiredSteps(T0 + 499, 100)).toEqual([]);
+    // The supervisor's next wake-up: the earliest deadline of all, whatever has finished.
+    expect(await store.nextDeadline()).toBe(T0 + 500);
+    expect(await new TaskStore(r(), ns()).nextDeadline()).toBeUndefined();
   });
 
   it('inFlight returns the processing steps with the outputs they need', async () => {

@@ -15,6 +15,8 @@ import { Leadership, toTaskEvent, type Expiry, type TaskStore } from '@triad/sto
 
 /** Expired steps handled at once within a sweep. */
 const SWEEP_CONCURRENCY = 16;
+/** The shortest pause between two sweeps, however close the next deadline. */
+const MIN_SWEEP_GAP_MS = 10;
 
 export interface SupervisorOptions {
   bus: Bus;
@@ -54,6 +56,11 @@ export class Supervisor {
   private leaseTimer: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
   private stopped = false;
+  /** Epoch ms of the last retention pass and health report: both run at most once per interval. */
+  private lastRetentionAt = 0;
+  private lastReportAt = 0;
+  /** The last sweep found as many expired steps as it could take: sweep again at once. */
+  private behind = false;
 
   constructor(private readonly o: SupervisorOptions) {
     this.id = o.id ?? `supervisor-${randomUUID().slice(0, 8)}`;
@@ -68,9 +75,7 @@ export class Supervisor {
     await ensureStreams(this.o.bus);
     await this.renew();
     this.leaseTimer = setInterval(() => void this.renew(), Math.max(50, Math.floor(this.leaseMs / 3)));
-    this.sweepTimer = setInterval(() => {
-      if (!this.sweeping) this.sweeping = this.sweep().finally(() => (this.sweeping = undefined));
-    }, this.intervalMs);
+    this.scheduleSweep(0);
     this.log.info(
       { supervisorId: this.id, intervalMs: this.intervalMs, leaseMs: this.leaseMs, retentionMs: this.o.retentionMs ?? 86_400_000, compactAfterMs: this.o.compactAfterMs ?? DEFAULT_COMPACT_AFTER_MS },
       'supervisor started',
@@ -79,7 +84,7 @@ export class Supervisor {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.sweepTimer);
+    clearTimeout(this.sweepTimer);
     clearInterval(this.leaseTimer);
     await this.sweeping;
     await this.leadership.resign();
@@ -87,6 +92,38 @@ export class Supervisor {
 
   isLeader(): boolean {
     return this.leadership.isLeader();
+  }
+
+  /**
+   * Sweeps on a timer that the leader sets to the earliest deadline in the index (never later than one
+   * interval, never sooner than 10 ms after the last sweep): a step is retried as soon as its complete-by
+   * passes, not up to an interval later. A deadline written after the timer was set is found within an
+   * interval, as before.
+   */
+  private scheduleSweep(delayMs: number): void {
+    if (this.stopped) return;
+    this.sweepTimer = setTimeout(() => {
+      this.sweeping = (async () => {
+        let next = this.intervalMs;
+        try {
+          await this.sweep();
+          next = await this.nextSweepDelay();
+        } catch (e) {
+          this.log.warn({ err: errorMessage(e) }, 'sweep failed; trying again next interval');
+        } finally {
+          this.sweeping = undefined;
+          this.scheduleSweep(next);
+        }
+      })();
+    }, delayMs);
+  }
+
+  private async nextSweepDelay(): Promise<number> {
+    if (!this.leadership.isLeader()) return this.intervalMs;
+    if (this.behind) return MIN_SWEEP_GAP_MS;
+    const next = await this.o.tasks.nextDeadline();
+    if (next === undefined) return this.intervalMs;
+    return Math.min(this.intervalMs, Math.max(MIN_SWEEP_GAP_MS, next - Date.now() + 1));
   }
 
   private async renew(): Promise<void> {
@@ -119,6 +156,7 @@ export class Supervisor {
     const epoch = this.leadership.currentEpoch();
     const batch = this.o.batchSize ?? 500;
     const expired = await this.o.tasks.expiredSteps(now, batch);
+    this.behind = expired.length >= batch;
     // A few steps at a time: each is its own transition (different tasks never conflict), and a mass
     // failure is worked off at Redis' pace rather than one round trip after another.
     let deposed = false;
@@ -147,7 +185,9 @@ export class Supervisor {
     // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above);
     // then those that can never be retried and are past the compaction delay get their compact record
     // (after the purge, so nothing about to be deleted is compacted first). Both read their index in O(due).
-    if (!this.stopped && this.leadership.isLeader()) {
+    const retentionDue = now - this.lastRetentionAt >= this.intervalMs;
+    if (retentionDue) this.lastRetentionAt = now;
+    if (retentionDue && !this.stopped && this.leadership.isLeader()) {
       try {
         this.health.purged += await this.o.tasks.purgeFinished(now - (this.o.retentionMs ?? 86_400_000), batch, epoch);
       } catch (e) {
@@ -155,7 +195,7 @@ export class Supervisor {
         else this.log.warn({ err: errorMessage(e) }, 'retention purge failed; retrying next sweep');
       }
     }
-    if (!this.stopped && this.leadership.isLeader()) {
+    if (retentionDue && !this.stopped && this.leadership.isLeader()) {
       try {
         const c = await this.o.tasks.compactFinished(now - (this.o.compactAfterMs ?? DEFAULT_COMPACT_AFTER_MS), batch, epoch);
         this.health.compacted += c.compacted;
@@ -165,8 +205,12 @@ export class Supervisor {
       }
     }
     this.health.lastSweepAt = now;
-    this.health.expiredWaiting = await this.o.tasks.countExpired(Date.now()).catch(() => this.health.expiredWaiting);
-    await this.publishHealth();
+    // Reported once per interval, or when this sweep had work (so the counters are fresh after a retry).
+    if (expired.length > 0 || now - this.lastReportAt >= this.intervalMs) {
+      this.lastReportAt = now;
+      this.health.expiredWaiting = await this.o.tasks.countExpired(Date.now()).catch(() => this.health.expiredWaiting);
+      await this.publishHealth();
+    }
   }
 
   private async act(taskId: string, step: string, epoch: number, x: Expiry, now: number): Promise<void> {
