@@ -157,7 +157,7 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
     if (o.latencyTasks > 0) {
       progress(`latency: ${o.warmup} warm-up + ${o.latencyTasks} 3-step tasks one at a time`);
       results.latency = await measureLatency(client, noop3.name, o.latencyTasks, o.warmup);
-      results.rtt = await measureRtt(redis, client);
+      results.rtt = await measureRtt(redis, client, namespace);
     }
   }
   if (has('memory')) {

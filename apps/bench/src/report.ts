@@ -71,7 +71,10 @@ export function rows(r: Results): Row[] {
     add('latency max, ms', fmt(l.maxMs, 2));
     add('latency legs p50, ms: submit → received / one step (request, agent, result, transition)', `${fmt(l.submitLegP50Ms, 2)} / ${fmt(l.stepLegP50Ms, 2)}`);
   }
-  if (r.rtt) add('round-trip floors p50, ms: Redis PING / JetStream publish-with-ack', `${fmt(r.rtt.redisPingP50Ms, 3)} / ${fmt(r.rtt.jsPublishP50Ms, 3)}`);
+  if (r.rtt) {
+    add('round-trip floors p50, ms: Redis PING / JetStream publish-with-ack', `${fmt(r.rtt.redisPingP50Ms, 3)} / ${fmt(r.rtt.jsPublishP50Ms, 3)}`);
+    add('hop floors p50, ms: JetStream publish → pull consumer has it / claimStep / applyResult', `${fmt(r.rtt.jsDeliveryP50Ms, 3)} / ${fmt(r.rtt.claimStepP50Ms, 3)} / ${fmt(r.rtt.applyResultP50Ms, 3)}`);
+  }
   if (r.recovery) {
     const x = r.recovery;
     add(
@@ -197,6 +200,9 @@ export function jsonSummary(r: Results): Record<string, unknown> {
   put('redis_commands_per_step', r.throughput?.work.redisTotalPerStep, 2);
   put('redis_ping_p50_ms', r.rtt?.redisPingP50Ms, 4);
   put('js_publish_p50_ms', r.rtt?.jsPublishP50Ms, 4);
+  put('js_delivery_p50_ms', r.rtt?.jsDeliveryP50Ms, 4);
+  put('claim_step_p50_ms', r.rtt?.claimStepP50Ms, 4);
+  put('apply_result_p50_ms', r.rtt?.applyResultP50Ms, 4);
   put('latency_submit_leg_p50_ms', r.latency?.submitLegP50Ms);
   put('latency_step_leg_p50_ms', r.latency?.stepLegP50Ms);
   put('supervisor_retries_during_load', r.supervisorRetriesDuringLoad, 0);
