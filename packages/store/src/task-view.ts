@@ -54,27 +54,37 @@ function reader(h: TaskHash) {
 }
 
 /** The state of a task from its full record. */
+/** What a step's state has in both record forms: its place in the plan, counters, times, output. */
+function stepState(
+  p: Pick<PlanStep, 'n' | 'a' | 'd'>,
+  rec: { status: StepStatus; attempt: number; failureCount: number; startedAt?: number; finishedAt?: number; order?: number },
+  output: Buffer | undefined,
+): StepState {
+  const s: StepState = {
+    name: p.n,
+    agent: p.a,
+    status: rec.status,
+    attempt: rec.attempt,
+    failureCount: rec.failureCount,
+    dependsOn: Array.isArray(p.d) ? p.d : [],
+  };
+  if (rec.startedAt !== undefined) s.startedAt = rec.startedAt;
+  if (rec.finishedAt !== undefined) s.finishedAt = rec.finishedAt;
+  if (rec.order !== undefined) s.order = rec.order;
+  if (output) s.output = unpackTrusted(output);
+  return s;
+}
+
 export function fullTaskView(taskId: string, h: TaskHash): TaskState {
   const { str, num } = reader(h);
   const plan = JSON.parse(str('plan') ?? '[]') as PlanStep[];
   const steps: StepState[] = plan.map((p) => {
     const rec = JSON.parse(str(`s:${p.n}`) ?? '{"status":"pending","attempt":0,"failureCount":0}') as StepRecord;
     const out = h[`o:${p.n}`];
-    const s: StepState = {
-      name: p.n,
-      agent: p.a,
-      status: rec.status,
-      attempt: rec.attempt,
-      failureCount: rec.failureCount,
-      dependsOn: Array.isArray(p.d) ? p.d : [],
-    };
+    const s = stepState(p, rec, out);
     if (rec.lockedBy) s.lockedBy = rec.lockedBy;
     if (rec.completeBy !== undefined) s.completeBy = rec.completeBy;
-    if (rec.startedAt !== undefined) s.startedAt = rec.startedAt;
-    if (rec.finishedAt !== undefined) s.finishedAt = rec.finishedAt;
     if (rec.error) s.error = rec.error;
-    if (rec.order !== undefined) s.order = rec.order;
-    if (out) s.output = unpackTrusted(out);
     if (rec.comp && p.c) s.compensation = { agent: p.c.a, ...rec.comp };
     return s;
   });
@@ -171,21 +181,9 @@ export function compactTaskView(taskId: string, h: TaskHash, plan: readonly Plan
   const steps: StepState[] = specs.map((p) => {
     const text = str(`k:${p.n}`);
     const rec: CompactStep = text === undefined ? { status: 'pending', attempt: 0, failureCount: 0 } : parseCompactStep(text, createdAt, { taskId, step: p.n });
-    const s: StepState = {
-      name: p.n,
-      agent: p.a,
-      status: rec.status,
-      attempt: rec.attempt,
-      failureCount: rec.failureCount,
-      dependsOn: Array.isArray(p.d) ? p.d : [],
-    };
-    if (rec.startedAt !== undefined) s.startedAt = rec.startedAt;
-    if (rec.finishedAt !== undefined) s.finishedAt = rec.finishedAt;
+    const s = stepState(p, rec, h[`o:${p.n}`]);
     const error = str(`e:${p.n}`);
     if (error) s.error = error;
-    if (rec.order !== undefined) s.order = rec.order;
-    const out = h[`o:${p.n}`];
-    if (out) s.output = unpackTrusted(out);
     if (rec.comp) {
       const compError = str(`ce:${p.n}`);
       s.compensation = { agent: p.c?.a ?? '', ...rec.comp, ...(compError ? { error: compError } : {}) };

@@ -2,70 +2,13 @@
 // tasks that can never be retried are compacted, after their delay, into a listpack record under the
 // memory budget that getTask reads back as the same state less what the rules drop; fenced by the
 // supervisor epoch; purge removes compacted tasks and every index entry.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
 import { encode, isTriadError, type TaskState, type WorkflowDefinitionInput } from '@triad/protocol';
 import { compilePlan, validateDefinition, type PlanStep } from '@triad/core';
-import { TaskStore, WorkflowStore, connectRedis } from '../src/index.js';
+import { TaskStore, WorkflowStore } from '../src/index.js';
+import { usePrivateRedis } from './redis-server.js';
 
-// ---------------------------------------------------------------------------------------------
-// A private redis-server for this file (same approach as transitions.test.ts).
-
-let server: ChildProcess | undefined;
-let redis: Redis | undefined;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen({ host: '127.0.0.1', port: 0, exclusive: true }, () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      s.close(() => (port ? resolve(port) : reject(new Error('no free port'))));
-    });
-  });
-}
-
-async function stopServer(): Promise<void> {
-  const child = server;
-  server = undefined;
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGKILL');
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
-}
-
-beforeAll(async () => {
-  let log = '';
-  // A port can be taken between asking and binding: try a few.
-  for (let attempt = 1; attempt <= 3 && !redis; attempt++) {
-    const port = await freePort();
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    server = child;
-    child.stdout.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4_000)));
-    child.stderr.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4_000)));
-    const c = connectRedis(`redis://127.0.0.1:${port}`, { connectionName: 'triad-compaction-test' });
-    const up = await Promise.race([c.ping().then(() => true, () => false), new Promise<boolean>((r) => setTimeout(() => r(false), 10_000))]);
-    if (up && child.exitCode === null) redis = c;
-    else {
-      c.disconnect();
-      await stopServer();
-    }
-  }
-  if (!redis) throw new Error(`redis-server did not start (is it on PATH?):\n${log}`);
-});
-
-afterAll(async () => {
-  if (redis) await redis.quit().catch(() => redis?.disconnect());
-  await stopServer();
-});
-
-function r(): Redis {
-  if (!redis) throw new Error('redis not started');
-  return redis;
-}
+const r = usePrivateRedis('triad-compaction-test');
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures: tasks driven to their end through the real transitions.

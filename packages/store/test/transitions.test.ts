@@ -1,108 +1,11 @@
 // Proves the Redis transitions on a real redis-server: readiness, attempt fencing, the failure ladder, epoch fencing, the deadline index, leadership and workflow versions.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { connect, createServer } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Redis } from 'ioredis';
+import { describe, expect, it } from 'vitest';
 import { ErrorCode, TriadError, encode, isTriadError, unpackTrusted, type WorkflowDefinitionInput } from '@triad/protocol';
 import { compilePlan, validateDefinition, type PlanStep } from '@triad/core';
-import { Leadership, Leases, TaskStore, WorkflowStore, connectRedis, isLeaseBusy } from '../src/index.js';
+import { Leadership, Leases, TaskStore, WorkflowStore, isLeaseBusy } from '../src/index.js';
+import { usePrivateRedis } from './redis-server.js';
 
-// ---------------------------------------------------------------------------------------------
-// A private redis-server for this file.
-
-let server: ChildProcess | undefined;
-let serverLog = '';
-let redis: Redis | undefined;
-let url = '';
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen({ host: '127.0.0.1', port: 0, exclusive: true }, () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      s.close(() => (port ? resolve(port) : reject(new Error('no port'))));
-    });
-  });
-}
-
-/** One PING over a raw socket: true when the server answers +PONG. */
-function ping(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const sock = connect({ host: '127.0.0.1', port });
-    let buf = '';
-    const done = (ok: boolean) => {
-      sock.destroy();
-      resolve(ok);
-    };
-    sock.setTimeout(500, () => done(false));
-    sock.once('error', () => done(false));
-    sock.once('connect', () => sock.write('PING\r\n'));
-    sock.on('data', (d) => {
-      buf += d.toString('utf8');
-      if (buf.includes('\r\n')) done(buf.startsWith('+PONG'));
-    });
-  });
-}
-
-async function stopServer(): Promise<void> {
-  const child = server;
-  server = undefined;
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGKILL');
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
-}
-
-async function startServer(): Promise<void> {
-  // A port can be taken between asking and binding: try a few.
-  for (let attempt = 1; attempt <= 3; attempt++) {
-    const port = await freePort();
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    server = child;
-    child.stdout?.on('data', (d: Buffer) => (serverLog = (serverLog + d.toString()).slice(-4_000)));
-    child.stderr?.on('data', (d: Buffer) => (serverLog = (serverLog + d.toString()).slice(-4_000)));
-    const spawnError = new Promise<Error>((resolve) => child.once('error', resolve));
-    const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && child.exitCode === null) {
-      const failed = await Promise.race([spawnError, new Promise<undefined>((r) => setTimeout(() => r(undefined), 50))]);
-      if (failed) throw new Error(`cannot start redis-server: ${failed.message}`);
-      if (await ping(port)) {
-        url = `redis://127.0.0.1:${port}`;
-        return;
-      }
-    }
-    await stopServer();
-  }
-  throw new Error(`redis-server did not answer PING:\n${serverLog}`);
-}
-
-beforeAll(async () => {
-  try {
-    await startServer();
-    redis = connectRedis(url, { connectionName: 'triad-store-test' });
-    await redis.ping();
-    await redis.set(HELD.key, HELD.token);
-  } catch (e) {
-    redis?.disconnect();
-    redis = undefined;
-    await stopServer();
-    throw e;
-  }
-});
-
-afterAll(async () => {
-  if (redis) await redis.quit().catch(() => redis?.disconnect());
-  await stopServer();
-});
-
-function r(): Redis {
-  if (!redis) throw new Error('redis not started');
-  return redis;
-}
+const r = usePrivateRedis('triad-store-test', (redis) => redis.set(HELD.key, HELD.token));
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures.
