@@ -96,17 +96,16 @@ local function find_spec(plan, name)
   return nil
 end
 
--- Marks the task finished and files it for retention. A task that can never be retried (completed,
--- compensated, cancelled; `retryStep` takes only failed and compensation_failed ones) also goes into the
--- compaction index, which retention reads in O(due) (compactFinished.lua, decision 0007). That index's
--- name is derived from the finished index's (keys.ts: `<prefix>:compact` next to `<prefix>:finished`) so
--- that the transitions calling this keep their KEYS unchanged.
-local function finish_task(taskKey, finishedKey, taskId, status, now, events, reason)
+-- Marks the task finished and files it for retention: in the finished index, and, when it can never
+-- be retried (completed, compensated, cancelled; `retryStep` takes only failed and compensation_failed
+-- ones), in the compaction index that retention reads in O(due) (compactFinished.lua, decision 0007).
+-- `finished` holds both index keys, as the calling script received them in KEYS: { zset = …, compact = … }.
+local function finish_task(taskKey, finished, taskId, status, now, events, reason)
   redis.call('HSET', taskKey, 'status', status, 'finishedAt', now, 'updatedAt', now)
   if reason then redis.call('HSET', taskKey, 'error', reason) end
-  redis.call('ZADD', finishedKey, now, taskId)
+  redis.call('ZADD', finished.zset, now, taskId)
   if status == 'completed' or status == 'compensated' or status == 'cancelled' then
-    redis.call('ZADD', (string.gsub(finishedKey, 'finished$', 'compact')), now, taskId)
+    redis.call('ZADD', finished.compact, now, taskId)
   end
   push_event(taskKey, events, status, nil, nil, reason, status)
 end
@@ -132,7 +131,7 @@ end
 -- Starts the compensation of the most recently completed step that has one, or, when none is left,
 -- ends the task as `endAs` (compensated | cancelled). Compensations run one at a time, in reverse
 -- order of completion.
-local function next_compensation(taskKey, deadlinesKey, finishedKey, taskId, plan, now, events, dispatch)
+local function next_compensation(taskKey, deadlinesKey, finished, taskId, plan, now, events, dispatch)
   local best, bestRec, bestOrder = nil, nil, -1
   local recs = load_steps(taskKey, plan)
   for _, s in ipairs(plan) do
@@ -145,7 +144,7 @@ local function next_compensation(taskKey, deadlinesKey, finishedKey, taskId, pla
   end
   if not best then
     local endAs = redis.call('HGET', taskKey, 'endAs') or 'compensated'
-    finish_task(taskKey, finishedKey, taskId, endAs, now, events)
+    finish_task(taskKey, finished, taskId, endAs, now, events)
     return
   end
   local comp = start_compensation_attempt(taskKey, deadlinesKey, taskId, best, bestRec, now, dispatch, true)
@@ -156,7 +155,7 @@ end
 
 -- Begins undoing a task: nothing new starts, steps in flight are abandoned (their late results are
 -- rejected by fencing), and the completed steps are compensated in reverse order of completion.
-local function begin_undo(taskKey, deadlinesKey, finishedKey, taskId, plan, now, events, dispatch, endAs, reason)
+local function begin_undo(taskKey, deadlinesKey, finished, taskId, plan, now, events, dispatch, endAs, reason)
   redis.call('HSET', taskKey, 'status', 'compensating', 'endAs', endAs, 'updatedAt', now)
   if reason then redis.call('HSET', taskKey, 'error', reason) end
   local recs = load_steps(taskKey, plan)
@@ -170,7 +169,7 @@ local function begin_undo(taskKey, deadlinesKey, finishedKey, taskId, plan, now,
     end
   end
   push_event(taskKey, events, 'compensating', nil, nil, reason, 'compensating')
-  next_compensation(taskKey, deadlinesKey, finishedKey, taskId, plan, now, events, dispatch)
+  next_compensation(taskKey, deadlinesKey, finished, taskId, plan, now, events, dispatch)
 end
 
 -- The reply: { code, json{...}, input, name1, output1, ... } — binary values stay out of the JSON.

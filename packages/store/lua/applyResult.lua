@@ -5,6 +5,7 @@
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] the scheduler's task lease
   KEYS[5] the step lease of the agent that ran this attempt (deleted once its result is applied)
+  KEYS[6] compaction index (zset by finishedAt)
   ARGV[1] taskId  ARGV[2] step  ARGV[3] attempt  ARGV[4] ok ('1'|'0')  ARGV[5] output (msgpack) or error message
   ARGV[6] retryable ('1'|'0')  ARGV[7] now  ARGV[8] schedulerId  ARGV[9] agentId
   ARGV[10] circuit-open retry-after ms ('' = the breaker was not open)   ARGV[11] the lease token
@@ -25,7 +26,8 @@
 ]]
 --@include _common
 
-local taskKey, deadlinesKey, finishedKey = KEYS[1], KEYS[2], KEYS[3]
+local taskKey, deadlinesKey = KEYS[1], KEYS[2]
+local finished = { zset = KEYS[3], compact = KEYS[6] }
 local taskId, stepName, attempt, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[7])
 
 if not take_lease(KEYS[4], ARGV[11], ARGV[13]) then return { LEASE_BUSY, '{}' } end
@@ -64,7 +66,7 @@ if kind == 'compensate' then
     save_step(taskKey, stepName, rec)
     redis.call('ZREM', deadlinesKey, deadline_member(taskId, stepName))
     push_event(taskKey, events, 'compensation_done', stepName, attempt)
-    next_compensation(taskKey, deadlinesKey, finishedKey, taskId, plan, now, events, dispatch)
+    next_compensation(taskKey, deadlinesKey, finished, taskId, plan, now, events, dispatch)
   elseif ARGV[10] ~= '' then
     comp.parked = true
     comp.error = ARGV[5]
@@ -81,7 +83,7 @@ if kind == 'compensate' then
     save_step(taskKey, stepName, rec)
     redis.call('ZREM', deadlinesKey, deadline_member(taskId, stepName))
     push_event(taskKey, events, 'step_failed', stepName, attempt, ARGV[5])
-    finish_task(taskKey, finishedKey, taskId, 'compensation_failed', now, events, 'compensation of ' .. stepName .. ' failed: ' .. ARGV[5])
+    finish_task(taskKey, finished, taskId, 'compensation_failed', now, events, 'compensation of ' .. stepName .. ' failed: ' .. ARGV[5])
     alert = { kind = 'compensation_failed', step = stepName, failureCount = comp.failureCount, lastError = ARGV[5] }
   else
     comp.error = ARGV[5]
@@ -123,7 +125,7 @@ if ARGV[4] == '1' then
   push_event(taskKey, events, 'step_done', stepName, attempt)
   local plan = cjson.decode(redis.call('HGET', taskKey, 'plan'))
   if start_ready(taskKey, deadlinesKey, taskId, plan, now, events, dispatch) then
-    finish_task(taskKey, finishedKey, taskId, 'completed', now, events)
+    finish_task(taskKey, finished, taskId, 'completed', now, events)
   end
 elseif ARGV[10] ~= '' then
   rec.status = 'parked'
@@ -142,9 +144,9 @@ elseif ARGV[6] == '0' then
   local reason = 'step ' .. stepName .. ' failed: ' .. ARGV[5]
   if redis.call('HGET', taskKey, 'onFailure') == 'compensate' then
     local plan = cjson.decode(redis.call('HGET', taskKey, 'plan'))
-    begin_undo(taskKey, deadlinesKey, finishedKey, taskId, plan, now, events, dispatch, 'compensated', reason)
+    begin_undo(taskKey, deadlinesKey, finished, taskId, plan, now, events, dispatch, 'compensated', reason)
   else
-    finish_task(taskKey, finishedKey, taskId, 'failed', now, events, reason)
+    finish_task(taskKey, finished, taskId, 'failed', now, events, reason)
   end
 else
   rec.error = ARGV[5]

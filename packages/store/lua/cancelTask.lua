@@ -4,6 +4,7 @@
   order of completion; the task ends `cancelled` once they are (or compensation_failed).
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] the scheduler's task lease
+  KEYS[5] compaction index
   ARGV[1] taskId  ARGV[2] reason  ARGV[3] now  ARGV[4] schedulerId  ARGV[5] the lease token
   ARGV[6] the lease duration (ms)
 
@@ -13,7 +14,8 @@
 ]]
 --@include _common
 
-local taskKey, deadlinesKey, finishedKey = KEYS[1], KEYS[2], KEYS[3]
+local taskKey, deadlinesKey = KEYS[1], KEYS[2]
+local finished = { zset = KEYS[3], compact = KEYS[5] }
 local taskId, now = ARGV[1], tonumber(ARGV[3])
 if not take_lease(KEYS[4], ARGV[5], ARGV[6]) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
@@ -25,6 +27,6 @@ end
 local lockEpoch = take_lock(taskKey, ARGV[4])
 local plan = cjson.decode(redis.call('HGET', taskKey, 'plan'))
 local events, dispatch = {}, {}
-begin_undo(taskKey, deadlinesKey, finishedKey, taskId, plan, now, events, dispatch, 'cancelled', ARGV[2])
+begin_undo(taskKey, deadlinesKey, finished, taskId, plan, now, events, dispatch, 'cancelled', ARGV[2])
 return reply(OK, taskKey, { lockEpoch = lockEpoch, replyTo = redis.call('HGET', taskKey, 'replyTo'), events = events,
   dispatch = dispatch, status = redis.call('HGET', taskKey, 'status') }, dispatch)

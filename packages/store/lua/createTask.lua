@@ -3,6 +3,7 @@
 
   KEYS[1] task hash        KEYS[2] tasks index (zset by createdAt)   KEYS[3] deadlines (zset by completeBy)
   KEYS[4] finished index (zset by finishedAt)   KEYS[5] the scheduler's task lease
+  KEYS[6] compaction index (zset by finishedAt)
   ARGV[1] taskId  ARGV[2] workflow  ARGV[3] version  ARGV[4] input (msgpack)  ARGV[5] replyTo ('' = none)
   ARGV[6] plan (JSON)  ARGV[7] now (epoch ms)  ARGV[8] schedulerId  ARGV[9] onFailure
   ARGV[10] the lease token   ARGV[11] the lease duration (ms)
@@ -14,7 +15,8 @@
 ]]
 --@include _common
 
-local taskKey, tasksKey, deadlinesKey, finishedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local taskKey, tasksKey, deadlinesKey = KEYS[1], KEYS[2], KEYS[3]
+local finished = { zset = KEYS[4], compact = KEYS[6] }
 local taskId, now = ARGV[1], tonumber(ARGV[7])
 
 if not take_lease(KEYS[5], ARGV[10], ARGV[11]) then return { LEASE_BUSY, '{}' } end
@@ -35,7 +37,7 @@ redis.call('ZADD', tasksKey, now, taskId)
 local events, dispatch = {}, {}
 push_event(taskKey, events, 'received', nil, nil, nil, 'running')
 if start_ready(taskKey, deadlinesKey, taskId, plan, now, events, dispatch) then
-  finish_task(taskKey, finishedKey, taskId, 'completed', now, events)
+  finish_task(taskKey, finished, taskId, 'completed', now, events)
 end
 return reply(OK, taskKey, { lockEpoch = 1, replyTo = ARGV[5], events = events, dispatch = dispatch,
   status = redis.call('HGET', taskKey, 'status') }, dispatch)

@@ -3,6 +3,7 @@
   supervisor leader epoch: a deposed leader's write is rejected (STALE_EPOCH) and changes nothing.
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] supervisor epoch (string)   KEYS[4] finished index
+  KEYS[5] compaction index
   ARGV[1] taskId  ARGV[2] step  ARGV[3] now  ARGV[4] epoch
 
   The failure ladder comes from the task's plan (l = { retries, longBackoffMs, maxFailures }):
@@ -22,7 +23,8 @@
 ]]
 --@include _common
 
-local taskKey, deadlinesKey, epochKey, finishedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local taskKey, deadlinesKey, epochKey = KEYS[1], KEYS[2], KEYS[3]
+local finished = { zset = KEYS[4], compact = KEYS[5] }
 local taskId, stepName, now, epoch = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local member = deadline_member(taskId, stepName)
 
@@ -77,7 +79,7 @@ if compensating then
     comp.finishedAt = now
     redis.call('ZREM', deadlinesKey, member)
     push_event(taskKey, events, 'step_error', stepName, comp.attempt, comp.error)
-    finish_task(taskKey, finishedKey, taskId, 'compensation_failed', now, events,
+    finish_task(taskKey, finished, taskId, 'compensation_failed', now, events,
       'compensation of ' .. stepName .. ' failed ' .. comp.failureCount .. ' times: ' .. comp.error)
   end
   rec.comp = comp
@@ -135,9 +137,9 @@ else
   save_step(taskKey, stepName, rec)
   if redis.call('HGET', taskKey, 'onFailure') == 'compensate' then
     action = 'compensate'
-    begin_undo(taskKey, deadlinesKey, finishedKey, taskId, plan, now, events, dispatch, 'compensated', reason)
+    begin_undo(taskKey, deadlinesKey, finished, taskId, plan, now, events, dispatch, 'compensated', reason)
   else
-    finish_task(taskKey, finishedKey, taskId, 'failed', now, events, reason)
+    finish_task(taskKey, finished, taskId, 'failed', now, events, reason)
   end
 end
 save_step(taskKey, stepName, rec)

@@ -4,7 +4,7 @@
   attempt and a fresh failure budget; the task is running again; the step's open alerts are closed.
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] open alerts (hash)
-  KEYS[5] the scheduler's task lease
+  KEYS[5] the scheduler's task lease   KEYS[6] compaction index
   ARGV[1] taskId  ARGV[2] step ('' = the task's failed step)  ARGV[3] new input (msgpack, '' = keep)
   ARGV[4] now  ARGV[5] schedulerId  ARGV[6] the lease token  ARGV[7] the lease duration (ms)
 
@@ -14,7 +14,8 @@
 ]]
 --@include _common
 
-local taskKey, deadlinesKey, finishedKey, alertsKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local taskKey, deadlinesKey, alertsKey = KEYS[1], KEYS[2], KEYS[4]
+local finished = { zset = KEYS[3], compact = KEYS[6] }
 local taskId, stepName, now = ARGV[1], ARGV[2], tonumber(ARGV[4])
 
 if not take_lease(KEYS[5], ARGV[6], ARGV[7]) then return { LEASE_BUSY, '{}' } end
@@ -82,7 +83,7 @@ if taskStatus ~= newStatus then
   redis.call('HSET', taskKey, 'status', newStatus)
   redis.call('HDEL', taskKey, 'finishedAt')
   if not compensation then redis.call('HDEL', taskKey, 'error') end
-  redis.call('ZREM', finishedKey, taskId)
+  redis.call('ZREM', finished.zset, taskId)
 end
 redis.call('HSET', taskKey, 'updatedAt', now)
 -- Close the step's open alerts (their ids start with "<taskId>:<step>:").

@@ -12,8 +12,7 @@ export interface Keys {
   readonly finished: string;
   /**
    * Finished tasks that can never be retried (completed, compensated, cancelled), by finish time, until
-   * retention compacts their record (decision 0007). Lua derives this name from `finished`
-   * (`finish_task` in _common.lua), so it must stay `<prefix>:compact` next to `<prefix>:finished`.
+   * retention compacts their record (decision 0007).
    */
   readonly compact: string;
   workflow(name: string): string;

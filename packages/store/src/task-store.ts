@@ -65,7 +65,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'createTask',
-      [k.task(a.taskId), k.tasks, k.deadlines, k.finished, a.lease.key],
+      [k.task(a.taskId), k.tasks, k.deadlines, k.finished, a.lease.key, k.compact],
       [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -80,7 +80,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'applyResult',
-      [k.task(a.taskId), k.deadlines, k.finished, a.lease.key, k.lease(a.taskId, `step:${a.step}:${a.kind}`)],
+      [k.task(a.taskId), k.deadlines, k.finished, a.lease.key, k.lease(a.taskId, `step:${a.step}:${a.kind}`), k.compact],
       [
         a.taskId,
         a.step,
@@ -195,7 +195,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'retryStep',
-      [k.task(a.taskId), k.deadlines, k.finished, k.alerts, a.lease.key],
+      [k.task(a.taskId), k.deadlines, k.finished, k.alerts, a.lease.key, k.compact],
       [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -225,7 +225,7 @@ export class TaskStore {
   /** An operator cancels a running task: it stops and its completed steps are compensated. */
   async cancelTask(a: { lease: LeaseClaim; taskId: string; reason: string; now: number; schedulerId: string }): Promise<Transition> {
     const k = this.keys;
-    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), k.deadlines, k.finished, a.lease.key], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms])) as unknown[];
+    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), k.deadlines, k.finished, a.lease.key, k.compact], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms])) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `cancel ${a.taskId}`, parseBody(reply[1]).reason);
     return parseTransition(reply);
@@ -274,7 +274,7 @@ export class TaskStore {
    */
   async expireStep(taskId: string, step: string, now: number, epoch: number): Promise<Expiry> {
     const k = this.keys;
-    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), k.deadlines, k.supervisorEpoch, k.finished], [taskId, step, now, epoch])) as unknown[];
+    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), k.deadlines, k.supervisorEpoch, k.finished, k.compact], [taskId, step, now, epoch])) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire ${taskId}/${step} at epoch ${epoch}`);
