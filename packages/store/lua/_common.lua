@@ -5,10 +5,15 @@ local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_
 -- The caller's lease, taken in the same atomic call as the write it guards (decision 0006): free, or
 -- already held with the caller's token → (re)set to the token for `ms`; held by anyone else → false,
 -- and the caller writes nothing. This is Redlock's single-instance acquire (SET NX PX with a unique
--- token), so Redlock's extend and release work on it unchanged.
-local function take_lease(leaseKey, token, ms)
+-- token), so Redlock's extend and release work on it unchanged. Tokens are `<owner>.<n>`: with
+-- `supersedeOwn`, a lease its own process still holds (an earlier operation whose release has not gone
+-- out yet; one process runs a task's operations one after the other) is taken over too.
+local function take_lease(leaseKey, token, ms, supersedeOwn)
   local holder = redis.call('GET', leaseKey)
-  if holder and holder ~= token then return false end
+  if holder and holder ~= token then
+    local owner = supersedeOwn and string.match(token, '^(.*%.)') or nil
+    if not owner or string.sub(holder, 1, #owner) ~= owner then return false end
+  end
   redis.call('SET', leaseKey, token, 'PX', ms)
   return true
 end

@@ -30,7 +30,7 @@ local taskKey, deadlinesKey = KEYS[1], KEYS[2]
 local finished = { zset = KEYS[3], compact = KEYS[6] }
 local taskId, stepName, attempt, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[7])
 
-if not take_lease(KEYS[4], ARGV[11], ARGV[13]) then return { LEASE_BUSY, '{}' } end
+if not take_lease(KEYS[4], ARGV[11], ARGV[13], true) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
 local rec = decode_step(redis.call('HGET', taskKey, 's:' .. stepName))
 if not rec then

@@ -17,7 +17,7 @@
 local taskKey, deadlinesKey = KEYS[1], KEYS[2]
 local finished = { zset = KEYS[3], compact = KEYS[5] }
 local taskId, now = ARGV[1], tonumber(ARGV[3])
-if not take_lease(KEYS[4], ARGV[5], ARGV[6]) then return { LEASE_BUSY, '{}' } end
+if not take_lease(KEYS[4], ARGV[5], ARGV[6], true) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
 now = task_now(taskKey, now)
 local status = redis.call('HGET', taskKey, 'status')

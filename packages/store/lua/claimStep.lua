@@ -26,6 +26,6 @@ elseif rec.status ~= 'processing' or rec.attempt ~= tonumber(ARGV[2]) then
 else
   rec.lockedBy = ARGV[3]
 end
-take_lease(KEYS[2], ARGV[4], ARGV[6])
+take_lease(KEYS[2], ARGV[4], ARGV[6], false)
 save_step(KEYS[1], ARGV[1], rec)
 return { OK, '{}' }

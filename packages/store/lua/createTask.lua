@@ -19,7 +19,7 @@ local taskKey, tasksKey, deadlinesKey = KEYS[1], KEYS[2], KEYS[3]
 local finished = { zset = KEYS[4], compact = KEYS[6] }
 local taskId, now = ARGV[1], tonumber(ARGV[7])
 
-if not take_lease(KEYS[5], ARGV[10], ARGV[11]) then return { LEASE_BUSY, '{}' } end
+if not take_lease(KEYS[5], ARGV[10], ARGV[11], true) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 1 then
   return { EXISTS, cjson.encode({ status = redis.call('HGET', taskKey, 'status') }) }
 end

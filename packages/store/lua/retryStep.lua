@@ -18,7 +18,7 @@ local taskKey, deadlinesKey, alertsKey = KEYS[1], KEYS[2], KEYS[4]
 local finished = { zset = KEYS[3], compact = KEYS[6] }
 local taskId, stepName, now = ARGV[1], ARGV[2], tonumber(ARGV[4])
 
-if not take_lease(KEYS[5], ARGV[6], ARGV[7]) then return { LEASE_BUSY, '{}' } end
+if not take_lease(KEYS[5], ARGV[6], ARGV[7], true) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
 now = task_now(taskKey, now)
 local taskStatus = redis.call('HGET', taskKey, 'status')

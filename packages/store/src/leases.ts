@@ -1,13 +1,15 @@
 /**
  * Leases on parts of a task: a scheduler's task lease for one operation, an agent's step lease while it
  * runs the step. A lease is **taken inside the transition script it guards** (Redlock's single-instance
- * acquire — SET with a unique token and an expiry — done atomically with the write), then extended and
- * released with Redlock. See docs/decisions/0006-leases-redlock.md.
+ * acquire — SET with a unique token and an expiry — done atomically with the write), extended with
+ * Redlock, and released with Redlock or, for many at once, by `releaseLeases.lua` with the same
+ * compare-and-delete. See docs/decisions/0006-leases-redlock.md.
  */
 import { randomBytes } from 'node:crypto';
 import Redlock, { Lock } from 'redlock';
 import type { Redis } from 'ioredis';
 import { keys, type Keys } from './keys.js';
+import { runScript } from './scripts.js';
 
 /** What a transition needs to take a lease: the key, a token unique to this holder, and the duration. */
 export interface LeaseClaim {
@@ -32,9 +34,14 @@ export class Leases {
   /** Tokens are this process's random prefix plus a counter: unique per holder without a random draw each. */
   private readonly prefix = randomBytes(9).toString('base64url');
   private seq = 0;
+  /** Releases waiting for the next flush (one script call releases them all). */
+  private releasing: { claim: LeaseClaim; done(): void }[] = [];
 
   /** `redis`: the state store, where the transitions take the leases. */
-  constructor(redis: Redis, namespace: string) {
+  constructor(
+    private readonly redis: Redis,
+    namespace: string,
+  ) {
     this.keys = keys(namespace);
     this.redlock = new Redlock([redis], { driftFactor: 0.01, retryCount: 2, retryDelay: 15, retryJitter: 10, automaticExtensionThreshold: 0 });
     // Redlock reports per-client errors as events; a failed extend still rejects.
@@ -56,9 +63,31 @@ export class Leases {
     return wrap(this.redlock, new Lock(this.redlock, [claim.key], claim.token, [], takenAt + claim.ms - drift(claim.ms)), claim.ms);
   }
 
-  /** Releases a claim whose transition may or may not have taken it (a no-op if it did not). */
-  async release(claim: LeaseClaim): Promise<void> {
-    await this.held(claim, Date.now()).release();
+  /**
+   * Releases a claim whose transition may or may not have taken it (a no-op if it did not, or if this
+   * process's next operation on the task took it over). Releases made in one turn of the event loop go
+   * out as one script call at the end of it. Never throws: a lease not released lapses by its expiry.
+   */
+  release(claim: LeaseClaim): Promise<void> {
+    return new Promise<void>((done) => {
+      this.releasing.push({ claim, done });
+      if (this.releasing.length === 1) setImmediate(() => void this.flushReleases());
+    });
+  }
+
+  private async flushReleases(): Promise<void> {
+    const batch = this.releasing;
+    this.releasing = [];
+    for (let i = 0; i < batch.length; i += 500) {
+      const part = batch.slice(i, i + 500);
+      await runScript(
+        this.redis,
+        'releaseLeases',
+        part.map((r) => r.claim.key),
+        part.map((r) => r.claim.token),
+      ).catch(() => undefined);
+      for (const r of part) r.done();
+    }
   }
 
   private claim(key: string, ms: number): LeaseClaim {

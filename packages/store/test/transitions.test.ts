@@ -553,10 +553,12 @@ describe('leases taken inside the transitions (decision 0006)', () => {
 
   it('the transition takes the lease for its duration; Redlock extends and releases it; a lapsed holder is fenced out by the next', async () => {
     const namespace = ns();
+    // Two scheduler processes, each with its own Leases.
     const leases = new Leases(r(), namespace);
+    const other = new Leases(r(), namespace);
     const store = new TaskStore(r(), namespace);
     const first = leases.task('L1', 300);
-    const second = leases.task('L1', 5_000);
+    const second = other.task('L1', 5_000);
     expect(first.token).not.toBe(second.token);
     const takenAt = Date.now();
     expect(await store.createTask({ ...createArgs('L1'), lease: first })).toMatchObject({ created: true });
@@ -571,6 +573,7 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     // The first pauses past its lease: it can no longer extend, the second takes the lease in its transition...
     await new Promise((res) => setTimeout(res, 400));
     await expect(leases.held(first, takenAt).extend(300)).rejects.toThrow();
+    // (A later claim of the first's own process would take over only its own lease, not the second's.)
     expect(await store.applyResult({ ...ok('L1', 'a', 1, T0 + 20), lease: second })).toMatchObject({ applied: true });
     expect(await r().get(first.key)).toBe(second.token);
     // ...and the first, waking, writes nothing.
@@ -578,12 +581,36 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     await expect(store.applyResult({ ...ok('L1', 'b', 1, T0 + 30), lease: first })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
     expect(await rawTask(store, 'L1')).toEqual(afterSecond);
     // Extend and release go through Redlock on the token the transition set; a release by a non-holder does nothing.
-    const held = await leases.held(second, Date.now()).extend(8_000);
+    const held = await other.held(second, Date.now()).extend(8_000);
     expect(await r().pttl(first.key)).toBeGreaterThan(5_000);
     await leases.release(first);
     expect(await r().get(first.key)).toBe(second.token);
     await held.release();
     expect(await r().exists(first.key)).toBe(0);
+  });
+
+  it("a process's next operation takes over its own lease whose release has not gone out; other processes and duplicate step claims are refused", async () => {
+    const namespace = ns();
+    const mine = new Leases(r(), namespace);
+    const theirs = new Leases(r(), namespace);
+    const store = new TaskStore(r(), namespace);
+    const op1 = mine.task('own-1');
+    await store.createTask({ ...createArgs('own-1'), lease: op1 });
+    // op1's release has not been sent: this process's next operation on the task still goes ahead...
+    const op2 = mine.task('own-1');
+    expect(await store.applyResult({ ...ok('own-1', 'a', 1, T0 + 10), lease: op2 })).toMatchObject({ applied: true });
+    expect(await r().get(op1.key)).toBe(op2.token);
+    // ...another process's does not.
+    await expect(store.applyResult({ ...ok('own-1', 'b', 1, T0 + 20), lease: theirs.task('own-1') })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+    // The late release of op1 leaves op2's lease alone; releases sent in one turn go out together.
+    await Promise.all([mine.release(op1), theirs.release(theirs.task('own-1'))]);
+    expect(await r().get(op1.key)).toBe(op2.token);
+    await mine.release(op2);
+    expect(await r().exists(op1.key)).toBe(0);
+    // Step leases never take over: a second delivery of a step to the same process is a duplicate.
+    const run1 = mine.step('own-1', 'b', 'run', 5_000);
+    expect(await store.claimStep({ lease: run1, taskId: 'own-1', step: 'b', kind: 'run', attempt: 1, agentId: 'ag' })).toEqual({ claimed: true });
+    expect(await store.claimStep({ lease: mine.step('own-1', 'b', 'run', 5_000), taskId: 'own-1', step: 'b', kind: 'run', attempt: 1, agentId: 'ag' })).toMatchObject({ claimed: false, busy: true });
   });
 
   it("a transition never records a time before the task's last one (a caller that read its clock, then waited for the lease)", async () => {
