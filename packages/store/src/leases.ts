@@ -2,8 +2,8 @@
  * Leases on parts of a task: a scheduler's task lease for one operation, an agent's step lease while it
  * runs the step. A lease is **taken inside the transition script it guards** (Redlock's single-instance
  * acquire — SET with a unique token and an expiry — done atomically with the write), extended with
- * Redlock, and released with Redlock or, for many at once, by `releaseLeases.lua` with the same
- * compare-and-delete. See docs/decisions/0006-leases-redlock.md.
+ * Redlock, and released by `releaseLeases.lua`, Redlock's compare-and-delete for many leases in one
+ * call. See docs/decisions/0006-leases-redlock.md.
  */
 import { randomBytes } from 'node:crypto';
 import Redlock, { Lock } from 'redlock';
@@ -60,7 +60,7 @@ export class Leases {
 
   /** The lease a transition took for `claim`, `takenAt` (epoch ms, read before the transition ran). */
   held(claim: LeaseClaim, takenAt: number): Lease {
-    return wrap(this.redlock, new Lock(this.redlock, [claim.key], claim.token, [], takenAt + claim.ms - drift(claim.ms)), claim.ms);
+    return wrap(new Lock(this.redlock, [claim.key], claim.token, [], takenAt + claim.ms - drift(claim.ms)), claim.ms, (c) => this.release(c));
   }
 
   /**
@@ -100,19 +100,18 @@ function drift(ms: number): number {
   return Math.round(0.01 * ms) + 2;
 }
 
-function wrap(redlock: Redlock, lock: Lock, ms: number): Lease {
-  return {
+/** A held lease: Redlock extends it; it is released like every claim, with the token it still has. */
+function wrap(lock: Lock, ms: number, release: (claim: LeaseClaim) => Promise<void>): Lease {
+  const lease: Lease = {
     key: lock.resources[0] ?? '',
     token: lock.value,
     ms,
     expiresAt: lock.expiration,
     extend: async (by) => {
       const d = Math.max(1, Math.floor(by));
-      return wrap(redlock, await lock.extend(d), d);
+      return wrap(await lock.extend(d), d, release);
     },
-    release: async () => {
-      // One try: a lease that is already gone (expired, or deleted with the result it guarded) needs none.
-      await redlock.release(lock, { retryCount: 0 }).catch(() => undefined);
-    },
+    release: () => release(lease),
   };
+  return lease;
 }

@@ -24,6 +24,5 @@ declare module 'redlock' {
   export default class Redlock extends EventEmitter {
     constructor(clients: Iterable<Redis>, settings?: Partial<Settings>);
     acquire(resources: string[], duration: number, settings?: Partial<Settings>): Promise<Lock>;
-    release(lock: Lock, settings?: Partial<Settings>): Promise<unknown>;
   }
 }
