@@ -9,16 +9,21 @@ import type { TriadClient } from '@triad/client';
 const MAX_SCANS = 5_000;
 
 export async function removeNamespace(redis: Redis, client: TriadClient, namespace: string): Promise<void> {
-  let cursor = '0';
-  for (let i = 0; i < MAX_SCANS; i++) {
-    // The `-scan` namespace of the scan measurement shares the prefix.
-    const [next, found] = await redis.scan(cursor, 'MATCH', `triad:${namespace}*`, 'COUNT', 1000);
-    if (found.length > 0) await redis.unlink(...found);
-    cursor = next;
-    if (cursor === '0') break;
-  }
+  // The `-scan` and `-probe` namespaces of the scan and floor measurements share the prefix.
+  await removeKeys(redis, `triad:${namespace}*`);
   const prefix = `TRIAD_${namespace}_`;
   for await (const s of client.bus.jsm.streams.list()) {
     if (s.config.name.startsWith(prefix)) await client.bus.jsm.streams.delete(s.config.name);
+  }
+}
+
+/** Removes every key matching `pattern` (a SCAN MATCH pattern). */
+export async function removeKeys(redis: Redis, pattern: string): Promise<void> {
+  let cursor = '0';
+  for (let i = 0; i < MAX_SCANS; i++) {
+    const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    if (found.length > 0) await redis.unlink(...found);
+    cursor = next;
+    if (cursor === '0') break;
   }
 }

@@ -12,6 +12,7 @@ import { ensureConsumer } from '@triad/bus';
 import { compilePlan, validateDefinition } from '@triad/core';
 import { encode, type TaskEvent } from '@triad/protocol';
 import { Leases, TaskStore } from '@triad/store';
+import { removeKeys } from './cleanup.js';
 import { percentile } from './timing.js';
 
 export interface RttResult {
@@ -107,12 +108,7 @@ async function measureTransitions(redis: Redis, namespace: string, samples: numb
     await leases.release(lease);
   }
   // The probe namespace is the bench's own: remove what it wrote.
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `triad:${namespace}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length > 0) await redis.del(...keys);
-  } while (cursor !== '0');
+  await removeKeys(redis, `triad:${namespace}:*`);
   return { claim, apply };
 }
 
