@@ -185,24 +185,14 @@ export class Supervisor {
     // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above);
     // then those that can never be retried and are past the compaction delay get their compact record
     // (after the purge, so nothing about to be deleted is compacted first). Both read their index in O(due).
-    const retentionDue = now - this.lastRetentionAt >= this.intervalMs;
-    if (retentionDue) this.lastRetentionAt = now;
-    if (retentionDue && !this.stopped && this.leadership.isLeader()) {
-      try {
+    if (now - this.lastRetentionAt >= this.intervalMs) {
+      this.lastRetentionAt = now;
+      await this.retention('purge', async () => {
         this.health.purged += await this.o.tasks.purgeFinished(now - (this.o.retentionMs ?? 86_400_000), batch, epoch);
-      } catch (e) {
-        if (isTriadError(e, 'STALE')) this.health.fencedWrites++;
-        else this.log.warn({ err: errorMessage(e) }, 'retention purge failed; retrying next sweep');
-      }
-    }
-    if (retentionDue && !this.stopped && this.leadership.isLeader()) {
-      try {
-        const c = await this.o.tasks.compactFinished(now - (this.o.compactAfterMs ?? DEFAULT_COMPACT_AFTER_MS), batch, epoch);
-        this.health.compacted += c.compacted;
-      } catch (e) {
-        if (isTriadError(e, 'STALE')) this.health.fencedWrites++;
-        else this.log.warn({ err: errorMessage(e) }, 'retention compaction failed; retrying next sweep');
-      }
+      });
+      await this.retention('compaction', async () => {
+        this.health.compacted += (await this.o.tasks.compactFinished(now - (this.o.compactAfterMs ?? DEFAULT_COMPACT_AFTER_MS), batch, epoch)).compacted;
+      });
     }
     this.health.lastSweepAt = now;
     // Reported once per interval, or when this sweep had work (so the counters are fresh after a retry).
@@ -210,6 +200,17 @@ export class Supervisor {
       this.lastReportAt = now;
       this.health.expiredWaiting = await this.o.tasks.countExpired(Date.now()).catch(() => this.health.expiredWaiting);
       await this.publishHealth();
+    }
+  }
+
+  /** One retention stage, leader only, fenced by the epoch; a failure waits for the next pass. */
+  private async retention(stage: 'purge' | 'compaction', run: () => Promise<void>): Promise<void> {
+    if (this.stopped || !this.leadership.isLeader()) return;
+    try {
+      await run();
+    } catch (e) {
+      if (isTriadError(e, 'STALE')) this.health.fencedWrites++;
+      else this.log.warn({ err: errorMessage(e) }, `retention ${stage} failed; retrying next sweep`);
     }
   }
 
