@@ -69,13 +69,7 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsServer
     },
     dataDir,
   );
-  opts.teardown?.add(() => server.stop());
-  try {
-    await server.start();
-  } catch (error) {
-    await server.stop().catch(() => undefined);
-    throw error;
-  }
+  await server.launch(opts.teardown);
   const { port, monitorPort } = server.ports;
   return {
     url: `nats://127.0.0.1:${port}`,

@@ -53,13 +53,7 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
     },
     dir,
   );
-  opts.teardown?.add(() => server.stop());
-  try {
-    await server.start();
-  } catch (error) {
-    await server.stop().catch(() => undefined);
-    throw error;
-  }
+  await server.launch(opts.teardown);
   const { port } = server.ports;
   return {
     url: `redis://127.0.0.1:${port}`,

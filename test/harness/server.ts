@@ -12,6 +12,7 @@ import {
 } from './children.js';
 import { messageOf } from './errors.js';
 import { OutputTail } from './output.js';
+import type { Teardown } from './teardown.js';
 import { sleep, withTimeout } from './wait.js';
 
 /** Attempts at a first start (fresh ports each time) or a restart (same ports, after a pause). */
@@ -96,6 +97,20 @@ export class ManagedServer<P> {
 
   log(): string {
     return this.#log.text();
+  }
+
+  /**
+   * Starts the server for a test: registers its stop with `teardown` first, and on a failed start stops
+   * what was left before rethrowing.
+   */
+  async launch(teardown?: Teardown): Promise<void> {
+    teardown?.add(() => this.stop());
+    try {
+      await this.start();
+    } catch (error) {
+      await this.stop().catch(() => undefined);
+      throw error;
+    }
   }
 
   /** First start: a port can be taken between freePort() and the bind, so retry on fresh ports. */
