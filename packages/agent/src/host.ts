@@ -92,11 +92,6 @@ export class AgentHost {
     this.log.info({ agentId: this.id, agents: [...this.agents.keys()] }, 'agent host started');
   }
 
-  /** Results published so far, and in how many JetStream publishes (batching under load). */
-  get resultStats(): { readonly publishes: number; readonly results: number } {
-    return this.results.stats;
-  }
-
   async stop(): Promise<void> {
     await Promise.all(this.consumers.map((c) => c.stop()));
     await this.results.drain();
