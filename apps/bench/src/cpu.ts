@@ -54,3 +54,8 @@ export function cpuWindow(procs: readonly ProcessRef[]): { end(wallMs: number): 
     },
   };
 }
+
+/** All the processes' CPU ms over the window divided by the units of work done in it. */
+export function cpuPerUnit(shares: readonly CpuShare[], units: number): number {
+  return shares.reduce((sum, c) => sum + c.cpuMs, 0) / units;
+}

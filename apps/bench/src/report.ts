@@ -3,6 +3,7 @@
  * whether each is met, the profile summaries, and (with --json) one JSON object as the last line.
  */
 import type { BaselineResult } from './baseline.js';
+import { cpuPerUnit, type CpuShare } from './cpu.js';
 import type { LatencyResult } from './latency.js';
 import type { MemoryResult } from './memory.js';
 import type { ProfileSummary } from './profile.js';
@@ -147,9 +148,17 @@ export function details(r: Results): string {
   const out: string[] = [];
   const cpu = (what: string, shares: readonly { name: string; pctOfCore: number }[]): void =>
     void out.push(`\nCPU during ${what}, % of one core (2 cores = 200%): ${shares.map((c) => `${c.name} ${fmt(c.pctOfCore, 0)}`).join(', ')}`);
-  if (r.baseline) cpu('the baseline', r.baseline.cpu);
+  // CPU ms per unit of work: when both runs saturate the machine, their ratio is the throughput ratio,
+  // and it moves much less than throughput does when other work shares the machine.
+  const perUnit = (what: string, shares: readonly CpuShare[], units: number): void =>
+    void out.push(`CPU ms per ${what}: total ${fmt(cpuPerUnit(shares, units), 3)} (${shares.map((c) => `${c.name} ${fmt(c.cpuMs / units, 3)}`).join(', ')})`);
+  if (r.baseline) {
+    cpu('the baseline', r.baseline.cpu);
+    perUnit('baseline round trip', r.baseline.cpu, r.baseline.roundTrips);
+  }
   if (r.throughput) {
     cpu('the throughput run', r.throughput.cpu);
+    perUnit('step', r.throughput.cpu, r.throughput.tasks * r.throughput.steps);
     const w = r.throughput.work.redisPerStep;
     out.push(`\nRedis commands per step during the throughput run: ${Object.entries(w).sort((a, b) => b[1] - a[1]).map(([c, n]) => `${c} ${n}`).join(', ')}`);
   }
@@ -197,6 +206,8 @@ export function jsonSummary(r: Results): Record<string, unknown> {
   put('baseline_no_async_traces_roundtrips_per_sec', r.baselineNoAsyncTraces?.roundTripsPerSec, 1);
   put('baseline_nats_msgs_in_per_roundtrip', r.baseline?.natsInPerRoundTrip, 2);
   put('nats_msgs_in_per_step', r.throughput?.work.natsInPerStep, 2);
+  if (r.baseline) put('baseline_cpu_ms_per_roundtrip', cpuPerUnit(r.baseline.cpu, r.baseline.roundTrips), 4);
+  if (r.throughput) put('cpu_ms_per_step', cpuPerUnit(r.throughput.cpu, r.throughput.tasks * r.throughput.steps), 4);
   put('redis_commands_per_step', r.throughput?.work.redisTotalPerStep, 2);
   put('redis_ping_p50_ms', r.rtt?.redisPingP50Ms, 4);
   put('js_publish_p50_ms', r.rtt?.jsPublishP50Ms, 4);

@@ -27,6 +27,11 @@ describe('npm run bench', () => {
       expect(typeof json[k], `${k} in ${last}`).toBe('number');
       expect(json[k] as number, k).toBeGreaterThan(0);
     }
+    // CPU per unit of work (from /proc): counted in 10 ms ticks, so a run this small may read 0.
+    for (const k of ['cpu_ms_per_step', 'baseline_cpu_ms_per_roundtrip']) {
+      expect(typeof json[k], `${k} in ${last}`).toBe('number');
+      expect(json[k] as number, k).toBeGreaterThanOrEqual(0);
+    }
   });
 
   it('measures a finished task before and after the supervisor compacts it', { timeout: 180_000 }, async () => {
