@@ -25,6 +25,7 @@ import { summariseDir } from './profile.js';
 import { measureRecovery } from './recovery.js';
 import { details, jsonSummary, profileText, table, type Results } from './report.js';
 import { measureRtt } from './rtt.js';
+import { measureTransitionFloor } from './floor.js';
 import { measureScaling } from './scaling.js';
 import { measureScan, type ScanResult, type ScanTarget } from './scan.js';
 import { envServers, startRedis, startServers, type Servers } from './servers.js';
@@ -158,6 +159,10 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
       progress(`latency: ${o.warmup} warm-up + ${o.latencyTasks} 3-step tasks one at a time`);
       results.latency = await measureLatency(client, noop3.name, o.latencyTasks, o.warmup);
       results.rtt = await measureRtt(redis, client, namespace);
+    }
+    if (o.floorTasks > 0) {
+      progress(`transition floor: ${o.floorTasks} tasks × ${o.steps} steps of state work without messages, in this process`);
+      results.floor = await measureTransitionFloor(servers.redisUrl, namespace, o.floorTasks, o.steps, servers.processes.filter((p) => p.name === 'redis-server'));
     }
   }
   if (has('memory')) {

@@ -13,6 +13,7 @@ export interface Options {
   useEnv: boolean;
   profile?: string | boolean;
   latencyTasks: number;
+  floorTasks: number;
   warmup: number;
   recoverySamples: number;
   recoveryBudgetMs: number;
@@ -58,6 +59,7 @@ export function parseOptions(argv: string[]): Options {
     .option('--profile [dir]', 'run the scheduler and agent processes under node --cpu-prof (profiles written to dir, default .triad/bench-profile-<time>) and summarise them')
     .option('--latency-tasks <n>', 'latency: measured tasks (0 = skip latency)', int(0), 300)
     .option('--warmup <n>', 'latency: unmeasured tasks first', int(0), 50)
+    .option('--floor-tasks <n>', 'throughput: tasks whose transitions run without messages, for the CPU floor of a step (0 = skip)', int(0), 2000)
     .option('--recovery-samples <n>', 'recovery: agent kills', int(1), 5)
     .option('--recovery-budget-ms <n>', 'recovery: the step budget (complete-by)', int(100), 2000)
     .option('--supervisor-interval-ms <n>', 'supervisor sweep interval', int(10), 500)

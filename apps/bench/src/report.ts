@@ -3,6 +3,7 @@
  * whether each is met, the profile summaries, and (with --json) one JSON object as the last line.
  */
 import type { BaselineResult } from './baseline.js';
+import type { FloorResult } from './floor.js';
 import { cpuPerUnit, type CpuShare } from './cpu.js';
 import type { LatencyResult } from './latency.js';
 import type { MemoryResult } from './memory.js';
@@ -23,6 +24,8 @@ export interface Results {
   throughput?: ThroughputResult;
   latency?: LatencyResult;
   rtt?: RttResult;
+  /** The CPU a step costs without messages (floor.ts). */
+  floor?: FloorResult;
   recovery?: RecoveryResult;
   scan?: ScanResult;
   memory?: MemoryResult;
@@ -75,6 +78,11 @@ export function rows(r: Results): Row[] {
   if (r.rtt) {
     add('round-trip floors p50, ms: Redis PING / JetStream publish-with-ack', `${fmt(r.rtt.redisPingP50Ms, 3)} / ${fmt(r.rtt.jsPublishP50Ms, 3)}`);
     add('hop floors p50, ms: JetStream publish → pull consumer has it / claimStep / applyResult', `${fmt(r.rtt.jsDeliveryP50Ms, 3)} / ${fmt(r.rtt.claimStepP50Ms, 3)} / ${fmt(r.rtt.applyResultP50Ms, 3)}`);
+  }
+  if (r.floor) {
+    const f = r.floor;
+    add(`transition floor: CPU ms per step of the state work alone, no messages (${f.tasks} tasks × ${f.steps}; ${f.cpu.map((c) => c.name).join(' + ')})`, fmt(f.cpuMsPerStep, 3));
+    if (r.baseline && f.includesRedis) add('ratio ceiling: baseline CPU per round trip ÷ transition floor per step', fmt(cpuPerUnit(r.baseline.cpu, r.baseline.roundTrips) / f.cpuMsPerStep, 2));
   }
   if (r.recovery) {
     const x = r.recovery;
@@ -156,6 +164,7 @@ export function details(r: Results): string {
     cpu('the baseline', r.baseline.cpu);
     perUnit('baseline round trip', r.baseline.cpu, r.baseline.roundTrips);
   }
+  if (r.floor) perUnit('step of the transition floor (no messages)', r.floor.cpu, r.floor.tasks * r.floor.steps);
   if (r.throughput) {
     cpu('the throughput run', r.throughput.cpu);
     perUnit('step', r.throughput.cpu, r.throughput.tasks * r.throughput.steps);
@@ -207,6 +216,8 @@ export function jsonSummary(r: Results): Record<string, unknown> {
   put('baseline_nats_msgs_in_per_roundtrip', r.baseline?.natsInPerRoundTrip, 2);
   put('nats_msgs_in_per_step', r.throughput?.work.natsInPerStep, 2);
   if (r.baseline) put('baseline_cpu_ms_per_roundtrip', cpuPerUnit(r.baseline.cpu, r.baseline.roundTrips), 4);
+  put('floor_cpu_ms_per_step', r.floor?.cpuMsPerStep, 4);
+  if (r.floor?.includesRedis && r.baseline) put('ratio_ceiling', cpuPerUnit(r.baseline.cpu, r.baseline.roundTrips) / r.floor.cpuMsPerStep, 3);
   if (r.throughput) put('cpu_ms_per_step', cpuPerUnit(r.throughput.cpu, r.throughput.tasks * r.throughput.steps), 4);
   put('redis_commands_per_step', r.throughput?.work.redisTotalPerStep, 2);
   put('redis_ping_p50_ms', r.rtt?.redisPingP50Ms, 4);

@@ -19,7 +19,7 @@ function runBench(args: string[]): Promise<{ code: number | null; stdout: string
 
 describe('npm run bench', () => {
   it('prints the headline figures as one JSON object on its last line', { timeout: 180_000 }, async () => {
-    const r = await runBench(['--tasks', '20', '--steps', '3', '--mode', 'throughput', '--latency-tasks', '10', '--warmup', '2', '--json']);
+    const r = await runBench(['--tasks', '20', '--steps', '3', '--mode', 'throughput', '--latency-tasks', '10', '--warmup', '2', '--floor-tasks', '20', '--json']);
     expect(r.code, `bench failed:\n${r.stderr}\n${r.stdout}`).toBe(0);
     const last = r.stdout.trim().split('\n').at(-1) ?? '';
     const json = JSON.parse(last) as Record<string, unknown>;
@@ -28,7 +28,7 @@ describe('npm run bench', () => {
       expect(json[k] as number, k).toBeGreaterThan(0);
     }
     // CPU per unit of work (from /proc): counted in 10 ms ticks, so a run this small may read 0.
-    for (const k of ['cpu_ms_per_step', 'baseline_cpu_ms_per_roundtrip']) {
+    for (const k of ['cpu_ms_per_step', 'baseline_cpu_ms_per_roundtrip', 'floor_cpu_ms_per_step']) {
       expect(typeof json[k], `${k} in ${last}`).toBe('number');
       expect(json[k] as number, k).toBeGreaterThanOrEqual(0);
     }
