@@ -45,6 +45,18 @@ interface Row {
 const fmt = (v: number, digits = 1): string => (Number.isFinite(v) ? v.toFixed(digits) : 'n/a');
 const check = (ok: boolean): string => (ok ? 'yes' : 'NO');
 
+/**
+ * The throughput ratio no batching of messages could pass: baseline CPU per round trip ÷ the transition
+ * floor per step. Only from runs long enough for CPU counted in 10 ms ticks (a second or more each), and
+ * with redis-server's CPU in the floor.
+ */
+export function ratioCeiling(r: Results): number | undefined {
+  const b = r.baseline;
+  const f = r.floor;
+  if (!b || !f || !f.includesRedis || b.elapsedMs < 1_000 || f.elapsedMs < 1_000) return undefined;
+  return cpuPerUnit(b.cpu, b.roundTrips) / f.cpuMsPerStep;
+}
+
 export function ratioToBaseline(r: Results): number | undefined {
   if (!r.baseline || !r.throughput) return undefined;
   return r.throughput.stepsPerSec / r.baseline.roundTripsPerSec;
@@ -82,7 +94,8 @@ export function rows(r: Results): Row[] {
   if (r.floor) {
     const f = r.floor;
     add(`transition floor: CPU ms per step of the state work alone, no messages (${f.tasks} tasks × ${f.steps}; ${f.cpu.map((c) => c.name).join(' + ')})`, fmt(f.cpuMsPerStep, 3));
-    if (r.baseline && f.includesRedis) add('ratio ceiling: baseline CPU per round trip ÷ transition floor per step', fmt(cpuPerUnit(r.baseline.cpu, r.baseline.roundTrips) / f.cpuMsPerStep, 2));
+    const ceiling = ratioCeiling(r);
+    if (ceiling !== undefined) add('ratio ceiling: baseline CPU per round trip ÷ transition floor per step', fmt(ceiling, 2));
   }
   if (r.recovery) {
     const x = r.recovery;
@@ -217,7 +230,7 @@ export function jsonSummary(r: Results): Record<string, unknown> {
   put('nats_msgs_in_per_step', r.throughput?.work.natsInPerStep, 2);
   if (r.baseline) put('baseline_cpu_ms_per_roundtrip', cpuPerUnit(r.baseline.cpu, r.baseline.roundTrips), 4);
   put('floor_cpu_ms_per_step', r.floor?.cpuMsPerStep, 4);
-  if (r.floor?.includesRedis && r.baseline) put('ratio_ceiling', cpuPerUnit(r.baseline.cpu, r.baseline.roundTrips) / r.floor.cpuMsPerStep, 3);
+  put('ratio_ceiling', ratioCeiling(r), 3);
   if (r.throughput) put('cpu_ms_per_step', cpuPerUnit(r.throughput.cpu, r.throughput.tasks * r.throughput.steps), 4);
   put('redis_commands_per_step', r.throughput?.work.redisTotalPerStep, 2);
   put('redis_ping_p50_ms', r.rtt?.redisPingP50Ms, 4);
