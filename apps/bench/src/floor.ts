@@ -8,8 +8,9 @@
  * baseline. The bench client's own share (submitting tasks, reading their events) is left out, so the
  * floor is, if anything, low.
  */
-import { compilePlan, idempotencyKey, validateDefinition } from '@triad/core';
-import { StepRequestSchema, SubmissionSchema, decode, decodeResults, encode, unpackTrusted, type StepRequest, type StepResult, type TaskEventBatch } from '@triad/protocol';
+import { compilePlan, validateDefinition } from '@triad/core';
+import { StepRequestSchema, SubmissionSchema, decode, decodeResults, encode, type RegisteredWorkflow, type StepResult, type TaskEventBatch } from '@triad/protocol';
+import { stepRequests } from '@triad/scheduler';
 import { Leases, TaskStore, connectRedis, toTaskEvent, type Transition } from '@triad/store';
 import { removeKeys } from './cleanup.js';
 import { cpuPerUnit, cpuWindow, type CpuShare, type ProcessRef } from './cpu.js';
@@ -37,6 +38,7 @@ export async function measureTransitionFloor(redisUrl: string, namespace: string
       name: 'floor',
       steps: Array.from({ length: steps }, (_, i) => ({ name: `s${i + 1}`, agent: 'floor', budgetMs: 600_000, ...(i > 0 ? { dependsOn: [`s${i}`] } : {}) })),
     });
+    const wf: RegisteredWorkflow = { ...def, version: 1, registeredAt: Date.now() };
     const plan = compilePlan(def);
     const run = async (i: number): Promise<void> => {
       const taskId = `floor-${i.toString().padStart(8, '0')}-0000-4000-8000-000000000000`;
@@ -49,10 +51,12 @@ export async function measureTransitionFloor(redisUrl: string, namespace: string
       let t: Transition = created.transition;
       encodeEvents(taskId, t);
       for (;;) {
-        const d = t.dispatch[0];
-        if (!d) break;
-        const req = decode(encode(request(ns, taskId, t, d)), StepRequestSchema, 'step request');
+        // The dispatcher's own request builder, then what the agent decodes.
+        const [built] = stepRequests(ns, taskId, wf, t, Date.now());
+        if (!built) break;
+        const req = decode(encode(built), StepRequestSchema, 'step request');
         if (!req.ok) throw req.error;
+        const d = req.value;
         const claim = await store.claimStep({ lease: leases.step(taskId, d.step, d.kind, 60_000), taskId, step: d.step, kind: d.kind, attempt: d.attempt, agentId: 'floor-agent' });
         if (!claim.claimed) throw new Error(`floor claim of ${taskId}/${d.step} refused`);
         const result: StepResult = { taskId, step: d.step, kind: d.kind, attempt: d.attempt, agentId: 'floor-agent', finishedAt: Date.now(), tries: 1, ok: true, output: {} };
@@ -81,29 +85,6 @@ export async function measureTransitionFloor(redisUrl: string, namespace: string
   } finally {
     redis.disconnect();
   }
-}
-
-/** The request the dispatcher builds (and the agent decodes), needs and input unpacked as it does. */
-function request(ns: string, taskId: string, t: Transition, d: Transition['dispatch'][number]): StepRequest {
-  const needs: Record<string, unknown> = {};
-  for (const n of d.needs) {
-    const bytes = t.outputs.get(n);
-    needs[n] = bytes && bytes.length > 0 ? unpackTrusted(bytes) : undefined;
-  }
-  return {
-    taskId,
-    workflow: t.workflow,
-    version: t.version,
-    step: d.step,
-    agent: d.agent,
-    kind: d.kind,
-    attempt: d.attempt,
-    idempotencyKey: idempotencyKey(ns, taskId, d.step, d.kind),
-    completeBy: d.completeBy,
-    input: t.input && t.input.length > 0 ? unpackTrusted(t.input) : undefined,
-    needs,
-    dispatchedAt: Date.now(),
-  };
 }
 
 function encodeEvents(taskId: string, t: Transition): void {

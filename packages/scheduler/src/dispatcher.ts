@@ -12,6 +12,41 @@ export function stepMessageId(taskId: string, step: string, kind: StepKind, atte
   return `${taskId}:${step}:${kind}:${attempt}`;
 }
 
+/**
+ * The step requests one transition dispatches, as agents receive them: the task input and the outputs
+ * each step declares it needs unpacked, its retry policy, and for a compensation the key of the run it
+ * undoes. Pure; `Dispatcher.publish` sends them.
+ */
+export function stepRequests(namespace: string, taskId: string, wf: RegisteredWorkflow, t: Transition, now: number): StepRequest[] {
+  if (t.dispatch.length === 0) return [];
+  const input = t.input && t.input.length > 0 ? unpackTrusted(t.input) : undefined;
+  const outputs = new Map<string, unknown>();
+  for (const [name, bytes] of t.outputs) outputs.set(name, bytes.length > 0 ? unpackTrusted(bytes) : undefined);
+  return t.dispatch.map((d) => {
+    const def = wf.steps.find((s) => s.name === d.step);
+    const retry = (d.kind === 'compensate' ? def?.compensate?.retry : def?.retry) ?? wf.defaults.retry;
+    const needs: Record<string, unknown> = {};
+    for (const n of d.needs) needs[n] = outputs.get(n);
+    const req: StepRequest = {
+      taskId,
+      workflow: wf.name,
+      version: wf.version,
+      step: d.step,
+      agent: d.agent,
+      kind: d.kind,
+      attempt: d.attempt,
+      idempotencyKey: idempotencyKey(namespace, taskId, d.step, d.kind),
+      completeBy: d.completeBy,
+      input,
+      needs,
+      dispatchedAt: now,
+    };
+    if (retry) req.retry = retry;
+    if (d.kind === 'compensate') req.undoes = idempotencyKey(namespace, taskId, d.step, 'run');
+    return req;
+  });
+}
+
 export class Dispatcher {
   constructor(
     private readonly bus: Bus,
@@ -23,33 +58,8 @@ export class Dispatcher {
   /** Sends the step requests and events of one transition; resolves when JetStream has stored them all. */
   async publish(taskId: string, wf: RegisteredWorkflow, t: Transition, now: number): Promise<void> {
     const work: Promise<unknown>[] = [];
-    if (t.dispatch.length > 0) {
-      const input = t.input && t.input.length > 0 ? unpackTrusted(t.input) : undefined;
-      const outputs = new Map<string, unknown>();
-      for (const [name, bytes] of t.outputs) outputs.set(name, bytes.length > 0 ? unpackTrusted(bytes) : undefined);
-      for (const d of t.dispatch) {
-        const def = wf.steps.find((s) => s.name === d.step);
-        const retry = (d.kind === 'compensate' ? def?.compensate?.retry : def?.retry) ?? wf.defaults.retry;
-        const needs: Record<string, unknown> = {};
-        for (const n of d.needs) needs[n] = outputs.get(n);
-        const req: StepRequest = {
-          taskId,
-          workflow: wf.name,
-          version: wf.version,
-          step: d.step,
-          agent: d.agent,
-          kind: d.kind,
-          attempt: d.attempt,
-          idempotencyKey: idempotencyKey(this.bus.names.namespace, taskId, d.step, d.kind),
-          completeBy: d.completeBy,
-          input,
-          needs,
-          dispatchedAt: now,
-        };
-        if (retry) req.retry = retry;
-        if (d.kind === 'compensate') req.undoes = idempotencyKey(this.bus.names.namespace, taskId, d.step, 'run');
-        work.push(publishDurable(this.bus, this.bus.names.subjects.step(d.agent), encode(req), stepMessageId(taskId, d.step, d.kind, d.attempt)));
-      }
+    for (const req of stepRequests(this.bus.names.namespace, taskId, wf, t, now)) {
+      work.push(publishDurable(this.bus, this.bus.names.subjects.step(req.agent), encode(req), stepMessageId(taskId, req.step, req.kind, req.attempt)));
     }
     // Events are history, not state (decision 0001): sent without asking for JetStream's ack. Publishes
     // on one connection keep their order in the stream.
