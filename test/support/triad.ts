@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { TriadClient } from '@triad/client';
 import { ordersWorkflow, startRemoteService, type Faults, type RemoteService } from '@triad/example-orders';
-import type { Ladder, RetryPolicy, WorkflowDefinitionInput } from '@triad/protocol';
+import type { LadderInput, RetryPolicy, WorkflowDefinitionInput } from '@triad/protocol';
 import { startProcess, uniqueNamespace, type ActorProcess, type Teardown } from '../harness/index.js';
 
 /** The repository root (the folder with turbo.json), from the source or the compiled test/dist copy. */
@@ -160,7 +160,7 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
  * The three-step orders workflow (reserve → charge → ship, as in the pattern) with short budgets and a
  * given ladder, so fault tests notice faults in about a second.
  */
-export function fastOrders(o: { budgetMs: number; retry: RetryPolicy; ladder: Ladder }): WorkflowDefinitionInput {
+export function fastOrders(o: { budgetMs: number; retry: RetryPolicy; ladder: LadderInput }): WorkflowDefinitionInput {
   return {
     name: 'orders',
     defaults: { retry: o.retry, ladder: o.ladder },

@@ -4,7 +4,7 @@
  * stops when the complete-by window closes.
  */
 import { z } from 'zod';
-import { PermanentError, defineAgent } from '@triad/agent';
+import { PermanentError, RetryableError, defineAgent } from '@triad/agent';
 
 export const OrderInputSchema = z.object({
   orderId: z.string().min(1),
@@ -29,16 +29,34 @@ export function serviceUrlsFromEnv(env: NodeJS.ProcessEnv = process.env): Servic
   };
 }
 
-/** Calls a remote service; 4xx is permanent (retrying the same request cannot help), 5xx and network errors are retryable. */
+/** The connection was refused: the request certainly never reached the service. */
+function connectionRefused(e: unknown): boolean {
+  const cause = (e as { cause?: { code?: unknown } } | null)?.cause;
+  return cause?.code === 'ECONNREFUSED';
+}
+
+/**
+ * Calls a remote service; 4xx is permanent (retrying the same request cannot help), 5xx and network
+ * errors are retryable. A refused connection, a 4xx and a 503 (the stand-in services answer it without
+ * applying anything) are marked `notApplied`, so an undo skips a step none of whose tries took effect;
+ * anything else (a timeout, a 500, a reset) leaves the effect unknown (decision 0009).
+ */
 async function call(url: string, path: string, body: unknown, signal: AbortSignal): Promise<unknown> {
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-    signal,
-  });
+  let res: Response;
+  try {
+    res = await fetch(`${url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal,
+    });
+  } catch (e) {
+    if (connectionRefused(e)) throw new RetryableError(`${url}${path}: connection refused (nothing listening)`, { cause: e, notApplied: true });
+    throw e;
+  }
   const text = await res.text();
-  if (res.status >= 400 && res.status < 500) throw new PermanentError(`${url}${path} refused the request (${res.status}): ${text}`);
+  if (res.status >= 400 && res.status < 500) throw new PermanentError(`${url}${path} refused the request (${res.status}): ${text}`, { notApplied: true });
+  if (res.status === 503) throw new RetryableError(`${url}${path} is unavailable (503): ${text}`, { notApplied: true });
   if (!res.ok) throw new Error(`${url}${path} failed (${res.status}): ${text}`);
   return JSON.parse(text) as unknown;
 }
@@ -61,7 +79,10 @@ async function apply(url: string, idempotencyKey: string, action: string, payloa
   return r.result;
 }
 
-/** Undoes the effect applied under the step's run key (`undoes`), once per undo key. */
+/**
+ * Undoes the effect applied under the step's run key (`undoes`), once per undo key. The services treat
+ * an undo of a key never applied as a tombstone, so this is also right when `ctx.effect` is 'unknown'.
+ */
 async function undo(url: string, ctx: { idempotencyKey: string; undoes?: string; signal: AbortSignal }): Promise<unknown> {
   if (!ctx.undoes) throw new PermanentError('a compensation request must name the effect it undoes');
   return call(url, '/undo', { idempotencyKey: ctx.idempotencyKey, of: ctx.undoes }, ctx.signal);
@@ -93,6 +114,8 @@ export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv(), breaker = 
     ...common,
     handler: ({ input, needs, idempotencyKey, signal }) =>
       apply(urls.shipping, idempotencyKey, 'ship', { orderId: input.orderId, reservation: needs['reserve'], charge: needs['charge'] }, signal),
+    // Cancel the shipment.
+    compensate: (ctx) => undo(urls.shipping, ctx),
   });
   return [inventory, fraud, payment, shipping];
 }

@@ -109,21 +109,26 @@ describe('POST /undo', () => {
     expect(otherKey.json).toEqual({ ...first.json, duplicate: true });
 
     const [effect] = payment.effects();
-    expect(effect).toMatchObject({ undone: true, undoneBy: 'order-1:refund', undoneAt: expect.any(String), undoResult: first.json.result });
+    expect(effect).toMatchObject({ applied: true, tombstone: false, undone: true, undoneBy: 'order-1:refund', undoneAt: expect.any(String), undoResult: first.json.result, reversals: 1 });
     expect(payment.effects()).toHaveLength(1);
   });
 
-  it('treats undo of an effect that was never applied as a no-op, and still undoes it once it exists', async () => {
+  it('an undo of an effect never applied succeeds and leaves a tombstone: a late apply of that key is refused', async () => {
     const inventory = await start({ name: 'inventory' });
     const undo = { idempotencyKey: 'order-9:release', of: 'order-9:reserve' };
-    const noop = await call(inventory, 'POST', '/undo', undo);
-    expect(noop.status).toBe(200);
-    expect(noop.json).toMatchObject({ undone: false, reason: 'no such effect' });
-    expect(inventory.effects()).toEqual([]);
+    const first = await call(inventory, 'POST', '/undo', undo);
+    expect(first).toEqual({ status: 200, json: { undone: true, duplicate: false, of: 'order-9:reserve', tombstone: true, result: { tombstone: true } } });
+    expect(inventory.effects()).toEqual([
+      expect.objectContaining({ idempotencyKey: 'order-9:reserve', applied: false, tombstone: true, undone: true, undoneBy: 'order-9:release', reversals: 0, lateApplies: 0 }),
+    ]);
+    // The same undo again is a duplicate of the first.
+    expect((await call(inventory, 'POST', '/undo', undo)).json).toMatchObject({ undone: true, duplicate: true });
 
-    await call(inventory, 'POST', '/apply', { idempotencyKey: 'order-9:reserve', action: 'reserve' });
-    const late = await call(inventory, 'POST', '/undo', undo);
-    expect(late.json).toMatchObject({ undone: true, duplicate: false });
+    // The late apply (a request that was still on the wire) is refused, and nothing is applied.
+    const late = await call(inventory, 'POST', '/apply', { idempotencyKey: 'order-9:reserve', action: 'reserve' });
+    expect(late.status).toBe(409);
+    expect(late.json.error).toMatch(/was undone before it was applied/);
+    expect(inventory.effects()).toEqual([expect.objectContaining({ idempotencyKey: 'order-9:reserve', applied: false, tombstone: true, lateApplies: 1, calls: 0 })]);
   });
 });
 

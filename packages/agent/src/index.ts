@@ -3,7 +3,7 @@
  * idempotency key stable across attempts and an AbortSignal that fires at completeBy.
  */
 export { defineAgent, type AgentDefinition, type StepContext } from './define.js';
-export { PermanentError, isPermanent } from './errors.js';
+export { PermanentError, RetryableError, isPermanent, isNotApplied, type StepErrorOptions } from './errors.js';
 export { runStep, type StepOutcome, type RunStepOptions } from './run-step.js';
 export { AgentHost, type AgentHostOptions, type AgentMetrics } from './host.js';
 export { ResultSender } from './result-sender.js';

@@ -254,7 +254,7 @@ describe('canonicalJson', () => {
 });
 
 describe('compilePlan', () => {
-  it('carries n/a/b/d/nd/l, with the ladder from the step, then the defaults, then the built-in defaults', () => {
+  it('carries n/a/b/d/nd/l/g, with the ladder from the step, then the defaults, then the built-in defaults', () => {
     const withDefaults = validateDefinition({
       name: 'p',
       defaults: { ladder: { retries: 2, longBackoffMs: 5_000, maxFailures: 4 } },
@@ -263,14 +263,34 @@ describe('compilePlan', () => {
         { name: 'b', agent: 'payment', dependsOn: ['a'], needs: ['a'] },
       ],
     });
+    // g, when not given, is the ladder's worst case: (m + c)·b + (max(0, m − r − 1) + c)·L.
     expect(compilePlan(withDefaults)).toEqual([
-      { n: 'a', a: 'inventory', b: 1_500, d: [], nd: [], l: [1, 1_000, 3] },
-      { n: 'b', a: 'payment', b: 10_000, d: ['a'], nd: ['a'], l: [2, 5_000, 4] },
+      { n: 'a', a: 'inventory', b: 1_500, d: [], nd: [], l: [1, 1_000, 3, 10], g: 13 * 1_500 + 11 * 1_000 },
+      { n: 'b', a: 'payment', b: 10_000, d: ['a'], nd: ['a'], l: [2, 5_000, 4, 10], g: 14 * 10_000 + 11 * 5_000 },
     ]);
     const builtIn = LadderSchema.parse({});
     const plain = validateDefinition({ name: 'p', steps: [{ name: 'a', agent: 'x' }] });
-    expect(compilePlan(plain)).toEqual([{ n: 'a', a: 'x', b: 10_000, d: [], nd: [], l: [builtIn.retries, builtIn.longBackoffMs, builtIn.maxFailures] }]);
-    expect(compilePlan(plain)[0]?.l).toEqual([3, 30_000, 6]);
+    expect(compilePlan(plain)).toEqual([
+      { n: 'a', a: 'x', b: 10_000, d: [], nd: [], l: [builtIn.retries, builtIn.longBackoffMs, builtIn.maxFailures, builtIn.maxCircuitOpen], g: 16 * 10_000 + 12 * 30_000 },
+    ]);
+    expect(compilePlan(plain)[0]?.l).toEqual([3, 30_000, 6, 10]);
+  });
+
+  it('carries an explicit give-up time, and the compensation its own ladder and give-up time', () => {
+    const def = validateDefinition({
+      name: 'p',
+      steps: [
+        {
+          name: 'a',
+          agent: 'x',
+          budgetMs: 1_000,
+          giveUpAfterMs: 4_000,
+          ladder: { retries: 0, longBackoffMs: 100, maxFailures: 2, maxCircuitOpen: 1 },
+          compensate: { agent: 'y', budgetMs: 500, giveUpAfterMs: 2_000 },
+        },
+      ],
+    });
+    expect(compilePlan(def)).toEqual([{ n: 'a', a: 'x', b: 1_000, d: [], nd: [], l: [0, 100, 2, 1], g: 4_000, c: { a: 'y', b: 500, l: [0, 100, 2, 1], g: 2_000 } }]);
   });
 
   it('is plain JSON and does not share arrays with the definition', () => {

@@ -27,16 +27,20 @@ export type RetryPolicy = z.output<typeof RetryPolicySchema>;
 
 /**
  * The supervisor's failure ladder for a step whose complete-by passed: retry at once while
- * failureCount < retries, then wait `longBackoffMs` between tries, and give up after `maxFailures`.
+ * failureCount <= retries, then wait `longBackoffMs` between tries, and give up after `maxFailures`.
+ * An attempt the agent's open circuit breaker refused counts only past `maxCircuitOpen` such attempts,
+ * so a breaker that stays open still ends the step (decision 0009).
  */
 export const LadderSchema = z
   .object({
     retries: z.number().int().min(0).max(1000).default(3),
     longBackoffMs: durationMs('ladder.longBackoffMs', 7 * DAY).default(30_000),
     maxFailures: z.number().int().min(1).max(10_000).default(6),
+    maxCircuitOpen: z.number().int().min(0).max(10_000).default(10),
   })
   .strict();
 export type Ladder = z.output<typeof LadderSchema>;
+export type LadderInput = z.input<typeof LadderSchema>;
 
 export const CompensationSchema = z
   .object({
@@ -44,6 +48,11 @@ export const CompensationSchema = z
     budgetMs: durationMs('compensate.budgetMs', 7 * DAY).default(10_000),
     retry: RetryPolicySchema.optional(),
     ladder: LadderSchema.optional(),
+    /**
+     * The most time the compensation may take across all its attempts and parks, from its first start;
+     * then it gives up (schedule-to-close). Default: the ladder's own worst case (decision 0009).
+     */
+    giveUpAfterMs: durationMs('compensate.giveUpAfterMs', 30 * DAY).optional(),
   })
   .strict();
 export type Compensation = z.output<typeof CompensationSchema>;
@@ -60,6 +69,12 @@ export const StepDefinitionSchema = z
     needs: z.array(NameSchema).max(256).default([]),
     retry: RetryPolicySchema.optional(),
     ladder: LadderSchema.optional(),
+    /**
+     * The most time the step may take across all its attempts and parks, from its first start; then it
+     * gives up (schedule-to-close). Default: the ladder's own worst case (decision 0009).
+     */
+    giveUpAfterMs: durationMs('giveUpAfterMs', 30 * DAY).optional(),
+    /** How to undo this step's effect. A step without one declares it has nothing to undo. */
     compensate: CompensationSchema.optional(),
   })
   .strict();
@@ -77,6 +92,12 @@ export const WorkflowDefinitionSchema = z
     description: z.string().max(2000).optional(),
     steps: z.array(StepDefinitionSchema).min(1, 'a workflow needs at least one step').max(256),
     onFailure: FailurePolicySchema.default('error'),
+    /**
+     * The longest a task may run before it is stopped as if its running step had given up (undone with
+     * onFailure: compensate, else failed with a task_deadline alert). None by default: every step's
+     * ladder is bounded anyway (decision 0009).
+     */
+    deadlineMs: durationMs('deadlineMs', 30 * DAY).optional(),
     /** Defaults for every step that does not set its own. */
     defaults: z
       .object({ retry: RetryPolicySchema.optional(), ladder: LadderSchema.optional() })

@@ -30,6 +30,7 @@ export {
   WorkflowDefinitionSchema,
   type RetryPolicy,
   type Ladder,
+  type LadderInput,
   type Compensation,
   type StepDefinition,
   type StepDefinitionInput,

@@ -17,23 +17,35 @@ export interface Faults {
   latencyMs: number;
 }
 
-/** One applied effect, as recorded by the service. */
+/**
+ * One entry of the service's ledger, per idempotency key: an applied effect, or a tombstone — an undo
+ * that came before any apply of its key (decision 0009's contract: the undo succeeds and every later
+ * apply of that key is refused, because a late request can reach the service after its undo).
+ */
 export interface Effect {
   idempotencyKey: string;
-  action: string;
-  /** The payload as sent, or null when none was sent. */
+  /** The action applied; null for a tombstone. */
+  action: string | null;
+  /** The payload as sent, or null when none was sent (or for a tombstone). */
   payload: unknown;
-  /** ISO timestamp of the first (and only) application. */
-  appliedAt: string;
-  /** Made-up but deterministic result: the same key always yields the same result. */
-  result: Record<string, unknown>;
+  /** False for a tombstone: nothing was ever applied under this key. */
+  applied: boolean;
+  tombstone: boolean;
+  /** ISO timestamp of the first (and only) application; null for a tombstone. */
+  appliedAt: string | null;
+  /** Made-up but deterministic result: the same key always yields the same result. Null for a tombstone. */
+  result: Record<string, unknown> | null;
   /** How many POST /apply requests for this key were answered (1 + duplicates); faulted requests are not counted. */
   calls: number;
+  /** POST /apply requests refused because the key was undone first (the tombstone honoured). */
+  lateApplies: number;
   undone: boolean;
   undoneAt: string | null;
-  /** The idempotency key of the undo that undid this effect. */
+  /** The idempotency key of the undo that undid this effect (or left the tombstone). */
   undoneBy: string | null;
   undoResult: Record<string, unknown> | null;
+  /** Times the effect was actually reverted: 1 after an undo, never more (0 for a tombstone). */
+  reversals: number;
 }
 
 export interface RemoteServiceOptions {
@@ -158,15 +170,16 @@ function applyResult(service: string, idempotencyKey: string, payload: unknown):
 
 function undoResult(service: string, undoKey: string, effect: Effect): Record<string, unknown> {
   const id = digest(service, 'undo', undoKey);
+  const applied = effect.result ?? {};
   switch (service) {
     case 'inventory':
-      return { released: effect.result['reservationId'] };
+      return { released: applied['reservationId'] };
     case 'payment':
-      return { refundId: `re_${id}`, chargeId: effect.result['chargeId'], amount: effect.result['amount'] };
+      return { refundId: `re_${id}`, chargeId: applied['chargeId'], amount: applied['amount'] };
     case 'shipping':
-      return { cancelled: effect.result['trackingNumber'] };
+      return { cancelled: applied['trackingNumber'] };
     default:
-      return { reverted: effect.result['ref'] };
+      return { reverted: applied['ref'] };
   }
 }
 
@@ -297,6 +310,10 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
     const idempotencyKey = requireKey(body, 'idempotencyKey', APPLY_EXAMPLE);
     const action = requireKey(body, 'action', APPLY_EXAMPLE);
     const existing = effects.get(idempotencyKey);
+    if (existing?.tombstone) {
+      existing.lateApplies += 1;
+      throw new HttpError(409, `idempotencyKey "${idempotencyKey}" was undone before it was applied (undo "${existing.undoneBy ?? ''}"); this late apply is refused and nothing was applied`);
+    }
     if (existing) {
       // Reusing a key for another action is a caller bug that would otherwise be silently swallowed as a duplicate.
       if (existing.action !== action) {
@@ -307,7 +324,22 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
     }
     const payload = body['payload'] === undefined ? null : body['payload'];
     const result = applyResult(name, idempotencyKey, payload);
-    effects.set(idempotencyKey, { idempotencyKey, action, payload, appliedAt: new Date().toISOString(), result, calls: 1, undone: false, undoneAt: null, undoneBy: null, undoResult: null });
+    effects.set(idempotencyKey, {
+      idempotencyKey,
+      action,
+      payload,
+      applied: true,
+      tombstone: false,
+      appliedAt: new Date().toISOString(),
+      result,
+      calls: 1,
+      lateApplies: 0,
+      undone: false,
+      undoneAt: null,
+      undoneBy: null,
+      undoResult: null,
+      reversals: 0,
+    });
     return { applied: true, duplicate: false, result: structuredClone(result) };
   }
 
@@ -322,8 +354,29 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
       return { undone: true, duplicate: true, of, result: structuredClone(previous.result) };
     }
     const effect = effects.get(of);
-    // Compensating a step that never applied must succeed; nothing is remembered, so a retry after a late apply still undoes it.
-    if (!effect) return { undone: false, duplicate: false, of, reason: 'no such effect' };
+    if (!effect) {
+      // Undoing an effect that never happened must succeed, and must make a later apply of that key a
+      // no-op: leave a tombstone (a request still on the wire can arrive after its undo).
+      const result = { tombstone: true };
+      effects.set(of, {
+        idempotencyKey: of,
+        action: null,
+        payload: null,
+        applied: false,
+        tombstone: true,
+        appliedAt: null,
+        result: null,
+        calls: 0,
+        lateApplies: 0,
+        undone: true,
+        undoneAt: new Date().toISOString(),
+        undoneBy: idempotencyKey,
+        undoResult: result,
+        reversals: 0,
+      });
+      undos.set(idempotencyKey, { of, result });
+      return { undone: true, duplicate: false, of, tombstone: true, result: structuredClone(result) };
+    }
     if (effect.undone && effect.undoResult) {
       // Already undone under another key: the effect is reverted once; this key just learns the outcome.
       undos.set(idempotencyKey, { of, result: effect.undoResult });
@@ -334,6 +387,7 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
     effect.undoneAt = new Date().toISOString();
     effect.undoneBy = idempotencyKey;
     effect.undoResult = result;
+    effect.reversals += 1;
     undos.set(idempotencyKey, { of, result });
     return { undone: true, duplicate: false, of, result: structuredClone(result) };
   }
