@@ -1,8 +1,9 @@
 // Sagas on real processes: a task that fails for good is undone — the compensations of the steps that
-// completed run in reverse order of completion, each a supervised step of its own; a compensation that
-// fails is retried, one that fails for good raises an alert and can be retried by an operator; cancel
-// stops a running task and undoes it; a task keeps the workflow version it started with; retention
-// removes finished tasks and leaves running ones, and compacts those that can never be retried.
+// may have taken effect (completed, or in doubt) run in reverse order, each a supervised step of its
+// own; a compensation that fails is retried, one that fails for good raises an alert and can be retried
+// by an operator; cancel stops a running task, waits for the step in flight and undoes it too; a task
+// keeps the workflow version it started with; retention removes finished tasks and leaves running ones,
+// and compacts those that can never be retried.
 import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, type TaskEvent, type TaskState, type WorkflowDefinitionInput } from '@triad/protocol';
@@ -78,7 +79,7 @@ describe('compensation', () => {
     expect([...undoneAt].sort((x, y) => x - y)).toEqual(undoneAt);
   });
 
-  it('a step that keeps timing out climbs the ladder; at its last rung the supervisor begins the undo', async () => {
+  it('a step that keeps timing out climbs the ladder; at its last rung the supervisor begins the undo, which undoes it too (in doubt)', async () => {
     await t.client.registerWorkflow({
       name: 'slow',
       onFailure: 'compensate',
@@ -90,10 +91,14 @@ describe('compensation', () => {
     });
     const { state, events } = await run('slow', { delayMs: { s2: 60_000 } });
     expect(state.status).toBe('compensated');
-    expect(stepsOf(state)).toMatchObject({ s1: 'compensated', s2: 'error' });
-    expect(state.steps[1]!.failureCount).toBe(2);
-    expect(events.filter((e) => e.step === 's2').map((e) => e.type)).toEqual(['step_started', 'step_retried', 'step_error']);
-    expect(undoneOrder(events)).toEqual(['s1']);
+    // s2's attempts timed out after its agent took them: they may have taken effect, so s2 is undone
+    // first (decision 0009), then s1.
+    expect(stepsOf(state)).toMatchObject({ s1: 'compensated', s2: 'compensated' });
+    expect(state.steps[1]).toMatchObject({ failureCount: 2, effect: 'unknown' });
+    expect(events.filter((e) => e.step === 's2').map((e) => e.type)).toEqual(['step_started', 'step_retried', 'step_error', 'compensation_started', 'compensation_done']);
+    expect(undoneOrder(events)).toEqual(['s2', 's1']);
+    // Here the effect never happened (the handler was aborted): the undo left a tombstone.
+    expect(t.ledger.effects().find((e) => e.idempotencyKey === key(state.taskId, 's2'))).toMatchObject({ tombstone: true, applied: false, undone: true });
     // No operator alert: the workflow's policy was to undo, and the undo succeeded.
     expect((await t.client.alerts()).filter((a) => a.taskId === state.taskId)).toEqual([]);
   });
@@ -138,7 +143,7 @@ describe('compensation', () => {
 });
 
 describe('cancel', () => {
-  it('stops a running task in the middle: nothing new starts, the completed step is undone, the in-flight one abandoned', async () => {
+  it('stops a running task in the middle: nothing new starts, the undo waits for the step in flight and undoes it too', async () => {
     // s2 takes 6 s: the cancel (through the CLI, a new process) surely lands while it runs.
     const { taskId } = await t.client.submit('linear', { delayMs: { s2: 6_000 } } satisfies SagaInput);
     await waitFor(async () => (await t.client.getTask(taskId)).steps[1]!.status === 'processing' || undefined, { timeoutMs: 10_000, what: 's2 to start' });
@@ -147,15 +152,15 @@ describe('cancel', () => {
     const events: TaskEvent[] = [];
     const state = await t.client.wait(taskId, { timeoutMs: 30_000, onEvent: (e) => events.push(e) });
     expect(state.status).toBe('cancelled');
-    expect(stepsOf(state)).toMatchObject({ s1: 'compensated', s2: 'abandoned', s3: 'pending', s4: 'pending' });
-    expect(undoneOrder(events)).toEqual(['s1']);
+    // s2 finished after the cancel: its effect happened, so it is undone first (decision 0009); s3 never started.
+    expect(stepsOf(state)).toMatchObject({ s1: 'compensated', s2: 'compensated', s3: 'pending', s4: 'pending' });
+    expect(undoneOrder(events)).toEqual(['s2', 's1']);
     expect(events.some((e) => e.type === 'compensating' && e.reason === 'customer withdrew')).toBe(true);
-    // s2's agent finishes after the cancel: its late result is rejected by fencing, and s3 never starts.
-    await waitFor(async () => Number((await t.redis.hget(`triad:${t.namespace}:task:{${taskId}}`, 'staleResults')) ?? 0) >= 1 || undefined, {
-      timeoutMs: 20_000,
-      what: "s2's late result to be rejected",
-    });
-    expect(stepsOf(await t.client.getTask(taskId))).toMatchObject({ s2: 'abandoned', s3: 'pending' });
+    expect(events.findIndex((e) => e.type === 'step_done' && e.step === 's2')).toBeGreaterThan(events.findIndex((e) => e.type === 'compensating'));
+    // The ledger agrees: both effects applied and undone, nothing left behind.
+    const effects = new Map(t.ledger.effects().map((e) => [e.idempotencyKey, e]));
+    for (const s of ['s1', 's2']) expect(effects.get(key(taskId, s)), `effect of ${s}`).toMatchObject({ applied: true, undone: true, reversals: 1 });
+    expect(effects.has(key(taskId, 's3'))).toBe(false);
     // Cancelling it again is refused with the reason.
     const again = await cli(t, ['cancel', taskId]);
     expect(again.code).toBe(1);

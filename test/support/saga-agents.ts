@@ -40,7 +40,8 @@ export const worker = defineAgent<SagaInput>({
   async handler({ input, step, idempotencyKey, signal }) {
     const delay = input.delayMs?.[step];
     if (delay) await sleep(delay, signal);
-    if (input.failAt === step) throw new PermanentError(`${step} refused`);
+    // Refused before anything is applied: an undo of the task can skip this step (decision 0009).
+    if (input.failAt === step) throw new PermanentError(`${step} refused`, { notApplied: true });
     return post('/apply', { idempotencyKey, action: step }, signal);
   },
   async compensate({ input, step, attempt, idempotencyKey, undoes, signal }) {

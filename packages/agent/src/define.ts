@@ -30,6 +30,13 @@ export interface StepContext<I> {
   readonly idempotencyKey: string;
   /** In a compensation: the idempotency key of the effect to undo (the step's own run key). */
   readonly undoes?: string;
+  /**
+   * In a compensation: 'applied' when the run completed, 'unknown' when it may or may not have taken
+   * effect (it timed out, its agent died, or it was in flight when the undo began). Either way the undo
+   * must succeed, and an undo of a key never applied must make a later apply of it a no-op (a
+   * tombstone), because that late apply can still arrive (decision 0009).
+   */
+  readonly effect?: 'applied' | 'unknown';
   /** Absolute deadline, epoch ms. */
   readonly completeBy: number;
   /** Fires when the window closes: stop work; whatever is returned after it is discarded. */
@@ -44,8 +51,8 @@ export interface AgentDefinition<I = unknown, O = unknown> {
   handler(ctx: StepContext<I>): Promise<O>;
   /**
    * Undoes what `handler` did (release a reservation, refund a charge), for workflows whose steps name
-   * this agent in `compensate`. `ctx.needs[ctx.step]` holds the step's own output; `ctx.kind` is
-   * 'compensate'. Without it, compensation requests go to `handler` with `ctx.kind === 'compensate'`.
+   * this agent in `compensate`. `ctx.undoes` is the run's idempotency key; `ctx.needs[ctx.step]` holds
+   * the step's own output when `ctx.effect` is 'applied'; `ctx.kind` is 'compensate'. Without it, compensation requests go to `handler` with `ctx.kind === 'compensate'`.
    */
   compensate?(ctx: StepContext<I>): Promise<unknown>;
   /** Agent-side retry inside the window, used when the step's definition sets none. */

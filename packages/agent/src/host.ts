@@ -187,21 +187,22 @@ export class AgentHost {
   }
 
   private async report(req: Pick<StepRequest, 'taskId' | 'step' | 'agent' | 'kind' | 'attempt'>, outcome: Exclude<StepOutcome, { kind: 'expired' }>): Promise<void> {
-    const base = { taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id, finishedAt: Date.now(), tries: Math.max(1, outcome.tries) };
+    const base = { taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id, finishedAt: Date.now(), tries: outcome.tries };
     let result: StepResult;
     if (outcome.kind === 'ok') result = { ...base, ok: true, output: outcome.output };
     else if (outcome.kind === 'circuit_open') {
       this.metrics.circuitOpen++;
-      result = { ...base, ok: false, error: { message: `the circuit breaker of agent "${req.agent}" is open; the step was not attempted`, retryable: true, circuitOpen: true, retryAfterMs: outcome.retryAfterMs } };
+      result = { ...base, ok: false, error: { message: `the circuit breaker of agent "${req.agent}" is open; the step was not attempted`, retryable: true, circuitOpen: true, retryAfterMs: outcome.retryAfterMs, effect: 'none' } };
     } else {
-      result = { ...base, ok: false, error: { message: outcome.message.slice(0, 4000), retryable: outcome.retryable, ...(outcome.name ? { name: outcome.name } : {}) } };
+      result = { ...base, ok: false, error: { message: outcome.message.slice(0, 4000), retryable: outcome.retryable, effect: outcome.effect, ...(outcome.name ? { name: outcome.name } : {}) } };
     }
     let bytes: Uint8Array;
     try {
       bytes = encode(result);
     } catch (e) {
       // An output too large to send is the handler's bug: report it as a permanent failure.
-      result = { ...base, ok: false, error: { message: isTriadError(e) ? e.message : `output cannot be encoded: ${errorMessage(e)}`, retryable: false } };
+      // The handler ran and returned, so its effect is unknown to Triad (it may well have happened).
+      result = { ...base, ok: false, error: { message: isTriadError(e) ? e.message : `output cannot be encoded: ${errorMessage(e)}`, retryable: false, effect: 'unknown' } };
       bytes = encode(result);
     }
     if (result.ok) this.metrics.succeeded++;

@@ -8,11 +8,15 @@ import { DEFAULT_RETRY, fullJitterDelay } from '@triad/core';
 import { BrokenCircuitError, type CircuitBreakerPolicy } from 'cockatiel';
 import { errorMessage, type StepRequest } from '@triad/protocol';
 import type { AgentDefinition, StepContext } from './define.js';
-import { isPermanent } from './errors.js';
+import { isNotApplied, isPermanent } from './errors.js';
 
 export type StepOutcome =
   | { kind: 'ok'; output: unknown; tries: number }
-  | { kind: 'failed'; message: string; name?: string; retryable: boolean; tries: number }
+  /**
+   * `effect` 'none': no try can have taken effect (each one failed with an error marked notApplied, or
+   * none was made); 'unknown': some try may have reached the service (decision 0009).
+   */
+  | { kind: 'failed'; message: string; name?: string; retryable: boolean; tries: number; effect: 'none' | 'unknown' }
   /** The window closed (or had closed on arrival): send nothing back. */
   | { kind: 'expired'; tries: number }
   /** The circuit breaker is open: the service was not called; try again after retryAfterMs. */
@@ -50,11 +54,13 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
       const parsed = agent.input.safeParse(req.input);
       if (!parsed.success) {
         const detail = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-        return { kind: 'failed', message: `input for agent "${agent.name}" is invalid: ${detail}`, name: 'InvalidInput', retryable: false, tries: 0 };
+        return { kind: 'failed', message: `input for agent "${agent.name}" is invalid: ${detail}`, name: 'InvalidInput', retryable: false, tries: 0, effect: 'none' };
       }
       input = parsed.data;
     }
     const policy = req.retry ?? agent.retry ?? DEFAULT_RETRY;
+    // Whether any try so far may have reached the service: only errors marked notApplied rule it out.
+    let mayHaveApplied = false;
     for (let t = 1; ; t++) {
       const ctx: StepContext<unknown> = {
         input,
@@ -66,6 +72,7 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
         try: t,
         idempotencyKey: req.idempotencyKey,
         ...(req.undoes ? { undoes: req.undoes } : {}),
+        ...(req.effect ? { effect: req.effect } : {}),
         completeBy: req.completeBy,
         signal: controller.signal,
       };
@@ -80,12 +87,15 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
       }
       if (outcome === 'closed' || controller.signal.aborted) return { kind: 'expired', tries: t };
       if (!outcome.ok && outcome.error instanceof BrokenCircuitError) {
-        return { kind: 'circuit_open', retryAfterMs: o.breaker?.halfOpenAfterMs ?? 0, tries: t - 1 };
+        // Refused by the breaker on this try: only the earlier tries called the service.
+        if (!mayHaveApplied) return { kind: 'circuit_open', retryAfterMs: o.breaker?.halfOpenAfterMs ?? 0, tries: t - 1 };
+        return { kind: 'failed', message: errorMessage(outcome.error), name: 'BrokenCircuitError', retryable: true, tries: t - 1, effect: 'unknown' };
       }
       if (outcome.ok) return { kind: 'ok', output: outcome.value, tries: t };
       const e = outcome.error;
+      if (!isNotApplied(e)) mayHaveApplied = true;
       const name = e instanceof Error ? e.name : undefined;
-      const base = { message: errorMessage(e), ...(name ? { name } : {}), tries: t };
+      const base = { message: errorMessage(e), ...(name ? { name } : {}), tries: t, effect: mayHaveApplied ? ('unknown' as const) : ('none' as const) };
       if (isPermanent(e)) return { kind: 'failed', retryable: false, ...base };
       if (t >= policy.maxAttempts) return { kind: 'failed', retryable: true, ...base };
       const delay = fullJitterDelay(policy, t, o.random);

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen } from 'cockatiel';
 import type { StepRequest } from '@triad/protocol';
-import { PermanentError, defineAgent, isPermanent, runStep, type StepContext } from '../src/index.js';
+import { PermanentError, RetryableError, defineAgent, isPermanent, runStep, type StepContext } from '../src/index.js';
 
 function request(over: Partial<StepRequest> = {}): StepRequest {
   const now = Date.now();
@@ -63,7 +63,7 @@ describe('runStep', () => {
       throw new Error(`service unavailable #${n}`);
     });
     const outcome = await runStep(request({ retry: { maxAttempts: 4, initialDelayMs: 1, maxDelayMs: 1 } }), agent, opts);
-    expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'service unavailable #4', name: 'Error', tries: 4 });
+    expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'service unavailable #4', name: 'Error', tries: 4, effect: 'unknown' });
     expect(calls.map((c) => c.try)).toEqual([1, 2, 3, 4]);
     // The same idempotency key and attempt on every try inside the window.
     expect(new Set(calls.map((c) => `${c.idempotencyKey}#${c.attempt}`)).size).toBe(1);
@@ -82,7 +82,7 @@ describe('runStep', () => {
       throw new PermanentError('card declined');
     });
     const outcome = await runStep(request({ retry: { maxAttempts: 5, initialDelayMs: 1, maxDelayMs: 1 } }), agent, opts);
-    expect(outcome).toEqual({ kind: 'failed', retryable: false, message: 'card declined', name: 'PermanentError', tries: 1 });
+    expect(outcome).toEqual({ kind: 'failed', retryable: false, message: 'card declined', name: 'PermanentError', tries: 1, effect: 'unknown' });
     expect(calls).toHaveLength(1);
   });
 
@@ -100,6 +100,7 @@ describe('runStep', () => {
       message: 'insufficient funds',
       name: 'Declined',
       tries: 1,
+      effect: 'unknown',
     });
     const second = recordingAgent(() => {
       // eslint-disable-next-line @typescript-eslint/only-throw-error -- a non-Error with retryable:false on purpose
@@ -118,7 +119,7 @@ describe('runStep', () => {
       throw 'socket hang up';
     });
     const outcome = await runStep(request({ retry: { maxAttempts: 2, initialDelayMs: 1, maxDelayMs: 1 } }), agent, opts);
-    expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'socket hang up', tries: 2 });
+    expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'socket hang up', tries: 2, effect: 'unknown' });
   });
 
   it('uses the request retry policy first, then the agent policy', async () => {
@@ -228,7 +229,7 @@ describe('runStep', () => {
       random,
     });
     // Had it waited, the window would have closed and the outcome would be 'expired'.
-    expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'busy', name: 'Error', tries: 2 });
+    expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'busy', name: 'Error', tries: 2, effect: 'unknown' });
     expect(calls).toHaveLength(2);
   });
 
@@ -240,7 +241,7 @@ describe('runStep', () => {
       now: () => base,
       random: () => 0.5,
     });
-    expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'busy', name: 'Error', tries: 1 });
+    expect(outcome).toEqual({ kind: 'failed', retryable: true, message: 'busy', name: 'Error', tries: 1, effect: 'unknown' });
     expect(calls).toHaveLength(1);
   });
 });
@@ -288,5 +289,41 @@ describe('runStep with a handler that throws synchronously', () => {
     const r = await runStep(request({ agent: 'sync', completeBy: Date.now() + 5_000, retry: { maxAttempts: 2, initialDelayMs: 1, maxDelayMs: 1 } }), sync, { safetyMarginMs: 0, random: () => 0 });
     expect(r).toMatchObject({ kind: 'failed', retryable: true, tries: 2, message: 'thrown before any promise' });
     expect(calls).toBe(2);
+  });
+});
+
+describe('runStep and the remote effect (decision 0009)', () => {
+  it("reports effect 'none' only when every try failed with an error marked notApplied", async () => {
+    const refused = recordingAgent(() => {
+      throw new RetryableError('connection refused', { notApplied: true });
+    });
+    expect(await runStep(request(), refused.agent, opts)).toMatchObject({ kind: 'failed', retryable: true, tries: 3, effect: 'none' });
+    const declined = recordingAgent(() => {
+      throw new PermanentError('402 declined', { notApplied: true });
+    });
+    expect(await runStep(request(), declined.agent, opts)).toMatchObject({ kind: 'failed', retryable: false, tries: 1, effect: 'none' });
+    // One try that may have reached the service (a timeout, a 500) makes the attempt's effect unknown.
+    let n = 0;
+    const mixed = recordingAgent(() => {
+      n++;
+      throw n === 2 ? new Error('socket hang up') : new RetryableError('503', { notApplied: true });
+    });
+    expect(await runStep(request(), mixed.agent, opts)).toMatchObject({ kind: 'failed', tries: 3, effect: 'unknown' });
+    // Input that fails validation never reaches the handler.
+    const typed = defineAgent({ name: 'payment', input: z.object({ orderId: z.number() }), handler: () => Promise.resolve('never') });
+    expect(await runStep(request(), typed, opts)).toMatchObject({ kind: 'failed', tries: 0, effect: 'none' });
+  });
+
+  it('passes a compensation the effect it undoes', async () => {
+    const { agent, calls } = recordingAgent(() => 'undone');
+    await runStep(request({ kind: 'compensate', undoes: 'test:order-1:charge', effect: 'unknown' }), agent, opts);
+    expect(calls[0]).toMatchObject({ kind: 'compensate', undoes: 'test:order-1:charge', effect: 'unknown' });
+  });
+
+  it('a breaker that opens after a try that may have taken effect reports a failure with effect unknown, not a refusal', async () => {
+    const policy = circuitBreaker(handleWhen((e) => !isPermanent(e)), { halfOpenAfter: 60_000, breaker: new ConsecutiveBreaker(1) });
+    const flaky = defineAgent({ name: 'flaky', handler: () => Promise.reject(new Error('500')) });
+    const r = await runStep(request({ agent: 'flaky', retry: { maxAttempts: 3, initialDelayMs: 1, maxDelayMs: 1 } }), flaky, { ...opts, breaker: { policy, halfOpenAfterMs: 60_000 } });
+    expect(r).toMatchObject({ kind: 'failed', retryable: true, tries: 1, effect: 'unknown' });
   });
 });

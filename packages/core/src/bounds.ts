@@ -26,7 +26,8 @@ const DEFAULT_LADDER = LadderSchema.parse({});
 /**
  * The longest a phase's ladder runs if every attempt uses its whole budget and every park its whole
  * back-off: m counted failures and c circuit-open attempts, max(0, m − r − 1) long parks after the
- * counted failures past the immediate retries, and c circuit parks of at most longBackoffMs each.
+ * counted failures past the immediate retries, and c circuit parks counted at longBackoffMs each. It is
+ * the default give-up time (a breaker that half-opens later than that is cut off by it).
  */
 export function ladderWorstCaseMs(budgetMs: number, l: Ladder): number {
   const parks = Math.max(0, l.maxFailures - l.retries - 1) + l.maxCircuitOpen;
@@ -38,12 +39,13 @@ export function ladderDecisions(l: Ladder): number {
   return l.maxFailures + Math.max(0, l.maxFailures - l.retries - 1) + l.maxCircuitOpen;
 }
 
-/** One phase (a run or a compensation): from its first start to the moment it succeeds or gives up. */
+/**
+ * One phase (a run or a compensation), from its first start to the moment it succeeds or gives up: no
+ * attempt starts after its give-up time, and one that started just before runs its whole budget. (A
+ * breaker refusal parks the phase until the breaker half-opens, which only the give-up time bounds.)
+ */
 export function phaseBound(budgetMs: number, ladder: Ladder, giveUpAfterMs: number | undefined): Bound {
-  const ladderMs = ladderWorstCaseMs(budgetMs, ladder);
-  // An attempt may start just before the give-up time and then runs its whole budget.
-  const fixedMs = giveUpAfterMs === undefined ? ladderMs : Math.min(ladderMs, giveUpAfterMs + budgetMs);
-  return { fixedMs, sweeps: ladderDecisions(ladder) };
+  return { fixedMs: (giveUpAfterMs ?? ladderWorstCaseMs(budgetMs, ladder)) + budgetMs, sweeps: ladderDecisions(ladder) };
 }
 
 function ladderOf(def: WorkflowDefinition, step: StepDefinition): Ladder {

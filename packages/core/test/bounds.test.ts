@@ -14,11 +14,10 @@ describe('phase bounds', () => {
     expect(ladderWorstCaseMs(100, ladder({ retries: 5, longBackoffMs: 1_000, maxFailures: 3, maxCircuitOpen: 0 }))).toBe(300);
   });
 
-  it('a give-up time caps the ladder at giveUpAfterMs plus one budget (an attempt started just before it)', () => {
+  it('a phase ends by its give-up time (by default the ladder worst case) plus one budget', () => {
     const l = ladder({ retries: 3, longBackoffMs: 30_000, maxFailures: 6, maxCircuitOpen: 10 });
-    expect(phaseBound(1_000, l, undefined).fixedMs).toBe(ladderWorstCaseMs(1_000, l));
+    expect(phaseBound(1_000, l, undefined).fixedMs).toBe(ladderWorstCaseMs(1_000, l) + 1_000);
     expect(phaseBound(1_000, l, 5_000)).toEqual({ fixedMs: 6_000, sweeps: ladderDecisions(l) });
-    expect(phaseBound(1_000, l, 10_000_000).fixedMs).toBe(ladderWorstCaseMs(1_000, l));
   });
 });
 
@@ -37,23 +36,24 @@ describe('task bounds', () => {
   it('runs the longest dependency path, drains the longest budget, then every compensation in turn', () => {
     const b = taskBound(def, { sweepIntervalMs: 10, leaderLeaseMs: 1_000 });
     // Each phase: 2 attempts, no park (m − r − 1 = 0), 2 decisions.
+    // Each phase: 2 attempts (no park: m − r − 1 = 0) as its give-up time, plus one budget.
     expect(b.steps).toEqual([
-      { name: 'a', run: { fixedMs: 2_000, sweeps: 2 }, compensation: { fixedMs: 100, sweeps: 2 } },
-      { name: 'b', run: { fixedMs: 6_000, sweeps: 2 } },
-      { name: 'c', run: { fixedMs: 1_000, sweeps: 2 }, compensation: { fixedMs: 140, sweeps: 2 } },
+      { name: 'a', run: { fixedMs: 3_000, sweeps: 2 }, compensation: { fixedMs: 150, sweeps: 2 } },
+      { name: 'b', run: { fixedMs: 9_000, sweeps: 2 } },
+      { name: 'c', run: { fixedMs: 1_500, sweeps: 2 }, compensation: { fixedMs: 210, sweeps: 2 } },
     ]);
-    expect(b.run).toEqual({ fixedMs: 7_000, sweeps: 4 }); // b then c
-    expect(b.undo).toEqual({ fixedMs: 3_000 + 100 + 140, sweeps: 5 });
-    expect(b.total).toEqual({ fixedMs: 7_000 + 3_240 + 1_000, sweeps: 9 });
-    expect(b.totalMs).toBe(11_240 + 90);
-    expect(boundMs(b.run, { sweepIntervalMs: 1_000, leaderLeaseMs: 0 })).toBe(11_000);
+    expect(b.run).toEqual({ fixedMs: 10_500, sweeps: 4 }); // b then c
+    expect(b.undo).toEqual({ fixedMs: 3_000 + 150 + 210, sweeps: 5 });
+    expect(b.total).toEqual({ fixedMs: 10_500 + 3_360 + 1_000, sweeps: 9 });
+    expect(b.totalMs).toBe(14_860 + 90);
+    expect(boundMs(b.run, { sweepIntervalMs: 1_000, leaderLeaseMs: 0 })).toBe(14_500);
   });
 
   it('a task deadline caps the run phase', () => {
     const capped = taskBound({ ...def, deadlineMs: 2_500 }, { sweepIntervalMs: 10, leaderLeaseMs: 0 });
     expect(capped.run).toEqual({ fixedMs: 2_500, sweeps: 1 });
     // A deadline longer than the run changes nothing.
-    expect(taskBound({ ...def, deadlineMs: 60_000 }, { sweepIntervalMs: 10, leaderLeaseMs: 0 }).run).toEqual({ fixedMs: 7_000, sweeps: 4 });
+    expect(taskBound({ ...def, deadlineMs: 60_000 }, { sweepIntervalMs: 10, leaderLeaseMs: 0 }).run).toEqual({ fixedMs: 10_500, sweeps: 4 });
   });
 
   it('formats a bound for operators', () => {

@@ -47,6 +47,12 @@ export const StepRequestSchema = z
     idempotencyKey: z.string().min(1).max(512),
     /** For a compensation: the idempotency key of the effect it undoes (the step's run key). */
     undoes: z.string().min(1).max(512).optional(),
+    /**
+     * For a compensation: whether the run's effect is known to have happened ('applied': the run
+     * completed) or may have ('unknown': it timed out, its agent died, or it was in flight when the undo
+     * began). An undo of an effect that never happened must succeed and leave a tombstone (decision 0009).
+     */
+    effect: z.enum(['applied', 'unknown']).optional(),
     /** Absolute deadline (epoch ms). Past it the agent stops and sends nothing back. */
     completeBy: epochMs,
     // Optional: the codec drops undefined values, so an absent input must decode as absent.
@@ -68,8 +74,8 @@ const resultBase = {
   attempt: z.number().int().min(1),
   agentId: z.string().min(1).max(200),
   finishedAt: epochMs,
-  /** Handler calls made inside the window (agent-side retries included). */
-  tries: z.number().int().min(1),
+  /** Handler calls made inside the window (agent-side retries included); 0 when none was made (an open breaker, invalid input). */
+  tries: z.number().int().min(0),
 };
 export const StepResultSchema = z.discriminatedUnion('ok', [
   // output is optional: a handler that returns nothing (void) sends no output key.
@@ -86,6 +92,12 @@ export const StepResultSchema = z.discriminatedUnion('ok', [
         circuitOpen: z.boolean().optional(),
         /** With circuitOpen: when the breaker lets a trial call through again. */
         retryAfterMs: z.number().int().min(0).max(86_400_000).optional(),
+        /**
+         * What the agent knows of the remote effect: 'none' when no try of this attempt can have taken
+         * effect (each failed before reaching the service, or was refused without effect); otherwise
+         * 'unknown'. Absent: 'none' if tries is 0, else 'unknown' (decision 0009).
+         */
+        effect: z.enum(['none', 'unknown']).optional(),
       }),
     })
     .strict(),
@@ -114,7 +126,10 @@ export const StepStatusSchema = z.enum([
   'failed',
   'parked',
   'error',
-  /** In flight when the task began to be undone: never completed, so never compensated. */
+  /**
+   * Stopped without completing: parked or failed when its task began to be undone, or in flight then and
+   * ended without success, or stopped when its task failed. Compensated if its effect may have happened.
+   */
   'abandoned',
   'compensating',
   'compensated',
@@ -131,6 +146,7 @@ export const TaskEventTypeSchema = z.enum([
   'step_retried',
   'step_parked',
   'step_error',
+  'step_abandoned',
   'completed',
   'failed',
   'compensating',
@@ -184,7 +200,8 @@ export type SupervisorCommand = z.output<typeof SupervisorCommandSchema>;
 export const AlertSchema = z
   .object({
     id: z.string().min(1),
-    kind: z.enum(['step_error', 'compensation_failed']),
+    /** step_error: a step's ladder ran out; step_failed: it failed permanently; task_deadline: the task's deadline passed. */
+    kind: z.enum(['step_error', 'step_failed', 'compensation_failed', 'task_deadline']),
     taskId: z.string(),
     step: z.string().optional(),
     failureCount: z.number().int().nonnegative(),
@@ -210,6 +227,10 @@ export const SupervisorHealthSchema = z.object({
   errors: z.number().int().nonnegative(),
   /** Tasks whose undo the ladder began (workflows with onFailure: compensate). */
   undos: z.number().int().nonnegative(),
+  /** Steps in flight when their task began to be undone whose complete-by passed (abandoned, compensated if in doubt). */
+  abandoned: z.number().int().nonnegative().default(0),
+  /** Alerts published from the outbox the transitions record them in. */
+  alertsPublished: z.number().int().nonnegative().default(0),
   /** Finished tasks removed by retention. */
   purged: z.number().int().nonnegative(),
   /** Finished tasks whose record retention compacted (absent from reports of older supervisors). */
@@ -262,6 +283,12 @@ export const StepStateSchema = z.object({
   dependsOn: z.array(z.string()),
   /** The step's completion order (compensations run in its reverse). */
   order: z.number().int().optional(),
+  /** Attempts its agent's open circuit breaker refused (they count as failures only past maxCircuitOpen). */
+  circuitCount: z.number().int().nonnegative().optional(),
+  /** When the step gives up whatever its ladder says (epoch ms; set on its first start). */
+  giveUpAt: z.number().optional(),
+  /** What is known of its remote effect: none, unknown (may have happened), applied (decision 0009). */
+  effect: z.enum(['none', 'unknown', 'applied']).optional(),
   /** Its compensation, once one has started. */
   compensation: z
     .object({
@@ -274,6 +301,8 @@ export const StepStateSchema = z.object({
       finishedAt: z.number().optional(),
       error: z.string().optional(),
       parked: z.boolean().optional(),
+      circuitCount: z.number().int().nonnegative().optional(),
+      giveUpAt: z.number().optional(),
     })
     .optional(),
 });
@@ -292,6 +321,8 @@ export const TaskStateSchema = z.object({
   createdAt: z.number(),
   updatedAt: z.number(),
   finishedAt: z.number().optional(),
+  /** The task's own deadline (epoch ms), when its workflow sets deadlineMs. */
+  deadlineAt: z.number().optional(),
   error: z.string().optional(),
   steps: z.array(StepStateSchema),
   /**

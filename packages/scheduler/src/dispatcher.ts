@@ -1,11 +1,12 @@
 /**
  * Turns a transition's output into messages: step requests to agents and task events to the events
  * stream and the submitter's private reply subject. Message ids make every publish safe to repeat.
+ * Alerts are not sent from here: the transition records them and the leader supervisor publishes them
+ * (decision 0009).
  */
 import { publishDurable, sendTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
-import type { Redis } from 'ioredis';
-import { encode, unpackTrusted, type Alert, type RegisteredWorkflow, type StepKind, type StepRequest } from '@triad/protocol';
+import { encode, unpackTrusted, type RegisteredWorkflow, type StepKind, type StepRequest } from '@triad/protocol';
 import { toTaskEvent, type Transition } from '@triad/store';
 
 export function stepMessageId(taskId: string, step: string, kind: StepKind, attempt: number): string {
@@ -42,18 +43,16 @@ export function stepRequests(namespace: string, taskId: string, wf: RegisteredWo
       dispatchedAt: now,
     };
     if (retry) req.retry = retry;
-    if (d.kind === 'compensate') req.undoes = idempotencyKey(namespace, taskId, d.step, 'run');
+    if (d.kind === 'compensate') {
+      req.undoes = idempotencyKey(namespace, taskId, d.step, 'run');
+      req.effect = d.effect ?? 'unknown';
+    }
     return req;
   });
 }
 
 export class Dispatcher {
-  constructor(
-    private readonly bus: Bus,
-    /** Where open alerts are recorded (the state store). */
-    private readonly alerts: Redis,
-    private readonly alertsKey: string,
-  ) {}
+  constructor(private readonly bus: Bus) {}
 
   /** Sends the step requests and events of one transition; resolves when JetStream has stored them all. */
   async publish(taskId: string, wf: RegisteredWorkflow, t: Transition, now: number): Promise<void> {
@@ -64,24 +63,6 @@ export class Dispatcher {
     // Events are history, not state (decision 0001): sent without asking for JetStream's ack. Publishes
     // on one connection keep their order in the stream.
     sendTaskEvents(this.bus, taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo);
-    if (t.alert) work.push(this.raiseAlert(taskId, t.alert, now));
     await Promise.all(work);
-  }
-
-  /** An operator alert: to the alerts stream (exactly once per id) and the open-alerts record. */
-  async raiseAlert(taskId: string, a: NonNullable<Transition['alert']>, now: number): Promise<void> {
-    const alert: Alert = {
-      id: `${taskId}:${a.step}:${a.kind}:${a.failureCount}`,
-      kind: a.kind,
-      taskId,
-      step: a.step,
-      failureCount: a.failureCount,
-      raisedAt: now,
-      ...(a.lastError ? { lastError: a.lastError.slice(0, 4000) } : {}),
-    };
-    await Promise.all([
-      publishDurable(this.bus, this.bus.names.subjects.alert, encode(alert), `alert:${alert.id}`),
-      this.alerts.hset(this.alertsKey, alert.id, JSON.stringify(alert)),
-    ]);
   }
 }

@@ -89,7 +89,7 @@ export class Scheduler {
   constructor(private readonly o: SchedulerOptions) {
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
-    this.dispatcher = new Dispatcher(o.bus, o.tasks.redis, o.tasks.keys.alerts);
+    this.dispatcher = new Dispatcher(o.bus);
     this.api = new ApiServer(o.bus, o.tasks, o.workflows, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log);
   }
 
@@ -164,6 +164,7 @@ export class Scheduler {
         input,
         plan: compilePlan(wf),
         onFailure: wf.onFailure,
+        ...(wf.deadlineMs !== undefined ? { deadlineMs: wf.deadlineMs } : {}),
         now,
         schedulerId: this.id,
         ...(sub.replyTo ? { replyTo: sub.replyTo } : {}),
@@ -283,6 +284,8 @@ export class Scheduler {
                 ok: false,
                 message: r.error.message,
                 retryable: r.error.retryable,
+                // Absent: an agent that made no call cannot have taken effect (decision 0009).
+                effect: r.error.effect ?? (r.tries === 0 ? 'none' : 'unknown'),
                 ...(r.error.circuitOpen ? { circuitOpenRetryAfterMs: r.error.retryAfterMs ?? 0 } : {}),
               },
         })

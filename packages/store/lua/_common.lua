@@ -43,14 +43,59 @@ local function load_steps(taskKey, plan)
   return recs
 end
 
-local function save_step(taskKey, name, rec)
-  redis.call('HSET', taskKey, 's:' .. name, cjson.encode(rec))
+local function deadline_member(taskId, name)
+  return taskId .. '|' .. name
+end
+
+-- The deadline index member of a task's own deadline (`#` cannot occur in a step name).
+local TASK_DEADLINE = '#task'
+
+-- A transition's working set (decision 0009): the task's keys, the clock, the events and dispatches it
+-- produces, and the step records, read once and written back once by `flush`, so helpers that change
+-- several steps never overwrite each other's writes.
+local function new_ctx(taskKey, deadlinesKey, finished, taskId, now)
+  return { taskKey = taskKey, deadlinesKey = deadlinesKey, finished = finished, taskId = taskId, now = now,
+    events = {}, dispatch = {}, dirty = {}, dirtyCount = 0 }
+end
+
+local function plan_of(ctx)
+  if not ctx.plan then ctx.plan = cjson.decode(redis.call('HGET', ctx.taskKey, 'plan')) end
+  return ctx.plan
+end
+
+local function recs_of(ctx)
+  if not ctx.recs then ctx.recs = load_steps(ctx.taskKey, plan_of(ctx)) end
+  return ctx.recs
+end
+
+local function spec_of(ctx, name)
+  for _, s in ipairs(plan_of(ctx)) do if s.n == name then return s end end
+  return nil
+end
+
+local function touch(ctx, name)
+  if not ctx.dirty[name] then
+    ctx.dirty[name] = true
+    ctx.dirtyCount = ctx.dirtyCount + 1
+  end
+end
+
+-- Writes every changed step record in one HSET.
+local function flush(ctx)
+  if ctx.dirtyCount == 0 then return end
+  local args = {}
+  for name in pairs(ctx.dirty) do
+    args[#args + 1] = 's:' .. name
+    args[#args + 1] = cjson.encode(ctx.recs[name])
+  end
+  redis.call('HSET', ctx.taskKey, unpack(args))
+  ctx.dirty, ctx.dirtyCount = {}, 0
 end
 
 -- Appends an event; the per-task sequence number is assigned here, atomically with the transition.
-local function push_event(taskKey, events, etype, step, attempt, reason, status)
-  local seq = redis.call('HINCRBY', taskKey, 'seq', 1)
-  events[#events + 1] = { type = etype, seq = seq, step = step, attempt = attempt, reason = reason, status = status }
+local function push_event(ctx, etype, step, attempt, reason, status)
+  local seq = redis.call('HINCRBY', ctx.taskKey, 'seq', 1)
+  ctx.events[#ctx.events + 1] = { type = etype, seq = seq, step = step, attempt = attempt, reason = reason, status = status }
 end
 
 -- Takes the task for this scheduler; the lock epoch grows on every hand-over between schedulers.
@@ -63,126 +108,299 @@ local function take_lock(taskKey, schedulerId)
   return tonumber(redis.call('HGET', taskKey, 'lockEpoch'))
 end
 
-local function deadline_member(taskId, name)
-  return taskId .. '|' .. name
+-- An operator alert, recorded by the transition that makes it necessary (decision 0009): in the open
+-- alerts (closed by a retry of the task) and in the outbox the leader supervisor publishes from. Needs
+-- ctx.alertsKey and ctx.outboxKey (the calling script's KEYS).
+local function record_alert(ctx, kind, step, failureCount, lastError)
+  local alert = { id = ctx.taskId .. ':' .. (step or TASK_DEADLINE) .. ':' .. kind .. ':' .. failureCount, kind = kind, taskId = ctx.taskId,
+    step = step, failureCount = failureCount, raisedAt = ctx.now }
+  if lastError then alert.lastError = string.sub(lastError, 1, 4000) end
+  local json = cjson.encode(alert)
+  redis.call('HSET', ctx.alertsKey, alert.id, json)
+  redis.call('ZADD', ctx.outboxKey, ctx.now, json)
 end
 
--- Starts every pending step whose dependencies are all processed. Fills `dispatch` with what the
--- caller must send to agents and `events` with step_started. Returns true when every step is processed.
-local function start_ready(taskKey, deadlinesKey, taskId, plan, now, events, dispatch)
-  local status = load_steps(taskKey, plan)
+-- Marks the task finished and files it for retention: in the finished index, and, when it can never
+-- be retried (completed, compensated, cancelled; `retryStep` takes only failed and compensation_failed
+-- ones), in the compaction index that retention reads in O(due) (compactFinished.lua, decision 0007).
+-- Its own deadline, if it had one, no longer applies.
+local function finish_task(ctx, status, reason)
+  local now = ctx.now
+  redis.call('HSET', ctx.taskKey, 'status', status, 'finishedAt', now, 'updatedAt', now)
+  if reason then redis.call('HSET', ctx.taskKey, 'error', reason) end
+  redis.call('ZADD', ctx.finished.zset, now, ctx.taskId)
+  if status == 'completed' or status == 'compensated' or status == 'cancelled' then
+    redis.call('ZADD', ctx.finished.compact, now, ctx.taskId)
+  end
+  redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, TASK_DEADLINE))
+  push_event(ctx, status, nil, nil, reason, status)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Phases (decision 0009): a step's run and its compensation climb the same bounded ladder. The run
+-- phase is the step record itself; the compensation phase is its `comp` table. `sp` is the plan's
+-- phase spec: { a = agent, b = budget, l = { retries, longBackoffMs, maxFailures, maxCircuitOpen }, g = giveUpAfterMs }.
+---------------------------------------------------------------------------------------------------
+
+local function phase(rec, kind)
+  if kind == 'compensate' then
+    if not rec.comp then rec.comp = { attempt = 0, failureCount = 0 } end
+    return rec.comp
+  end
+  return rec
+end
+
+local function phase_spec(spec, kind)
+  if kind == 'compensate' then return spec.c end
+  return spec
+end
+
+local function is_parked(rec, kind)
+  if kind == 'compensate' then return rec.comp ~= nil and rec.comp.parked == true end
+  return rec.status == 'parked'
+end
+
+-- What Triad knows of a run's remote effect only moves up: none → unknown → applied.
+local EFFECT_RANK = { none = 0, unknown = 1, applied = 2 }
+local function note_effect(rec, effect)
+  if EFFECT_RANK[effect] > EFFECT_RANK[rec.effect or 'none'] then rec.effect = effect end
+end
+
+-- Starts a new attempt of a phase (a first start, a supervisor retry, an operator's resubmission):
+-- new complete-by in the deadline index, the request for the caller to send. The give-up time is set
+-- on the phase's first start (an operator's retry clears it first, for a fresh budget).
+local function start_attempt(ctx, spec, rec, kind)
+  local sp, ph = phase_spec(spec, kind), phase(rec, kind)
+  local now = ctx.now
+  ph.attempt = (ph.attempt or 0) + 1
+  ph.completeBy = now + sp.b
+  ph.startedAt = now
+  ph.finishedAt = nil
+  ph.lockedBy = nil
+  ph.reported = nil
+  if not ph.giveUpAt and sp.g then ph.giveUpAt = now + sp.g end
+  local needs = spec.nd
+  local dispatch = { step = spec.n, agent = sp.a, kind = kind, attempt = ph.attempt, completeBy = ph.completeBy }
+  if kind == 'compensate' then
+    ph.parked = nil
+    rec.status = 'compensating'
+    dispatch.effect = rec.effect or 'none'
+    -- The compensation gets the step's own output, when it has one (an in-doubt step has none).
+    if rec.effect == 'applied' then needs = { spec.n } else needs = {} end
+  else
+    rec.status = 'processing'
+  end
+  dispatch.needs = needs
+  redis.call('ZADD', ctx.deadlinesKey, ph.completeBy, deadline_member(ctx.taskId, spec.n))
+  ctx.dispatch[#ctx.dispatch + 1] = dispatch
+  touch(ctx, spec.n)
+  return ph
+end
+
+-- Parks a phase until `untilTs`: no attempt is in flight; the supervisor retries it then.
+local function park(ctx, spec, rec, kind, untilTs, reason)
+  local ph = phase(rec, kind)
+  ph.completeBy = untilTs
+  if kind == 'compensate' then ph.parked = true else rec.status = 'parked' end
+  redis.call('ZADD', ctx.deadlinesKey, untilTs, deadline_member(ctx.taskId, spec.n))
+  push_event(ctx, 'step_parked', spec.n, ph.attempt, reason)
+  touch(ctx, spec.n)
+end
+
+-- The agent gave up inside its window with a retryable failure (or its breaker stayed open past the
+-- limit): the attempt's deadline moves to now, so the supervisor's next sweep counts the failure.
+local function report_retryable(ctx, spec, rec, kind, message)
+  local ph = phase(rec, kind)
+  ph.error = message
+  ph.completeBy = ctx.now
+  ph.reported = true
+  redis.call('ZADD', ctx.deadlinesKey, ctx.now, deadline_member(ctx.taskId, spec.n))
+  push_event(ctx, 'step_failed', spec.n, ph.attempt, message)
+  touch(ctx, spec.n)
+end
+
+-- Completion order of processed steps, and the undo's order (decision 0009): processed steps by
+-- completion time, in-doubt steps by their last start, an in-doubt step before a processed one at the
+-- same millisecond, the completion counter between processed ones.
+local function undo_key(rec)
+  if rec.status == 'processed' then return rec.finishedAt or 0, 0, rec.order or 0 end
+  return rec.startedAt or 0, 1, 0
+end
+
+local function undo_before(a, b)
+  local at, ar, ao = undo_key(a)
+  local bt, br, bo = undo_key(b)
+  if at ~= bt then return at > bt end
+  if ar ~= br then return ar > br end
+  return ao > bo
+end
+
+-- Steps whose run may have taken effect and that say how to undo it.
+local UNDOABLE = { processed = true, abandoned = true, failed = true, error = true }
+
+-- Drives an undo one step further: while a step is in flight nothing starts (its result or its
+-- complete-by comes first); then the compensation of the next step that may have taken effect
+-- starts, or, when none is left, the task ends as `endAs` (compensated | cancelled).
+local function next_compensation(ctx)
+  local recs = recs_of(ctx)
+  local best, bestRec = nil, nil
+  for _, s in ipairs(plan_of(ctx)) do
+    local rec = recs[s.n]
+    if rec.status == 'processing' or rec.status == 'compensating' then return end
+    if type(s.c) == 'table' and UNDOABLE[rec.status] and (rec.effect or 'none') ~= 'none' then
+      if not best or undo_before(rec, bestRec) then best, bestRec = s, rec end
+    end
+  end
+  if not best then
+    finish_task(ctx, redis.call('HGET', ctx.taskKey, 'endAs') or 'compensated')
+    return
+  end
+  local comp = start_attempt(ctx, best, bestRec, 'compensate')
+  comp.error = nil
+  push_event(ctx, 'compensation_started', best.n, comp.attempt)
+end
+
+-- Begins undoing a task: nothing new starts; a step in flight keeps its attempt and the undo waits for
+-- it; a parked one is abandoned (no attempt is in flight); then every step that may have taken effect is
+-- compensated, one at a time (decision 0009).
+local function begin_undo(ctx, endAs, reason)
+  redis.call('HSET', ctx.taskKey, 'status', 'compensating', 'endAs', endAs, 'updatedAt', ctx.now)
+  if reason then redis.call('HSET', ctx.taskKey, 'error', reason) end
+  redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, TASK_DEADLINE))
+  local recs = recs_of(ctx)
+  for _, s in ipairs(plan_of(ctx)) do
+    local rec = recs[s.n]
+    -- Parked, or reported failed with its retry not yet decided: no attempt of it is in flight.
+    if rec.status == 'parked' or (rec.status == 'processing' and rec.reported) then
+      rec.status = 'abandoned'
+      rec.finishedAt = ctx.now
+      redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, s.n))
+      push_event(ctx, 'step_abandoned', s.n, rec.attempt, 'not running when the task began to be undone' .. (rec.error and (': ' .. rec.error) or ''))
+      touch(ctx, s.n)
+    end
+  end
+  push_event(ctx, 'compensating', nil, nil, reason, 'compensating')
+  next_compensation(ctx)
+end
+
+-- Ends a run step that was in flight when the undo began (a drain): it is abandoned with what is known
+-- of its effect, and the undo goes on.
+local function abandon(ctx, spec, rec, reason)
+  rec.status = 'abandoned'
+  rec.finishedAt = ctx.now
+  rec.error = reason
+  redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, spec.n))
+  push_event(ctx, 'step_abandoned', spec.n, rec.attempt, reason)
+  touch(ctx, spec.n)
+  next_compensation(ctx)
+end
+
+-- A task that fails (onFailure=error) stops every other step: those in flight or parked are abandoned
+-- (a late result is stale; an operator's retry of the task starts them again).
+local function abandon_in_flight(ctx, reason)
+  local recs = recs_of(ctx)
+  for _, s in ipairs(plan_of(ctx)) do
+    local rec = recs[s.n]
+    if rec.status == 'processing' or rec.status == 'parked' then
+      if rec.status == 'processing' and rec.lockedBy and not rec.reported then note_effect(rec, 'unknown') end
+      rec.status = 'abandoned'
+      rec.finishedAt = ctx.now
+      redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, s.n))
+      push_event(ctx, 'step_abandoned', s.n, rec.attempt, reason)
+      touch(ctx, s.n)
+    end
+  end
+end
+
+-- A phase gives up for good (its ladder is exhausted, its give-up time passed, or it failed
+-- permanently). `why` completes "step <name> …" ("failed 3 times: …"); `lastError` is what the step
+-- shows. A run: the step is `error` (`failed` when permanent) and the task follows its policy — undone
+-- (onFailure=compensate), or failed with an alert. A compensation: the task ends compensation_failed
+-- with an alert. Needs ctx.alertsKey/outboxKey. Returns the action taken.
+local function give_up(ctx, spec, rec, kind, why, lastError, permanent)
+  local ph = phase(rec, kind)
+  ph.finishedAt = ctx.now
+  ph.error = lastError
+  redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, spec.n))
+  touch(ctx, spec.n)
+  if kind == 'compensate' then
+    ph.parked = nil
+    rec.status = 'compensation_failed'
+    push_event(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.attempt, lastError)
+    finish_task(ctx, 'compensation_failed', 'compensation of ' .. spec.n .. ' ' .. why)
+    record_alert(ctx, 'compensation_failed', spec.n, ph.failureCount, lastError)
+    return 'error'
+  end
+  rec.status = permanent and 'failed' or 'error'
+  push_event(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.attempt, lastError)
+  local reason = 'step ' .. spec.n .. ' ' .. why
+  if redis.call('HGET', ctx.taskKey, 'onFailure') == 'compensate' then
+    begin_undo(ctx, 'compensated', reason)
+    return 'compensate'
+  end
+  abandon_in_flight(ctx, reason)
+  finish_task(ctx, 'failed', reason)
+  record_alert(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.failureCount, lastError)
+  return 'error'
+end
+
+-- The ladder after a counted failure (decision 0009): give up at maxFailures or past the give-up time;
+-- retry at once while failureCount <= retries; otherwise park for the long back-off — unless the park
+-- could not end before the give-up time, which gives up now. Returns the action taken.
+local function ladder_after_failure(ctx, spec, rec, kind)
+  local sp, ph = phase_spec(spec, kind), phase(rec, kind)
+  local retries, longBackoff, maxFailures = sp.l[1], sp.l[2], sp.l[3]
+  local now = ctx.now
+  local lastError = ph.error or 'failed'
+  local n = ph.failureCount
+  if n >= maxFailures then
+    return give_up(ctx, spec, rec, kind, 'failed ' .. n .. ' times: ' .. lastError, lastError, false)
+  end
+  if ph.giveUpAt and now >= ph.giveUpAt then
+    return give_up(ctx, spec, rec, kind, 'gave up at its give-up time after ' .. n .. ' failures: ' .. lastError, lastError, false)
+  end
+  if n <= retries then
+    start_attempt(ctx, spec, rec, kind)
+    push_event(ctx, 'step_retried', spec.n, ph.attempt, lastError)
+    ph.error = nil -- the new attempt starts clean; the event above keeps the last error
+    return 'retry'
+  end
+  if ph.giveUpAt and now + longBackoff >= ph.giveUpAt then
+    return give_up(ctx, spec, rec, kind, 'gave up after ' .. n .. ' failures: no time for another attempt before its give-up time: ' .. lastError, lastError, false)
+  end
+  park(ctx, spec, rec, kind, now + longBackoff, lastError)
+  return 'park'
+end
+
+-- Starts every pending step whose dependencies are all processed. Returns true when every step is processed.
+local function start_ready(ctx)
+  local recs = recs_of(ctx)
   local all_done = true
-  for _, s in ipairs(plan) do
-    local rec = status[s.n]
+  for _, s in ipairs(plan_of(ctx)) do
+    local rec = recs[s.n]
     if rec.status ~= 'processed' then all_done = false end
     if rec.status == 'pending' then
       local ready = true
       for _, d in ipairs(s.d) do
-        if status[d].status ~= 'processed' then ready = false break end
+        if recs[d].status ~= 'processed' then ready = false break end
       end
       if ready then
-        rec.status = 'processing'
-        rec.attempt = rec.attempt + 1
-        rec.completeBy = now + s.b
-        rec.startedAt = now
-        rec.lockedBy = nil
-        save_step(taskKey, s.n, rec)
-        redis.call('ZADD', deadlinesKey, rec.completeBy, deadline_member(taskId, s.n))
-        push_event(taskKey, events, 'step_started', s.n, rec.attempt)
-        dispatch[#dispatch + 1] = { step = s.n, agent = s.a, kind = 'run', attempt = rec.attempt, completeBy = rec.completeBy, needs = s.nd }
+        start_attempt(ctx, s, rec, 'run')
+        push_event(ctx, 'step_started', s.n, rec.attempt)
       end
     end
   end
   return all_done
 end
 
-local function find_spec(plan, name)
-  for _, s in ipairs(plan) do if s.n == name then return s end end
-  return nil
-end
-
--- Marks the task finished and files it for retention: in the finished index, and, when it can never
--- be retried (completed, compensated, cancelled; `retryStep` takes only failed and compensation_failed
--- ones), in the compaction index that retention reads in O(due) (compactFinished.lua, decision 0007).
--- `finished` holds both index keys, as the calling script received them in KEYS: { zset = …, compact = … }.
-local function finish_task(taskKey, finished, taskId, status, now, events, reason)
-  redis.call('HSET', taskKey, 'status', status, 'finishedAt', now, 'updatedAt', now)
-  if reason then redis.call('HSET', taskKey, 'error', reason) end
-  redis.call('ZADD', finished.zset, now, taskId)
-  if status == 'completed' or status == 'compensated' or status == 'cancelled' then
-    redis.call('ZADD', finished.compact, now, taskId)
-  end
-  push_event(taskKey, events, status, nil, nil, reason, status)
-end
-
--- Starts a new attempt of a step's compensation (a first one, a retry, or an operator's resubmission):
--- new complete-by in the deadline index, and the request for the caller to send. `resetFailures` is
--- false for the supervisor's retries (the failure already counted stays counted).
-local function start_compensation_attempt(taskKey, deadlinesKey, taskId, spec, rec, now, dispatch, resetFailures)
-  local comp = rec.comp or { attempt = 0, failureCount = 0 }
-  comp.attempt = comp.attempt + 1
-  if resetFailures then comp.failureCount = 0 end
-  comp.completeBy = now + spec.c.b
-  comp.startedAt = now
-  comp.finishedAt = nil
-  comp.parked = nil
-  rec.comp = comp
-  rec.status = 'compensating'
-  redis.call('ZADD', deadlinesKey, comp.completeBy, deadline_member(taskId, spec.n))
-  dispatch[#dispatch + 1] = { step = spec.n, agent = spec.c.a, kind = 'compensate', attempt = comp.attempt, completeBy = comp.completeBy, needs = { spec.n } }
-  return comp
-end
-
--- Starts the compensation of the most recently completed step that has one, or, when none is left,
--- ends the task as `endAs` (compensated | cancelled). Compensations run one at a time, in reverse
--- order of completion.
-local function next_compensation(taskKey, deadlinesKey, finished, taskId, plan, now, events, dispatch)
-  local best, bestRec, bestOrder = nil, nil, -1
-  local recs = load_steps(taskKey, plan)
-  for _, s in ipairs(plan) do
-    if type(s.c) == 'table' then
-      local rec = recs[s.n]
-      if rec.status == 'processed' and (rec.order or 0) > bestOrder then
-        best, bestRec, bestOrder = s, rec, rec.order or 0
-      end
-    end
-  end
-  if not best then
-    local endAs = redis.call('HGET', taskKey, 'endAs') or 'compensated'
-    finish_task(taskKey, finished, taskId, endAs, now, events)
-    return
-  end
-  local comp = start_compensation_attempt(taskKey, deadlinesKey, taskId, best, bestRec, now, dispatch, true)
-  comp.error = nil
-  save_step(taskKey, best.n, bestRec)
-  push_event(taskKey, events, 'compensation_started', best.n, comp.attempt)
-end
-
--- Begins undoing a task: nothing new starts, steps in flight are abandoned (their late results are
--- rejected by fencing), and the completed steps are compensated in reverse order of completion.
-local function begin_undo(taskKey, deadlinesKey, finished, taskId, plan, now, events, dispatch, endAs, reason)
-  redis.call('HSET', taskKey, 'status', 'compensating', 'endAs', endAs, 'updatedAt', now)
-  if reason then redis.call('HSET', taskKey, 'error', reason) end
-  local recs = load_steps(taskKey, plan)
-  for _, s in ipairs(plan) do
-    local rec = recs[s.n]
-    if rec.status == 'processing' or rec.status == 'parked' then
-      rec.status = 'abandoned'
-      rec.finishedAt = now
-      save_step(taskKey, s.n, rec)
-      redis.call('ZREM', deadlinesKey, deadline_member(taskId, s.n))
-    end
-  end
-  push_event(taskKey, events, 'compensating', nil, nil, reason, 'compensating')
-  next_compensation(taskKey, deadlinesKey, finished, taskId, plan, now, events, dispatch)
-end
-
 -- The reply: { code, json{...}, input, name1, output1, ... } — binary values stay out of the JSON.
-local function reply(code, taskKey, body, dispatch)
+local function reply(code, ctx, body)
+  local taskKey, dispatch = ctx.taskKey, ctx.dispatch
   local wf = redis.call('HMGET', taskKey, 'workflow', 'version')
   body.workflow, body.version = wf[1], tonumber(wf[2])
+  body.events, body.dispatch = ctx.events, dispatch
   local out = { code, cjson.encode(body) }
-  if dispatch and #dispatch > 0 then
+  if #dispatch > 0 then
     out[3] = redis.call('HGET', taskKey, 'input') or ''
     local seen = {}
     for _, d in ipairs(dispatch) do

@@ -1,7 +1,8 @@
 --[[
-  cancelTask — an operator stops a running task: no new step starts, steps in flight are abandoned
-  (their late results are rejected by fencing), and the completed steps are compensated in reverse
-  order of completion; the task ends `cancelled` once they are (or compensation_failed).
+  cancelTask — an operator stops a running task: no new step starts, steps in flight are waited for
+  (their result, or their complete-by), and then every step that may have taken effect is compensated,
+  one at a time, in reverse order (decision 0009); the task ends `cancelled` once they are (or
+  compensation_failed).
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] the scheduler's task lease
   KEYS[5] compaction index
@@ -10,23 +11,20 @@
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
           | { UNKNOWN_TASK, '{}' } | { INVALID_STATE, json{reason} } | { LEASE_BUSY, '{}' }
-  Events: cancelled is preceded by compensating, compensation_started/_done for each compensation.
+  Events: compensating, then compensation_started/_done for each compensation, then cancelled.
 ]]
 --@include _common
 
 local taskKey, deadlinesKey = KEYS[1], KEYS[2]
-local finished = { zset = KEYS[3], compact = KEYS[5] }
-local taskId, now = ARGV[1], tonumber(ARGV[3])
+local taskId = ARGV[1]
 if not take_lease(KEYS[4], ARGV[5], ARGV[6], true) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
-now = task_now(taskKey, now)
 local status = redis.call('HGET', taskKey, 'status')
 if status ~= 'running' then
   return { INVALID_STATE, cjson.encode({ reason = 'the task is ' .. status .. '; only a running task can be cancelled' }) }
 end
+local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[5] }, taskId, task_now(taskKey, tonumber(ARGV[3])))
 local lockEpoch = take_lock(taskKey, ARGV[4])
-local plan = cjson.decode(redis.call('HGET', taskKey, 'plan'))
-local events, dispatch = {}, {}
-begin_undo(taskKey, deadlinesKey, finished, taskId, plan, now, events, dispatch, 'cancelled', ARGV[2])
-return reply(OK, taskKey, { lockEpoch = lockEpoch, replyTo = redis.call('HGET', taskKey, 'replyTo'), events = events,
-  dispatch = dispatch, status = redis.call('HGET', taskKey, 'status') }, dispatch)
+begin_undo(ctx, 'cancelled', ARGV[2])
+flush(ctx)
+return reply(OK, ctx, { lockEpoch = lockEpoch, replyTo = redis.call('HGET', taskKey, 'replyTo'), status = redis.call('HGET', taskKey, 'status') })

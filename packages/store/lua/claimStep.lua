@@ -17,7 +17,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return { UNKNOWN_TASK, '{}' } end
 local rec = decode_step(redis.call('HGET', KEYS[1], 's:' .. ARGV[1]))
 if not rec then return { UNKNOWN_STEP, '{}' } end
 if ARGV[5] == 'compensate' then
-  if rec.status ~= 'compensating' or not rec.comp or rec.comp.attempt ~= tonumber(ARGV[2]) then
+  if rec.status ~= 'compensating' or not rec.comp or rec.comp.parked or rec.comp.attempt ~= tonumber(ARGV[2]) then
     return { STALE, cjson.encode({ reason = 'step ' .. ARGV[1] .. ' is ' .. rec.status .. '; its compensation is not at attempt ' .. ARGV[2] }) }
   end
   rec.comp.lockedBy = ARGV[3]
@@ -27,5 +27,5 @@ else
   rec.lockedBy = ARGV[3]
 end
 take_lease(KEYS[2], ARGV[4], ARGV[6], false)
-save_step(KEYS[1], ARGV[1], rec)
+redis.call('HSET', KEYS[1], 's:' .. ARGV[1], cjson.encode(rec))
 return { OK, '{}' }

@@ -6,17 +6,17 @@
   KEYS[6] compaction index (zset by finishedAt)
   ARGV[1] taskId  ARGV[2] workflow  ARGV[3] version  ARGV[4] input (msgpack)  ARGV[5] replyTo ('' = none)
   ARGV[6] plan (JSON)  ARGV[7] now (epoch ms)  ARGV[8] schedulerId  ARGV[9] onFailure
-  ARGV[10] the lease token   ARGV[11] the lease duration (ms)
+  ARGV[10] the lease token   ARGV[11] the lease duration (ms)   ARGV[12] the task deadline, ms after now ('' = none)
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
           { EXISTS, json{status} } when the task id was already submitted (duplicates are harmless).
           { LEASE_BUSY, '{}' } when another scheduler holds the task's lease (nothing is written).
   Events: received, step_started*, completed (a workflow of zero ready steps cannot exist).
+  With a deadline, the member `<taskId>|#task` enters the deadline index (expireTask.lua, decision 0009).
 ]]
 --@include _common
 
 local taskKey, tasksKey, deadlinesKey = KEYS[1], KEYS[2], KEYS[3]
-local finished = { zset = KEYS[4], compact = KEYS[6] }
 local taskId, now = ARGV[1], tonumber(ARGV[7])
 
 if not take_lease(KEYS[5], ARGV[10], ARGV[11], true) then return { LEASE_BUSY, '{}' } end
@@ -24,20 +24,25 @@ if redis.call('EXISTS', taskKey) == 1 then
   return { EXISTS, cjson.encode({ status = redis.call('HGET', taskKey, 'status') }) }
 end
 
-local plan = cjson.decode(ARGV[6])
+local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[6] }, taskId, now)
+ctx.plan = cjson.decode(ARGV[6])
 redis.call('HSET', taskKey,
   'id', taskId, 'workflow', ARGV[2], 'version', ARGV[3], 'input', ARGV[4], 'replyTo', ARGV[5],
   'plan', ARGV[6], 'status', 'running', 'lockedBy', ARGV[8], 'lockEpoch', 1, 'seq', 0,
   'createdAt', now, 'updatedAt', now, 'onFailure', ARGV[9])
-for _, s in ipairs(plan) do
-  save_step(taskKey, s.n, { status = 'pending', attempt = 0, failureCount = 0 })
+ctx.recs = {}
+for _, s in ipairs(ctx.plan) do
+  ctx.recs[s.n] = { status = 'pending', attempt = 0, failureCount = 0 }
+  touch(ctx, s.n)
 end
 redis.call('ZADD', tasksKey, now, taskId)
-
-local events, dispatch = {}, {}
-push_event(taskKey, events, 'received', nil, nil, nil, 'running')
-if start_ready(taskKey, deadlinesKey, taskId, plan, now, events, dispatch) then
-  finish_task(taskKey, finished, taskId, 'completed', now, events)
+if ARGV[12] ~= '' then
+  local deadlineAt = now + tonumber(ARGV[12])
+  redis.call('HSET', taskKey, 'deadlineAt', deadlineAt)
+  redis.call('ZADD', deadlinesKey, deadlineAt, deadline_member(taskId, TASK_DEADLINE))
 end
-return reply(OK, taskKey, { lockEpoch = 1, replyTo = ARGV[5], events = events, dispatch = dispatch,
-  status = redis.call('HGET', taskKey, 'status') }, dispatch)
+
+push_event(ctx, 'received', nil, nil, nil, 'running')
+if start_ready(ctx) then finish_task(ctx, 'completed') end
+flush(ctx)
+return reply(OK, ctx, { lockEpoch = 1, replyTo = ARGV[5], status = redis.call('HGET', taskKey, 'status') })

@@ -1,7 +1,10 @@
 --[[
-  retryStep — an operator resubmits a step that failed for good (status failed or error), or one parked
-  for a long back-off, optionally with a corrected task input. The step starts again at once with a new
-  attempt and a fresh failure budget; the task is running again; the step's open alerts are closed.
+  retryStep — an operator resubmits what stopped a task: a step that failed for good (failed, error),
+  one parked for a long back-off, one abandoned when its task failed, or the failed compensation of a
+  task that failed while being undone — optionally with a corrected task input. The phase starts again
+  at once with a new attempt and a fresh failure budget (failures, breaker refusals, give-up time); the
+  task is running (or compensating) again, its deadline lifted, and all its open alerts are closed.
+  Restarting a run also restarts the task's other abandoned steps (they were stopped with it).
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] open alerts (hash)
   KEYS[5] the scheduler's task lease   KEYS[6] compaction index
@@ -10,25 +13,24 @@
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status, step}, input, needs... }
           | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' } | { INVALID_STATE, json{reason} } | { LEASE_BUSY, '{}' }
-  Events: step_retried (reason "operator retry").
+  Events: step_retried (reason "operator retry"), step_started for other restarted steps.
 ]]
 --@include _common
 
 local taskKey, deadlinesKey, alertsKey = KEYS[1], KEYS[2], KEYS[4]
-local finished = { zset = KEYS[3], compact = KEYS[6] }
-local taskId, stepName, now = ARGV[1], ARGV[2], tonumber(ARGV[4])
+local taskId, stepName = ARGV[1], ARGV[2]
 
 if not take_lease(KEYS[5], ARGV[6], ARGV[7], true) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
-now = task_now(taskKey, now)
 local taskStatus = redis.call('HGET', taskKey, 'status')
 if taskStatus ~= 'running' and taskStatus ~= 'failed' and taskStatus ~= 'compensation_failed' then
   return { INVALID_STATE, cjson.encode({ reason = 'the task is ' .. taskStatus .. '; only a failed, compensation_failed or running task has a step to retry' }) }
 end
-local plan = cjson.decode(redis.call('HGET', taskKey, 'plan'))
+local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[6] }, taskId, task_now(taskKey, tonumber(ARGV[4])))
+local recs = recs_of(ctx)
 local spec, rec
-for _, s in ipairs(plan) do
-  local r = decode_step(redis.call('HGET', taskKey, 's:' .. s.n))
+for _, s in ipairs(plan_of(ctx)) do
+  local r = recs[s.n]
   local wanted = (taskStatus == 'compensation_failed' and r.status == 'compensation_failed')
     or (taskStatus ~= 'compensation_failed' and (r.status == 'failed' or r.status == 'error'))
   if (stepName == '' and wanted) or s.n == stepName then
@@ -41,55 +43,66 @@ if not spec then
   return { UNKNOWN_STEP, '{}' }
 end
 
--- What may be retried: a failed compensation of a task that failed while compensating, or a failed,
--- errored or parked step of a task that failed or is still running.
+-- What may be retried: a failed compensation of a task that failed while compensating; a failed,
+-- errored or parked step of a task that failed or is still running; a step abandoned when its task failed.
 local compensation = rec.status == 'compensation_failed' and taskStatus == 'compensation_failed'
 if not compensation then
   if taskStatus == 'compensation_failed' then
     return { INVALID_STATE, cjson.encode({ reason = 'the task failed while compensating; retry its failed compensation step' }) }
   end
-  if rec.status ~= 'failed' and rec.status ~= 'error' and rec.status ~= 'parked' then
-    return { INVALID_STATE, cjson.encode({ reason = 'step ' .. spec.n .. ' is ' .. rec.status .. '; only a failed, error or parked step can be retried' }) }
+  local retryable = rec.status == 'failed' or rec.status == 'error' or rec.status == 'parked' or (rec.status == 'abandoned' and taskStatus == 'failed')
+  if not retryable then
+    return { INVALID_STATE, cjson.encode({ reason = 'step ' .. spec.n .. ' is ' .. rec.status .. '; only a failed, error or parked step (or one abandoned when its task failed) can be retried' }) }
   end
 end
 
 if ARGV[3] ~= '' then redis.call('HSET', taskKey, 'input', ARGV[3]) end
 local lockEpoch = take_lock(taskKey, ARGV[5])
-local events, dispatch = {}, {}
 local newStatus
 
-if compensation then
-  -- Resubmit the failed compensation; the undo then goes on in reverse order of completion.
-  local comp = start_compensation_attempt(taskKey, deadlinesKey, taskId, spec, rec, now, dispatch, true)
-  comp.error = nil
-  newStatus = 'compensating'
-  push_event(taskKey, events, 'step_retried', spec.n, comp.attempt, 'operator retry of the compensation', newStatus)
-else
-  rec.status = 'processing'
-  rec.attempt = rec.attempt + 1
-  rec.failureCount = 0
-  rec.completeBy = now + spec.b
-  rec.startedAt = now
-  rec.finishedAt = nil
-  rec.error = nil
-  rec.lockedBy = nil
-  newStatus = 'running'
-  redis.call('ZADD', deadlinesKey, rec.completeBy, deadline_member(taskId, spec.n))
-  push_event(taskKey, events, 'step_retried', spec.n, rec.attempt, 'operator retry', newStatus)
-  dispatch[1] = { step = spec.n, agent = spec.a, kind = 'run', attempt = rec.attempt, completeBy = rec.completeBy, needs = spec.nd }
+-- A fresh budget for the phase: failures, breaker refusals and the give-up time start again.
+local function reset(ph)
+  ph.failureCount, ph.circuitCount, ph.giveUpAt, ph.error, ph.finishedAt = 0, 0, nil, nil, nil
 end
-save_step(taskKey, spec.n, rec)
+
+if compensation then
+  -- Resubmit the failed compensation; the undo then goes on in reverse order.
+  local comp = phase(rec, 'compensate')
+  reset(comp)
+  start_attempt(ctx, spec, rec, 'compensate')
+  newStatus = 'compensating'
+  push_event(ctx, 'step_retried', spec.n, comp.attempt, 'operator retry of the compensation', newStatus)
+else
+  newStatus = 'running'
+  -- The named step and every step abandoned with the task start again (their dependencies are processed).
+  for _, s in ipairs(plan_of(ctx)) do
+    local r = recs[s.n]
+    if s.n == spec.n or r.status == 'abandoned' then
+      reset(r)
+      r.status = 'pending'
+      touch(ctx, s.n)
+    end
+  end
+  redis.call('HSET', taskKey, 'status', newStatus)
+  start_ready(ctx)
+  -- The events: step_started for each, the named one as the operator's retry.
+  for _, e in ipairs(ctx.events) do
+    if e.step == spec.n and e.type == 'step_started' then e.type, e.reason, e.status = 'step_retried', 'operator retry', newStatus end
+  end
+  redis.call('HDEL', taskKey, 'deadlineAt')
+  redis.call('ZREM', deadlinesKey, deadline_member(taskId, TASK_DEADLINE))
+end
 if taskStatus ~= newStatus then
   redis.call('HSET', taskKey, 'status', newStatus)
   redis.call('HDEL', taskKey, 'finishedAt')
   if not compensation then redis.call('HDEL', taskKey, 'error') end
-  redis.call('ZREM', finished.zset, taskId)
+  redis.call('ZREM', ctx.finished.zset, taskId)
 end
-redis.call('HSET', taskKey, 'updatedAt', now)
--- Close the step's open alerts (their ids start with "<taskId>:<step>:").
-local prefix = taskId .. ':' .. spec.n .. ':'
+redis.call('HSET', taskKey, 'updatedAt', ctx.now)
+-- Close the task's open alerts (their ids start with "<taskId>:").
+local prefix = taskId .. ':'
 for _, field in ipairs(redis.call('HKEYS', alertsKey)) do
   if string.sub(field, 1, #prefix) == prefix then redis.call('HDEL', alertsKey, field) end
 end
-return reply(OK, taskKey, { lockEpoch = lockEpoch, replyTo = redis.call('HGET', taskKey, 'replyTo'), events = events,
-  dispatch = dispatch, status = newStatus, step = spec.n }, dispatch)
+flush(ctx)
+return reply(OK, ctx, { lockEpoch = lockEpoch, replyTo = redis.call('HGET', taskKey, 'replyTo'), status = newStatus, step = spec.n })

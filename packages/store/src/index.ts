@@ -3,7 +3,7 @@
  * called through one wrapper, returning codes mapped to typed errors), task and workflow records, and
  * the deadline index the supervisor reads in O(expired).
  */
-export { keys, parseDeadlineMember, type Keys } from './keys.js';
+export { keys, parseDeadlineMember, TASK_DEADLINE_STEP, type Keys } from './keys.js';
 export { ScriptCode, scriptError, isLeaseBusy, LeaseBusyError } from './codes.js';
 export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts.js';
 export { TaskStore, requireTask, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome } from './task-store.js';

@@ -21,6 +21,11 @@ export interface Keys {
   readonly supervisorEpoch: string;
   readonly supervisorStatus: string;
   readonly alerts: string;
+  /**
+   * Alerts recorded by a transition, waiting for the leader supervisor to publish them to the ALERTS
+   * stream (zset of alert JSON by raisedAt; decision 0009).
+   */
+  readonly alertOutbox: string;
   /** A Redlock lease on part of a task (`task`, or `step:<name>:<kind>`), on the task's slot. */
   lease(taskId: string, what: string): string;
 }
@@ -40,9 +45,13 @@ export function keys(namespace: string): Keys {
     supervisorEpoch: `${prefix}:supervisor:epoch`,
     supervisorStatus: `${prefix}:supervisor:status`,
     alerts: `${prefix}:alerts`,
+    alertOutbox: `${prefix}:alerts:outbox`,
     lease: (taskId, what) => `${prefix}:lease:{${taskId}}:${what}`,
   };
 }
+
+/** The step part of a task's own deadline in the deadline index (`#` cannot occur in a step name). */
+export const TASK_DEADLINE_STEP = '#task';
 
 /** Reads a deadline index member, `<taskId>|<step>` (written by the Lua deadline_member; neither part may contain "|"). */
 export function parseDeadlineMember(member: string): { taskId: string; step: string } | undefined {

@@ -28,6 +28,8 @@ export interface CreateTaskArgs {
   replyTo?: string;
   plan: PlanStep[];
   onFailure: FailurePolicy;
+  /** The workflow's deadlineMs: the task is stopped this long after it is accepted (decision 0009). */
+  deadlineMs?: number;
   now: number;
   schedulerId: string;
 }
@@ -43,7 +45,16 @@ export interface ApplyResultArgs {
   now: number;
   schedulerId: string;
   agentId: string;
-  outcome: { ok: true; output: Uint8Array } | { ok: false; message: string; retryable: boolean; circuitOpenRetryAfterMs?: number };
+  outcome:
+    | { ok: true; output: Uint8Array }
+    | {
+        ok: false;
+        message: string;
+        retryable: boolean;
+        circuitOpenRetryAfterMs?: number;
+        /** What the agent knows of the remote effect: 'none' = no try can have taken effect (decision 0009). */
+        effect: 'none' | 'unknown';
+      };
 }
 
 export type ApplyOutcome = { applied: true; transition: Transition } | { applied: false; reason: string };
@@ -66,7 +77,7 @@ export class TaskStore {
       this.redis,
       'createTask',
       [k.task(a.taskId), k.tasks, k.deadlines, k.finished, a.lease.key, k.compact],
-      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms],
+      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? ''],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.Exists) return { created: false, status: parseBody(reply[1]).status ?? 'running' };
@@ -80,7 +91,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'applyResult',
-      [k.task(a.taskId), k.deadlines, k.finished, a.lease.key, k.lease(a.taskId, `step:${a.step}:${a.kind}`), k.compact],
+      [k.task(a.taskId), k.deadlines, k.finished, a.lease.key, k.lease(a.taskId, `step:${a.step}:${a.kind}`), k.compact, k.alerts, k.alertOutbox],
       [
         a.taskId,
         a.step,
@@ -95,6 +106,7 @@ export class TaskStore {
         a.lease.token,
         a.kind,
         a.lease.ms,
+        o.ok ? '' : o.effect,
       ],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -173,12 +185,15 @@ export class TaskStore {
     for (const p of plan) {
       const rec = JSON.parse(h[`s:${p.n}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>;
       if (rec.status === 'compensating' && p.c && rec.comp && !rec.comp.parked && rec.comp.completeBy !== undefined) {
-        t.dispatch.push({ step: p.n, agent: p.c.a, kind: 'compensate', attempt: rec.comp.attempt, completeBy: rec.comp.completeBy, needs: [p.n] });
+        // The compensation gets the step's own output only when the run is known to have completed.
+        const applied = rec.effect === 'applied';
+        t.dispatch.push({ step: p.n, agent: p.c.a, kind: 'compensate', attempt: rec.comp.attempt, completeBy: rec.comp.completeBy, needs: applied ? [p.n] : [], effect: applied ? 'applied' : 'unknown' });
         const out = h[`o:${p.n}`];
-        if (out) t.outputs.set(p.n, out);
+        if (applied && out) t.outputs.set(p.n, out);
         continue;
       }
-      if (rec.status !== 'processing' || rec.attempt === undefined || rec.completeBy === undefined) continue;
+      // A run that reported its failure is not in flight (the supervisor decides its next attempt).
+      if (rec.status !== 'processing' || rec.reported || rec.attempt === undefined || rec.completeBy === undefined) continue;
       const needs = Array.isArray(p.nd) ? p.nd : [];
       t.dispatch.push({ step: p.n, agent: p.a, kind: 'run', attempt: rec.attempt, completeBy: rec.completeBy, needs });
       for (const n of needs) {
@@ -253,7 +268,21 @@ export class TaskStore {
     return { compacted: Number(reply[1]), skipped: Number(reply[2]) };
   }
 
-  /** Open operator alerts (closed by a successful retry of their step). */
+  /**
+   * Alerts recorded by transitions and not yet published (oldest first, at most `limit`), each with the
+   * exact outbox entry to remove once JetStream stored it (decision 0009).
+   */
+  async pendingAlerts(limit: number): Promise<{ entry: string; alert: Alert }[]> {
+    const entries = await this.redis.zrange(this.keys.alertOutbox, 0, limit - 1);
+    return entries.map((entry) => ({ entry, alert: JSON.parse(entry) as Alert }));
+  }
+
+  /** Removes published alerts from the outbox. */
+  async alertsPublished(entries: readonly string[]): Promise<void> {
+    if (entries.length > 0) await this.redis.zrem(this.keys.alertOutbox, ...entries);
+  }
+
+  /** Open operator alerts (closed by an operator's retry of their task). */
   async openAlerts(): Promise<Alert[]> {
     const all = await this.redis.hvals(this.keys.alerts);
     return all.map((v) => JSON.parse(v) as Alert).sort((a, b) => b.raisedAt - a.raisedAt);
@@ -274,10 +303,23 @@ export class TaskStore {
    */
   async expireStep(taskId: string, step: string, now: number, epoch: number): Promise<Expiry> {
     const k = this.keys;
-    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), k.deadlines, k.supervisorEpoch, k.finished, k.compact], [taskId, step, now, epoch])) as unknown[];
+    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), k.deadlines, k.supervisorEpoch, k.finished, k.compact, k.alerts, k.alertOutbox], [taskId, step, now, epoch])) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire ${taskId}/${step} at epoch ${epoch}`);
+    return parseExpiry(reply[1]);
+  }
+
+  /**
+   * The supervisor's transition for a task whose own deadline passed (expireTask.lua): the undo begins,
+   * or the task fails with a task_deadline alert. Throws TriadError STALE for an older epoch.
+   */
+  async expireTask(taskId: string, now: number, epoch: number): Promise<Expiry> {
+    const k = this.keys;
+    const reply = (await runScript(this.redis, 'expireTask', [k.task(taskId), k.deadlines, k.supervisorEpoch, k.finished, k.compact, k.alerts, k.alertOutbox], [taskId, now, epoch])) as unknown[];
+    const code = Number(reply[0]);
+    if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', events: [], dispatch: [] };
+    if (code !== ScriptCode.Ok) throw scriptError(code, `expire the deadline of ${taskId} at epoch ${epoch}`);
     return parseExpiry(reply[1]);
   }
 

@@ -21,6 +21,10 @@ export interface CompensationRecord {
   finishedAt?: number;
   error?: string;
   parked?: boolean;
+  circuitCount?: number;
+  giveUpAt?: number;
+  /** Set while a reported failure waits for the supervisor's decision. */
+  reported?: boolean;
 }
 
 /** The full step record, JSON in the field `s:<step>` (decision 0001). */
@@ -34,6 +38,12 @@ export interface StepRecord {
   finishedAt?: number;
   error?: string;
   order?: number;
+  circuitCount?: number;
+  giveUpAt?: number;
+  /** What is known of the run's remote effect (decision 0009); absent = none. */
+  effect?: 'none' | 'unknown' | 'applied';
+  /** Set while a reported failure waits for the supervisor's decision. */
+  reported?: boolean;
   comp?: CompensationRecord;
 }
 
@@ -85,7 +95,21 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
     if (rec.lockedBy) s.lockedBy = rec.lockedBy;
     if (rec.completeBy !== undefined) s.completeBy = rec.completeBy;
     if (rec.error) s.error = rec.error;
-    if (rec.comp && p.c) s.compensation = { agent: p.c.a, ...rec.comp };
+    if (rec.circuitCount) s.circuitCount = rec.circuitCount;
+    if (rec.giveUpAt !== undefined) s.giveUpAt = rec.giveUpAt;
+    s.effect = rec.effect ?? 'none';
+    if (rec.comp && p.c) {
+      const c = rec.comp;
+      s.compensation = { agent: p.c.a, attempt: c.attempt, failureCount: c.failureCount };
+      if (c.completeBy !== undefined) s.compensation.completeBy = c.completeBy;
+      if (c.lockedBy) s.compensation.lockedBy = c.lockedBy;
+      if (c.startedAt !== undefined) s.compensation.startedAt = c.startedAt;
+      if (c.finishedAt !== undefined) s.compensation.finishedAt = c.finishedAt;
+      if (c.error) s.compensation.error = c.error;
+      if (c.parked) s.compensation.parked = true;
+      if (c.circuitCount) s.compensation.circuitCount = c.circuitCount;
+      if (c.giveUpAt !== undefined) s.compensation.giveUpAt = c.giveUpAt;
+    }
     return s;
   });
   const state: TaskState = {
@@ -104,6 +128,8 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
   if (lockedBy) state.lockedBy = lockedBy;
   const finishedAt = num('finishedAt');
   if (finishedAt !== undefined) state.finishedAt = finishedAt;
+  const deadlineAt = num('deadlineAt');
+  if (deadlineAt !== undefined) state.deadlineAt = deadlineAt;
   const error = str('error');
   if (error) state.error = error;
   return state;

@@ -18,6 +18,8 @@ export interface Dispatch {
   attempt: number;
   completeBy: number;
   needs: string[];
+  /** For a compensation: what is known of the run's effect (decision 0009). */
+  effect?: 'applied' | 'unknown';
 }
 
 export interface Transition {
@@ -33,8 +35,6 @@ export interface Transition {
   input?: Uint8Array;
   /** Outputs (msgpack) of the steps the dispatched steps need. */
   outputs: Map<string, Uint8Array>;
-  /** Set when the transition ended the task in a way an operator must hear about. */
-  alert?: { kind: 'step_error' | 'compensation_failed'; step: string; failureCount: number; lastError?: string };
 }
 
 /** cjson encodes an empty Lua table as {}; arrays from Lua go through here. */
@@ -51,7 +51,6 @@ interface RawBody {
   events?: unknown;
   dispatch?: unknown;
   reason?: string;
-  alert?: Transition['alert'];
 }
 
 export function parseBody(raw: unknown): RawBody {
@@ -65,7 +64,7 @@ export function parseTransition(reply: unknown[]): Transition {
   for (let i = 3; i + 1 < reply.length; i += 2) {
     outputs.set(String(reply[i]), reply[i + 1] as Buffer);
   }
-  const dispatch = asArray<Dispatch>(body.dispatch).map((d) => ({ ...d, kind: d.kind ?? 'run', needs: asArray<string>(d.needs) }));
+  const dispatch = asArray<Dispatch>(body.dispatch).map(parseDispatch);
   const t: Transition = {
     workflow: body.workflow ?? '',
     version: body.version ?? 0,
@@ -76,9 +75,15 @@ export function parseTransition(reply: unknown[]): Transition {
     outputs,
   };
   if (body.replyTo) t.replyTo = body.replyTo;
-  if (body.alert) t.alert = body.alert;
   if (Buffer.isBuffer(reply[2])) t.input = reply[2];
   return t;
+}
+
+/** A dispatch as Lua encodes it: an empty `needs` arrives as {}, a run's `effect` is absent or 'none'. */
+function parseDispatch(d: Dispatch): Dispatch {
+  const out: Dispatch = { step: d.step, agent: d.agent, kind: d.kind ?? 'run', attempt: d.attempt, completeBy: d.completeBy, needs: asArray<string>(d.needs) };
+  if (out.kind === 'compensate') out.effect = d.effect === 'applied' ? 'applied' : 'unknown';
+  return out;
 }
 
 /** The wire event for a transition's event. */
@@ -91,7 +96,12 @@ export function toTaskEvent(taskId: string, e: TransitionEvent, at: number): Tas
   return ev;
 }
 
-export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'noop';
+/**
+ * What the supervisor's transition did: a new attempt (retry), a park, a give-up that ended the task
+ * with an alert (error) or began its undo (compensate), a step in flight during an undo abandoned
+ * (abandon), or nothing (noop).
+ */
+export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'noop';
 
 export interface Expiry {
   action: ExpireAction;
@@ -103,7 +113,6 @@ export interface Expiry {
   replyTo?: string;
   failureCount?: number;
   lastError?: string;
-  onFailure?: string;
 }
 
 export function parseExpiry(raw: unknown): Expiry {
@@ -112,12 +121,11 @@ export function parseExpiry(raw: unknown): Expiry {
     action: b.action ?? 'noop',
     kind: b.kind ?? 'run',
     events: asArray<TransitionEvent>(b.events),
-    dispatch: asArray<Dispatch>(b.dispatch).map((d) => ({ ...d, kind: d.kind ?? 'run', needs: asArray<string>(d.needs) })),
+    dispatch: asArray<Dispatch>(b.dispatch).map(parseDispatch),
   };
   if (b.attempt !== undefined) e.attempt = b.attempt;
   if (b.replyTo) e.replyTo = b.replyTo;
   if (b.failureCount !== undefined) e.failureCount = b.failureCount;
   if (b.lastError) e.lastError = b.lastError;
-  if (b.onFailure) e.onFailure = b.onFailure;
   return e;
 }

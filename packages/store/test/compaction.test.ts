@@ -83,6 +83,7 @@ async function create(c: Ctx, taskId: string, workflow: 'linear' | 'saga', now: 
   if (!out.created) throw new Error(`task ${taskId} already existed`);
 }
 
+/** A result; a failure here is a refusal by the service (nothing applied: effect 'none'), as a 4xx is. */
 function result(taskId: string, step: string, attempt: number, now: number, outcome: { ok: true; output: unknown } | { ok: false; message: string }, kind: 'run' | 'compensate' = 'run') {
   return {
     lease: HELD,
@@ -93,7 +94,7 @@ function result(taskId: string, step: string, attempt: number, now: number, outc
     now,
     schedulerId: 'sched-1',
     agentId: 'agent-1',
-    outcome: outcome.ok ? { ok: true as const, output: encode(outcome.output) } : { ok: false as const, message: outcome.message, retryable: false },
+    outcome: outcome.ok ? { ok: true as const, output: encode(outcome.output) } : { ok: false as const, message: outcome.message, retryable: false, effect: 'none' as const },
   };
 }
 
@@ -114,11 +115,15 @@ async function compensated(c: Ctx, taskId: string, now: number): Promise<void> {
   await c.store.applyResult(result(taskId, 'reserve', 1, now + 40, { ok: true, output: { released: 3 } }, 'compensate'));
 }
 
-/** A `saga` task cancelled while charge runs: charge is abandoned, reserve compensated; it ends cancelled at `now + 40`. */
+/**
+ * A `saga` task cancelled while charge runs: the undo waits for charge, whose service refuses it (nothing
+ * applied), so charge is abandoned and only reserve is compensated; it ends cancelled at `now + 40`.
+ */
 async function cancelled(c: Ctx, taskId: string, now: number): Promise<void> {
   await create(c, taskId, 'saga', now);
   await c.store.applyResult(result(taskId, 'reserve', 1, now + 10, { ok: true, output: { held: 3 } }));
   await c.store.cancelTask({ lease: HELD, taskId, reason: 'customer changed their mind', now: now + 20, schedulerId: 'sched-1' });
+  await c.store.applyResult(result(taskId, 'charge', 1, now + 20, { ok: false, message: 'card declined' }));
   await c.store.applyResult(result(taskId, 'reserve', 1, now + 40, { ok: true, output: { released: 3 } }, 'compensate'));
 }
 
@@ -144,7 +149,7 @@ async function bytesPerTask(c: Ctx, taskId: string): Promise<{ hash: number; tot
 
 /** What a compacted task's state is expected to be: the full one less what the rules drop (`undo`: a compensated or cancelled task, which keeps its input and completion order). */
 function lessDropped(full: TaskState, undo: boolean): TaskState {
-  const { lockedBy: _lockedBy, input: fullInput, ...rest } = full;
+  const { lockedBy: _lockedBy, input: fullInput, deadlineAt: _deadlineAt, ...rest } = full;
   return {
     ...rest,
     ...(undo ? { input: fullInput } : { input: undefined }),
@@ -152,10 +157,10 @@ function lessDropped(full: TaskState, undo: boolean): TaskState {
     updatedAt: full.finishedAt ?? full.updatedAt,
     compacted: true,
     steps: full.steps.map((s) => {
-      const { lockedBy: _l, completeBy: _c, order, compensation, ...step } = s;
+      const { lockedBy: _l, completeBy: _c, order, compensation, effect: _e, giveUpAt: _g, circuitCount: _n, ...step } = s;
       const out = { ...step, ...(undo && order !== undefined ? { order } : {}) };
       if (!compensation) return out;
-      const { lockedBy: _cl, completeBy: _cc, parked: _cp, ...comp } = compensation;
+      const { lockedBy: _cl, completeBy: _cc, parked: _cp, giveUpAt: _cg, circuitCount: _cn, ...comp } = compensation;
       return { ...out, compensation: comp };
     }),
   };

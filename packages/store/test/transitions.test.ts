@@ -47,8 +47,8 @@ function ok(taskId: string, step: string, attempt: number, now: number, output: 
   return { lease: HELD, taskId, step, kind: 'run' as const, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: true as const, output: encode(output) } };
 }
 
-function fail(taskId: string, step: string, attempt: number, now: number, message: string, retryable: boolean) {
-  return { lease: HELD, taskId, step, kind: 'run' as const, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: false as const, message, retryable } };
+function fail(taskId: string, step: string, attempt: number, now: number, message: string, retryable: boolean, effect: 'none' | 'unknown' = 'unknown') {
+  return { lease: HELD, taskId, step, kind: 'run' as const, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: false as const, message, retryable, effect } };
 }
 
 /** Every field of the task hash as hex, for "nothing changed" comparisons. */
@@ -225,7 +225,7 @@ describe('applyResult', () => {
     expect((await store.applyResult(ok('super-1', 'a', 2, T0 + 1_002))).applied).toBe(true);
   });
 
-  it('a permanent failure fails the step and the task', async () => {
+  it('a permanent failure fails the step and the task (onFailure error): the step in flight is abandoned, the alert recorded', async () => {
     const store = new TaskStore(r(), ns());
     await store.createTask(createArgs('perm-1'));
     await store.applyResult(ok('perm-1', 'a', 1, T0 + 100));
@@ -233,7 +233,18 @@ describe('applyResult', () => {
     if (!res.applied) throw new Error(res.reason);
     expect(res.transition.status).toBe('failed');
     expect(res.transition.dispatch).toEqual([]);
-    expect(res.transition.events.map((e) => e.type)).toEqual(['step_failed', 'failed']);
+    // c was in flight alongside b: it stops with the task.
+    expect(res.transition.events.map((e) => [e.type, e.step])).toEqual([
+      ['step_failed', 'b'],
+      ['step_abandoned', 'c'],
+      ['failed', undefined],
+    ]);
+    expect((await stepOf(store, 'perm-1', 'c')).status).toBe('abandoned');
+    // The alert is written by the transition itself: open, and in the outbox for the supervisor to publish.
+    expect(await store.openAlerts()).toEqual([
+      { id: 'perm-1:b:step_failed:0', kind: 'step_failed', taskId: 'perm-1', step: 'b', failureCount: 0, lastError: 'card declined', raisedAt: T0 + 200 },
+    ]);
+    expect((await store.pendingAlerts(10)).map((p) => p.alert)).toEqual(await store.openAlerts());
     const t = await store.getTask('perm-1');
     expect(t?.status).toBe('failed');
     expect(t?.finishedAt).toBe(T0 + 200);
@@ -293,7 +304,7 @@ describe('expireStep', () => {
 
     // failureCount 1 <= retries 1: retry at once.
     const e1 = await store.expireStep('lad-1', 'a', T0 + 1_000, 1);
-    expect(e1).toMatchObject({ action: 'retry', attempt: 2, failureCount: 1, onFailure: 'error' });
+    expect(e1).toMatchObject({ action: 'retry', attempt: 2, failureCount: 1 });
     expect(e1.dispatch).toEqual([{ step: 'a', agent: 'flaky', kind: 'run', attempt: 2, completeBy: T0 + 2_000, needs: [] }]);
     expect(e1.events.map((e) => e.type)).toEqual(['step_retried']);
     expect(await deadlines(store)).toEqual({ 'lad-1|a': T0 + 2_000 });
@@ -326,6 +337,11 @@ describe('expireStep', () => {
     expect(t?.finishedAt).toBe(T0 + 4_000);
     expect(t?.steps[0]).toMatchObject({ status: 'error', failureCount: 3, attempt: 3 });
     expect(await deadlines(store)).toEqual({});
+    // The transition that marked the error recorded the alert (decision 0009): nothing for a caller to do.
+    const [alert] = await store.openAlerts();
+    expect(alert).toMatchObject({ id: 'lad-1:a:step_error:3', kind: 'step_error', taskId: 'lad-1', step: 'a', failureCount: 3, raisedAt: T0 + 4_000 });
+    expect(alert?.lastError).toMatch(/complete-by passed/);
+    expect(await store.pendingAlerts(10)).toHaveLength(1);
 
     // Anything after the end is a no-op.
     expect((await store.expireStep('lad-1', 'a', T0 + 9_000, 1)).action).toBe('noop');

@@ -1,22 +1,25 @@
 /**
- * The Supervisor actor: on every interval the leader reads the steps whose completeBy has passed (the
- * deadline index, O(expired)), applies the step's failure ladder through one fenced transition each,
- * and asks the scheduler to act (a retry command) or raises an operator alert. It knows nothing of
- * the business: the ladder comes from the task's pinned plan. The leader also runs retention: finished
- * tasks past TRIAD_RETENTION_MS are removed, and those that can never be retried are compacted once past
+ * The Supervisor actor: on every interval the leader reads the steps (and task deadlines) whose time has
+ * passed (the deadline index, O(expired)), applies the failure ladder through one fenced transition
+ * each, and asks a scheduler to send what the transition started (a retry command). It knows nothing of
+ * the business: the ladder comes from the task's pinned plan. It publishes the operator alerts the
+ * transitions recorded (the outbox; decision 0009), and runs retention: finished tasks past
+ * TRIAD_RETENTION_MS are removed, and those that can never be retried are compacted once past
  * TRIAD_COMPACT_AFTER_MS (decision 0007), each a bounded batch per sweep, fenced by the leader epoch.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { ensureStreams, publishDurable, publishTaskEvents, type Bus } from '@triad/bus';
-import { encode, errorMessage, isTriadError, silentLogger, type Alert, type Logger, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
-import { Leadership, toTaskEvent, type Expiry, type TaskStore } from '@triad/store';
+import { encode, errorMessage, isTriadError, silentLogger, type Logger, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
+import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type TaskStore } from '@triad/store';
 
 /** Expired steps handled at once within a sweep. */
 const SWEEP_CONCURRENCY = 16;
 /** The shortest pause between two sweeps, however close the next deadline. */
 const MIN_SWEEP_GAP_MS = 10;
+/** Outbox alerts published per sweep (the rest wait for the next one). */
+const ALERTS_PER_SWEEP = 100;
 
 export interface SupervisorOptions {
   bus: Bus;
@@ -68,7 +71,22 @@ export class Supervisor {
     this.intervalMs = o.intervalMs ?? 1_000;
     this.leaseMs = o.leaseMs ?? 5_000;
     this.leadership = new Leadership(o.leaderRedis, o.bus.names.namespace, this.id, this.leaseMs);
-    this.health = { supervisorId: this.id, leading: false, epoch: 0, handled: 0, expiredWaiting: 0, retries: 0, parked: 0, errors: 0, undos: 0, purged: 0, compacted: 0, fencedWrites: 0 };
+    this.health = {
+      supervisorId: this.id,
+      leading: false,
+      epoch: 0,
+      handled: 0,
+      expiredWaiting: 0,
+      retries: 0,
+      parked: 0,
+      errors: 0,
+      undos: 0,
+      abandoned: 0,
+      alertsPublished: 0,
+      purged: 0,
+      compacted: 0,
+      fencedWrites: 0,
+    };
   }
 
   async start(): Promise<void> {
@@ -166,7 +184,7 @@ export class Supervisor {
       await Promise.all(
         expired.slice(i, i + SWEEP_CONCURRENCY).map(async ({ taskId, step }) => {
           try {
-            const x = await this.o.tasks.expireStep(taskId, step, now, epoch);
+            const x = step === TASK_DEADLINE_STEP ? await this.o.tasks.expireTask(taskId, now, epoch) : await this.o.tasks.expireStep(taskId, step, now, epoch);
             await this.act(taskId, step, epoch, x, now);
             this.health.handled++;
           } catch (e) {
@@ -181,6 +199,7 @@ export class Supervisor {
         }),
       );
     }
+    if (!deposed) await this.publishAlerts();
     this.health.sweepMs = performance.now() - started;
     // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above);
     // then those that can never be retried and are past the compaction delay get their compact record
@@ -217,34 +236,49 @@ export class Supervisor {
   private async act(taskId: string, step: string, epoch: number, x: Expiry, now: number): Promise<void> {
     const bus = this.o.bus;
     const work: Promise<unknown>[] = [publishTaskEvents(bus, taskId, x.events.map((e) => toTaskEvent(taskId, e, now)), x.replyTo)];
-    if (x.action === 'retry' || x.action === 'compensate') {
-      if (x.action === 'retry') this.health.retries++;
-      else this.health.undos++;
-      // The transition already made the new attempt (or began the undo); ask a scheduler to send it.
-      for (const d of x.dispatch) {
-        const cmd: SupervisorCommand = { type: 'retry_step', taskId, step: d.step, kind: d.kind, attempt: d.attempt, epoch };
-        work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:${d.step}:${d.kind}:retry:${d.attempt}`));
-      }
-    } else if (x.action === 'park') {
-      this.health.parked++;
-    } else if (x.action === 'error') {
+    if (x.action === 'retry') this.health.retries++;
+    else if (x.action === 'compensate') this.health.undos++;
+    else if (x.action === 'park') this.health.parked++;
+    else if (x.action === 'abandon') this.health.abandoned++;
+    else if (x.action === 'error') {
       this.health.errors++;
-      const kind = x.kind === 'compensate' ? 'compensation_failed' : 'step_error';
-      const alert: Alert = {
-        id: `${taskId}:${step}:${kind}:${x.failureCount ?? 0}`,
-        kind,
-        taskId,
-        step,
-        failureCount: x.failureCount ?? 0,
-        raisedAt: now,
-        ...(x.lastError ? { lastError: x.lastError.slice(0, 4000) } : {}),
-      };
-      this.log.error({ ...alert }, 'step failed for good: operator alert raised');
-      // The message id makes the alert exactly-once even if this sweep is repeated.
-      work.push(publishDurable(bus, bus.names.subjects.alert, encode(alert), `alert:${alert.id}`));
-      work.push(this.o.tasks.redis.hset(this.o.tasks.keys.alerts, alert.id, JSON.stringify(alert)));
+      this.log.error({ taskId, step, kind: x.kind, failureCount: x.failureCount, lastError: x.lastError }, 'gave up for good: the task ended with an operator alert');
+    }
+    // The transition already made what it started (a new attempt, the undo's next compensation); ask a
+    // scheduler to send it. A lost command is found again when that attempt's complete-by passes.
+    for (const d of x.dispatch) {
+      const cmd: SupervisorCommand = { type: 'retry_step', taskId, step: d.step, kind: d.kind, attempt: d.attempt, epoch };
+      work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:${d.step}:${d.kind}:retry:${d.attempt}`));
     }
     await Promise.all(work);
+  }
+
+  /**
+   * Publishes the alerts transitions recorded (decision 0009): the one place alerts go to the ALERTS
+   * stream. The message id makes a repeat (a crash after the publish, before the removal) a no-op.
+   */
+  private async publishAlerts(): Promise<void> {
+    if (this.stopped || !this.leadership.isLeader()) return;
+    const bus = this.o.bus;
+    try {
+      const pending = await this.o.tasks.pendingAlerts(ALERTS_PER_SWEEP);
+      if (pending.length === 0) return;
+      const done: string[] = [];
+      const sent = await Promise.allSettled(
+        pending.map(async ({ entry, alert }) => {
+          await publishDurable(bus, bus.names.subjects.alert, encode(alert), `alert:${alert.id}`);
+          done.push(entry);
+          this.log.error({ ...alert }, 'operator alert raised');
+        }),
+      );
+      // Only what JetStream stored leaves the outbox; the rest is tried again next sweep.
+      await this.o.tasks.alertsPublished(done);
+      this.health.alertsPublished += done.length;
+      const failed = sent.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed) throw failed.reason;
+    } catch (e) {
+      this.log.warn({ err: errorMessage(e) }, 'alerts not published; retrying next sweep');
+    }
   }
 
   private async publishHealth(): Promise<void> {
