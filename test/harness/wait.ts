@@ -8,6 +8,8 @@ export interface WaitForOptions {
   intervalMs?: number;
   /** Completes the timeout message: `timed out after Nms waiting for <what>`. */
   what: string;
+  /** What the awaited state last looked like, appended to the timeout message (`; last seen: …`). */
+  lastSeen?: () => string;
 }
 
 /**
@@ -38,9 +40,19 @@ export async function waitFor<T>(
     await sleep(Math.min(intervalMs, remaining));
   }
   const suffix = lastError === undefined ? '' : ` (last error: ${messageOf(lastError)})`;
-  throw new HarnessTimeoutError(`timed out after ${opts.timeoutMs}ms waiting for ${opts.what}${suffix}`, {
+  const seen = opts.lastSeen ? `; last seen: ${describeSafely(opts.lastSeen)}` : '';
+  throw new HarnessTimeoutError(`timed out after ${opts.timeoutMs}ms waiting for ${opts.what}${seen}${suffix}`, {
     cause: lastError,
   });
+}
+
+/** The timeout message must not be lost to a describer that throws. */
+function describeSafely(lastSeen: () => string): string {
+  try {
+    return lastSeen();
+  } catch (error) {
+    return `(not describable: ${messageOf(error)})`;
+  }
 }
 
 /** Resolves after `ms`; the timer is unref'd so a pending sleep never keeps a worker alive. */

@@ -1,8 +1,9 @@
 // Crashed and paused actors on real processes: a scheduler killed mid-run, the supervisor leader killed
 // (another leads within the lease, epoch + 1), and a paused leader that wakes deposed and writes nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startNats, startRedis, sleep, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { effectCounts, startTriad, type TestTriad, fastOrders } from '../support/triad.js';
+import { tasksInFlight, waitForClaim, waitForSupervisorReport, waitForSweeps } from '../support/waits.js';
 
 const td = withTeardown(afterAll);
 let nats: NatsServer;
@@ -26,10 +27,24 @@ describe('actor crashes', () => {
   it('a scheduler killed mid-run with two schedulers running: every task completes, effects once', async () => {
     const t = await startTriad(td, { nats, redis }, { schedulers: 2, registerOrders: false });
     await t.client.registerWorkflow(orders);
-    t.services.payment.setFaults({ latencyMs: 30 });
+    // Charges take 100 ms, so a task stays in flight long enough to be seen there (well within the budget).
+    t.services.payment.setFaults({ latencyMs: 100 });
     const ids = await Promise.all(Array.from({ length: 60 }, (_, i) => t.client.submit('orders', { orderId: `sk-${i}`, amount: i }).then((r) => r.taskId)));
-    await sleep(150);
-    await t.schedulers[0]!.kill('SIGKILL');
+    // Kill the scheduler that holds tasks whose steps are at an agent right now (lockedBy of the task).
+    let held = '';
+    const holder = await waitFor(
+      async () => {
+        const counts = new Map<string, number>();
+        for (const task of await tasksInFlight(t, ids)) if (task.lockedBy) counts.set(task.lockedBy, (counts.get(task.lockedBy) ?? 0) + 1);
+        const [id, n] = [...counts].sort((a, b) => b[1] - a[1])[0] ?? ['', 0];
+        held = `${n} at ${id || 'no scheduler'}`;
+        return n >= 3 ? id : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 20, what: 'one scheduler to hold 3 tasks whose steps are in flight at an agent', lastSeen: () => held },
+    );
+    const victim = t.schedulers.find((p) => p.output().includes(holder));
+    expect(victim, `${holder} is one of our scheduler processes`).toBeDefined();
+    await victim!.kill('SIGKILL');
     const states = await Promise.all(ids.map((id) => t.client.wait(id, { timeoutMs: 60_000 })));
     expect(states.filter((s) => s.status !== 'completed').map((s) => `${s.taskId}:${s.status}`)).toEqual([]);
     const counts = effectCounts(t.services.payment);
@@ -57,8 +72,7 @@ describe('actor crashes', () => {
     // The new leader recovers a step whose agent died.
     t.services.payment.setFaults({ latencyMs: 2_000 });
     const { taskId } = await t.client.submit('orders', { orderId: 'after-failover', amount: 5 });
-    await waitFor(async () => (await t.client.getTask(taskId)).steps[1]!.status === 'processing' || undefined, { timeoutMs: 10_000, what: 'charge to start' });
-    await sleep(200);
+    await waitForClaim(t, taskId, 'charge');
     await t.agents[0]!.kill('SIGKILL');
     t.services.payment.setFaults({ latencyMs: 0 });
     await t.startAgents();
@@ -84,9 +98,13 @@ describe('actor crashes', () => {
     t.services.payment.setFaults({ hangRate: 1 });
     const { taskId } = await t.client.submit('orders', { orderId: 'while-paused', amount: 6 });
     await waitFor(async () => (await t.client.getTask(taskId)).steps[1]!.failureCount >= 1 || undefined, { timeoutMs: 10_000, what: 'a charge failure counted by the new leader' });
+    const resumedAt = Date.now();
     old.resume();
-    await sleep(1_500);
-    // The old process stepped down: it no longer claims the lease, and the epoch is the new leader's.
+    // Its first report after its leadership tick saw the new holder: it must say it follows.
+    const woke = await waitForSupervisorReport(t, first.id, (r) => r.at >= resumedAt && r.leader === next.id, 'a report after waking that names the new leader');
+    expect(woke.leading).toBe(false);
+    // It keeps sweeping, deposed: the old process stepped down, it no longer claims the lease, and the epoch is the new leader's.
+    await waitForSweeps(t, 3, { supervisorId: first.id });
     const now = await leader(t);
     expect(now?.id).toBe(next.id);
     expect(now?.epoch).toBe(next.epoch);

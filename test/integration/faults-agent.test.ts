@@ -3,8 +3,9 @@
 // and every remote effect is applied once per idempotency key.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StepResultSchema, encode, type StepResult, type TaskEvent } from '@triad/protocol';
-import { sleep, startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
-import { cli, effectCounts, startTriad, type TestTriad, fastOrders } from '../support/triad.js';
+import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { cli, effectCounts, startTriad, fastOrders } from '../support/triad.js';
+import { waitForClaim, waitForSweeps } from '../support/waits.js';
 
 const td = withTeardown(afterAll);
 let nats: NatsServer;
@@ -16,11 +17,6 @@ beforeAll(async () => {
 
 const orders = fastOrders({ budgetMs: 800, retry: { maxAttempts: 1, initialDelayMs: 10, maxDelayMs: 10 }, ladder: { retries: 3, longBackoffMs: 300, maxFailures: 5 } });
 
-async function stepStarted(t: TestTriad, taskId: string, step: string): Promise<TaskEvent> {
-  for await (const e of t.client.watch(taskId)) if (e.type === 'step_started' && e.step === step) return e;
-  throw new Error(`task ${taskId} ended before ${step} started`);
-}
-
 describe('agent faults', () => {
   it('an agent killed (SIGKILL) mid-step: the step is retried with attempt 2 and the task completes, effect once', async () => {
     const t = await startTriad(td, { nats, redis }, { registerOrders: false });
@@ -28,8 +24,8 @@ describe('agent faults', () => {
     // The call takes 1.5 s, longer than the step's budget: the agent is surely mid-step when killed.
     t.services.payment.setFaults({ latencyMs: 1_500 });
     const { taskId } = await t.client.submit('orders', { orderId: 'kill-1', amount: 10 });
-    await stepStarted(t, taskId, 'charge');
-    await sleep(300);
+    // The agent's claim records it as the step's holder: from there it is mid-call.
+    await waitForClaim(t, taskId, 'charge');
     await t.agents[0]!.kill('SIGKILL');
     t.services.payment.setFaults({ latencyMs: 0 });
     await t.startAgents();
@@ -48,8 +44,7 @@ describe('agent faults', () => {
     await t.client.registerWorkflow({ ...orders, defaults: { ...orders.defaults, ladder: { retries: 20, longBackoffMs: 300, maxFailures: 25 } } });
     t.services.payment.setFaults({ latencyMs: 1_500 });
     const { taskId } = await t.client.submit('orders', { orderId: 'pause-1', amount: 11 });
-    await stepStarted(t, taskId, 'charge');
-    await sleep(300);
+    await waitForClaim(t, taskId, 'charge');
     // Pause both agent processes (whichever holds the step), so neither can answer in time.
     for (const a of t.agents) a.pause();
     const paused = await waitFor(async () => {
@@ -93,7 +88,8 @@ describe('agent faults', () => {
     // Exactly one alert, in the alerts stream and the open-alerts record.
     const bus = t.client.bus;
     await waitFor(async () => (await bus.jsm.streams.info(bus.names.streams.alerts)).state.messages >= 1 || undefined, { timeoutMs: 10_000, what: 'the alert' });
-    await new Promise((r) => setTimeout(r, 1_000)); // more sweeps pass: still one
+    // More sweeps pass: still one.
+    await waitForSweeps(t, 3);
     expect((await bus.jsm.streams.info(bus.names.streams.alerts)).state.messages).toBe(1);
     const open = await t.redis.hgetall(`triad:${t.namespace}:alerts`);
     expect(Object.keys(open)).toHaveLength(1);

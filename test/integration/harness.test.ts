@@ -337,6 +337,16 @@ describe('waitFor', () => {
     await expect(waiting).rejects.toThrow(/waiting for a probe \(last error: not yet \(\d+\)\)/);
   });
 
+  it('says what the awaited state last looked like, even when describing it throws', async () => {
+    let polls = 0;
+    await expect(
+      waitFor(() => ++polls > 1_000_000, { timeoutMs: 200, intervalMs: 10, what: 'a million polls', lastSeen: () => `${polls} polls` }),
+    ).rejects.toThrow(/waiting for a million polls; last seen: \d+ polls$/);
+    await expect(
+      waitFor(() => false, { timeoutMs: 100, what: 'nothing', lastSeen: () => { throw new Error('no state'); } }),
+    ).rejects.toThrow('waiting for nothing; last seen: (not describable: no state)');
+  });
+
   it('stays bounded when the condition never settles', async () => {
     await expect(
       waitFor(() => new Promise<boolean>(() => {}), { timeoutMs: 200, what: 'a hung probe' }),

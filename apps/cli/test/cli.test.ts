@@ -273,8 +273,7 @@ describe('following a task', () => {
   it('stops on Ctrl-C and removes its handler', async () => {
     const signals = new EventEmitter();
     const p = followTask(fakeClient([ev(1, 'received')]), 't1', { signals: signals as unknown as NodeJS.Process });
-    await new Promise((r) => setTimeout(r, 20));
-    expect(signals.listenerCount('SIGINT')).toBe(1);
+    await expect.poll(() => signals.listenerCount('SIGINT'), { timeout: 10_000, interval: 5, message: 'followTask to install its SIGINT handler' }).toBe(1);
     signals.emit('SIGINT');
     expect(await p).toEqual({ kind: 'interrupted' });
     expect(signals.listenerCount('SIGINT')).toBe(0);

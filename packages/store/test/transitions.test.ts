@@ -459,7 +459,9 @@ describe('Leadership', () => {
     expect(b.isLeader()).toBe(false);
     expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
 
-    await new Promise((res) => setTimeout(res, 300));
+    await expect
+      .poll(() => r().exists(`triad:${namespace}:supervisor:leader`), { timeout: 10_000, interval: 20, message: "A's 200 ms lease to lapse (its leader key to expire)" })
+      .toBe(0);
     // A did not renew: it must not believe it still leads.
     expect(a.isLeader()).toBe(false);
     expect(await b.tick()).toEqual({ leading: true, epoch: 2 });
@@ -587,7 +589,7 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     await expect(store.applyResult({ ...ok('L1', 'a', 1, T0 + 10), lease: second })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
     expect(await rawTask(store, 'L1')).toEqual(before);
     // The first pauses past its lease: it can no longer extend, the second takes the lease in its transition...
-    await new Promise((res) => setTimeout(res, 400));
+    await expect.poll(() => r().exists(first.key), { timeout: 10_000, interval: 20, message: "the first's 300 ms lease to lapse (its key to expire)" }).toBe(0);
     await expect(leases.held(first, takenAt).extend(300)).rejects.toThrow();
     // (A later claim of the first's own process would take over only its own lease, not the second's.)
     expect(await store.applyResult({ ...ok('L1', 'a', 1, T0 + 20), lease: second })).toMatchObject({ applied: true });
