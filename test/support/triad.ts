@@ -172,6 +172,35 @@ export function fastOrders(o: { budgetMs: number; retry: RetryPolicy; ladder: La
   };
 }
 
+/**
+ * The example's own `orders` workflow (reserve ∥ fraud → charge → ship, undone on failure) with short
+ * budgets and a given ladder, so fault tests see a whole ladder in seconds. `steps` overrides per step.
+ */
+export function fastExampleOrders(o: {
+  budgetMs: number;
+  compensateBudgetMs?: number;
+  retry: RetryPolicy;
+  ladder: LadderInput;
+  steps?: Partial<Record<'reserve' | 'fraud' | 'charge' | 'ship', { budgetMs?: number; ladder?: LadderInput; compensateBudgetMs?: number }>>;
+  deadlineMs?: number;
+}): WorkflowDefinitionInput {
+  const base = ordersWorkflow.toJSON();
+  return {
+    ...base,
+    defaults: { retry: o.retry, ladder: o.ladder },
+    ...(o.deadlineMs !== undefined ? { deadlineMs: o.deadlineMs } : {}),
+    steps: base.steps.map((s) => {
+      const over = o.steps?.[s.name as 'reserve'] ?? {};
+      return {
+        ...s,
+        budgetMs: over.budgetMs ?? o.budgetMs,
+        ...(over.ladder ? { ladder: over.ladder } : {}),
+        ...(s.compensate ? { compensate: { ...s.compensate, budgetMs: over.compensateBudgetMs ?? o.compensateBudgetMs ?? o.budgetMs } } : {}),
+      };
+    }),
+  };
+}
+
 /** Runs the triad CLI against a test Triad; resolves with its output and exit code (never rejects). */
 export function cli(t: TestTriad, args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
   return new Promise((resolve) => {

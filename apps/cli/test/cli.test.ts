@@ -314,3 +314,30 @@ describe('the triad executable', () => {
     expect(triad('frobnicate').status).toBe(2);
   });
 });
+
+describe('workflows show', () => {
+  it('prints each step with the longest time it can take before it escalates, and the task bound', async () => {
+    const { describeBounds } = await import('../src/commands/workflows.js');
+    const { taskBound, validateDefinition } = await import('@triad/core');
+    const def = validateDefinition({
+      name: 'orders',
+      onFailure: 'compensate',
+      defaults: { ladder: { retries: 1, longBackoffMs: 1_000, maxFailures: 3, maxCircuitOpen: 2 } },
+      steps: [
+        { name: 'reserve', agent: 'inventory', budgetMs: 2_000, compensate: { agent: 'inventory', budgetMs: 1_000 } },
+        { name: 'ship', agent: 'shipping', budgetMs: 2_000, dependsOn: ['reserve'], giveUpAfterMs: 5_000 },
+      ],
+    });
+    const wf = { ...def, version: 4, registeredAt: 0 };
+    const s = { sweepIntervalMs: 1_000, leaderLeaseMs: 5_000 };
+    const text = describeBounds(wf, taskBound(wf, s), s).split('\n');
+    expect(text[0]).toBe('orders v4');
+    expect(text[1]).toBe('on failure: compensate');
+    // reserve: give-up = (3 + 2)·2s + (1 + 2)·1s = 13s, bound 13s + 2s; its undo (5·1s + 3·1s) + 1s;
+    // ship: 5s + 2s; 3 + 1 + 2 = 6 sweeps each.
+    expect(text.find((l) => l.startsWith('reserve'))).toMatch(/^reserve\s+inventory\s+2s\s+1\/1s\/3\/2\s+15s \+ 6 sweeps \(≤ 21s\)\s+inventory 1s\s+9s \+ 6 sweeps \(≤ 15s\)$/);
+    expect(text.find((l) => l.startsWith('ship'))).toMatch(/^ship\s+shipping\s+2s\s+1\/1s\/3\/2\s+7s \+ 6 sweeps \(≤ 13s\)\s+-\s+-$/);
+    // run 15s + 7s (12 sweeps), undo 2s + 9s (7 sweeps), a leader change 5s.
+    expect(text.find((l) => l.startsWith('a task ends within'))).toBe('a task ends within 38s + 19 sweeps (≤ 57s):');
+  });
+});

@@ -132,6 +132,24 @@ describe('POST /undo', () => {
   });
 });
 
+describe('waiting()', () => {
+  it('lists the calls the service holds (latency or hang) with their key, and forgets them once answered', async () => {
+    const payment = await start({ name: 'payment', faults: { latencyMs: 300 } });
+    const body = { idempotencyKey: 'order-5:charge', action: 'charge', payload: { amount: 5 } };
+    const pending = call(payment, 'POST', '/apply', body);
+    await expect.poll(() => payment.waiting(), { timeout: 5_000 }).toEqual([{ path: '/apply', idempotencyKey: 'order-5:charge' }]);
+    expect((await pending).status).toBe(200);
+    expect(payment.waiting()).toEqual([]);
+    const hanging = await start({ name: 'shipping', faults: { hangRate: 1 } });
+    const controller = new AbortController();
+    const hung = call(hanging, 'POST', '/undo', { idempotencyKey: 'u-1', of: 'k-1' }, { signal: controller.signal }).catch(() => 'aborted');
+    await expect.poll(() => hanging.waiting(), { timeout: 5_000 }).toEqual([{ path: '/undo', idempotencyKey: 'u-1' }]);
+    controller.abort();
+    expect(await hung).toBe('aborted');
+    await expect.poll(() => hanging.waiting(), { timeout: 5_000 }).toEqual([]);
+  });
+});
+
 describe('fault injection', () => {
   it('answers 503 with failRate 1, records nothing, and heals with setFaults', async () => {
     const payment = await start({ name: 'payment', faults: { failRate: 1 } });

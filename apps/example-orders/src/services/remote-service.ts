@@ -69,6 +69,11 @@ export interface RemoteService {
   setFaults(f: Partial<Faults>): void;
   /** A snapshot (deep copy) of every recorded effect, in order of application. */
   effects(): Effect[];
+  /**
+   * The POST /apply and /undo requests the service holds right now (waiting out their latency, or
+   * hanging), with the idempotency key they carry: a test can act once a call has surely arrived.
+   */
+  waiting(): { path: string; idempotencyKey: string }[];
   /** Stops listening and destroys every open socket, hanging ones included. */
   close(): Promise<void>;
 }
@@ -279,6 +284,7 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
   // Insertion-ordered, so effects() lists them in order of application.
   const effects = new Map<string, Effect>();
   const undos = new Map<string, UndoRecord>();
+  const held = new Set<{ path: string; idempotencyKey: string }>();
   // Latency timers are tracked so close() does not have to wait for them to fire.
   const timers = new Set<NodeJS.Timeout>();
   let closed = false;
@@ -401,7 +407,14 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
     if (method === 'POST' && (path === '/apply' || path === '/undo')) {
       // Read the body first so a fault never leaves an unread request on the connection.
       const body = await readJsonObject(req, path === '/apply' ? APPLY_EXAMPLE : UNDO_EXAMPLE);
-      if (!(await injectFaults(res))) return;
+      const call = { path, idempotencyKey: typeof body['idempotencyKey'] === 'string' ? body['idempotencyKey'] : '' };
+      held.add(call);
+      // A hanging request stays listed until the client goes away.
+      res.once('close', () => held.delete(call));
+      const proceed = await injectFaults(res);
+      // Answered (or about to be applied): no longer held. A hang (not answered) stays listed until close.
+      if (proceed || res.writableEnded) held.delete(call);
+      if (!proceed) return;
       return send(res, 200, path === '/apply' ? apply(body) : undo(body));
     }
 
@@ -463,6 +476,7 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
       faults = { ...faults, ...validateFaultsPatch(f, `${name}.setFaults`) };
     },
     effects: () => structuredClone([...effects.values()]),
+    waiting: () => [...held].map((c) => ({ ...c })),
     close(): Promise<void> {
       closing ??= new Promise<void>((resolve, reject) => {
         closed = true;

@@ -1,0 +1,95 @@
+// Every task ends within the bound its definition states, whatever a service does (decision 0009): the
+// example's actors one per process, ten orders at once, and a shipping service that fails every call
+// (its agent's breaker opens and stays open) or that has nothing listening at all. Every order must be
+// undone — the charge refunded, the reservation released — within the bound `triad workflows show`
+// prints, and the services' ledgers must agree.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TaskState } from '@triad/protocol';
+import { freePort, startNats, startRedis, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { checkLedgers } from '../support/ledger.js';
+import { cli, fastExampleOrders, startTriad, type TestTriad } from '../support/triad.js';
+
+const td = withTeardown(afterAll);
+let nats: NatsServer;
+let redis: RedisServer;
+
+beforeAll(async () => {
+  [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
+});
+
+const SUPERVISION = { intervalMs: 200, leaseMs: 2_000 };
+/** Short budgets; a ladder of 3 failures, breaker refusals counted past 2. */
+const orders = fastExampleOrders({
+  budgetMs: 1_000,
+  retry: { maxAttempts: 2, initialDelayMs: 10, maxDelayMs: 20 },
+  ladder: { retries: 1, longBackoffMs: 300, maxFailures: 3, maxCircuitOpen: 2 },
+});
+/** The agents' breaker opens after 2 consecutive failures and half-opens after 1.5 s. */
+const BREAKER = { TRIAD_BREAKER_THRESHOLD: '2', TRIAD_BREAKER_HALF_OPEN_MS: '1500' };
+
+interface Shown {
+  bounds: { totalMs: number };
+}
+
+/** The bound, as an operator reads it: from `triad workflows show --json` with this deployment's supervision. */
+async function shownBound(t: TestTriad): Promise<number> {
+  const r = await cli(t, ['workflows', 'show', 'orders', '--json', '--sweep-interval-ms', String(SUPERVISION.intervalMs), '--leader-lease-ms', String(SUPERVISION.leaseMs)]);
+  expect(r.code, r.stderr).toBe(0);
+  const human = await cli(t, ['workflows', 'show', 'orders', '--sweep-interval-ms', String(SUPERVISION.intervalMs)]);
+  expect(human.stdout).toMatch(/^ship\s+shipping\s+1s\s+1\/300ms\/3\/2\s+6\.9s \+ 6 sweeps/m);
+  return (JSON.parse(r.stdout) as Shown).bounds.totalMs;
+}
+
+async function tenOrders(t: TestTriad, tag: string): Promise<{ states: TaskState[]; boundMs: number }> {
+  await t.client.registerWorkflow(orders);
+  const boundMs = await shownBound(t);
+  const submitted = await Promise.all(Array.from({ length: 10 }, (_, i) => t.client.submit('orders', { orderId: `${tag}-${i}`, amount: 10 + i })));
+  // Waiting longer than the bound would hide a task that ends late: wait for the bound itself (plus
+  // the time to deliver the last messages), then check each task's own times against it.
+  const states = await Promise.all(submitted.map((s) => t.client.wait(s.taskId, { timeoutMs: boundMs + 5_000 })));
+  return { states, boundMs };
+}
+
+function expectAllUndone(t: TestTriad, states: TaskState[], boundMs: number): void {
+  for (const s of states) {
+    expect(s.status, `${s.taskId}: ${s.error ?? ''}`).toBe('compensated');
+    expect(s.finishedAt! - s.createdAt, `${s.taskId} ended within its bound`).toBeLessThanOrEqual(boundMs);
+    const byName = Object.fromEntries(s.steps.map((x) => [x.name, x]));
+    expect(byName['ship']).toMatchObject({ status: 'error', effect: 'none' });
+    expect(byName['charge']).toMatchObject({ status: 'compensated', effect: 'applied' });
+    expect(byName['reserve']).toMatchObject({ status: 'compensated' });
+    // The ladder's end, or the give-up time if the breaker's parks took longer than the ladder allows.
+    expect(s.error).toMatch(/^step ship (failed 3 times|gave up)/);
+  }
+  // The ledgers agree: every charge refunded once, every reservation released, no shipment.
+  expect(checkLedgers(t.namespace, t.services, orders, states)).toEqual({ orphans: [], wrongUndos: [], duplicates: [] });
+  const charges = t.services.payment.effects().filter((e) => e.idempotencyKey.startsWith(`${t.namespace}/`));
+  expect(charges).toHaveLength(10);
+  for (const c of charges) expect(c).toMatchObject({ applied: true, undone: true, reversals: 1 });
+  expect(t.services.shipping.effects().filter((e) => e.applied)).toEqual([]);
+}
+
+describe('a service that never recovers', () => {
+  it('shipping fails every call: its breaker opens and stays open, yet every order climbs the ladder and is undone within its bound', async () => {
+    const t = await startTriad(td, { nats, redis }, { registerOrders: false, agentProcesses: 0, supervisor: SUPERVISION, faults: { shipping: { failRate: 1 } } });
+    await t.startAgents(BREAKER);
+    const { states, boundMs } = await tenOrders(t, 'fail');
+    expectAllUndone(t, states, boundMs);
+    // The breaker did open: ship attempts were refused without calling, and those refusals counted past the limit.
+    const refused = states.filter((s) => (s.steps.find((x) => x.name === 'ship')?.circuitCount ?? 0) > 0);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(refused.some((s) => s.steps.find((x) => x.name === 'ship')!.circuitCount! > 2)).toBe(true);
+    // No operator alert: the policy was to undo, and the undo succeeded.
+    expect((await t.client.alerts()).filter((a) => states.some((s) => s.taskId === a.taskId))).toEqual([]);
+  });
+
+  it('shipping has nothing listening at all: every order is undone within its bound, and no shipment undo is attempted', async () => {
+    const nowhere = `http://127.0.0.1:${await freePort()}`;
+    const t = await startTriad(td, { nats, redis }, { registerOrders: false, agentProcesses: 0, supervisor: SUPERVISION, env: { SHIPPING_URL: nowhere } });
+    await t.startAgents(BREAKER);
+    const { states, boundMs } = await tenOrders(t, 'down');
+    expectAllUndone(t, states, boundMs);
+    // A refused connection never reached the service: ship's effect is none, so its undo is skipped.
+    for (const s of states) expect(s.steps.find((x) => x.name === 'ship')?.compensation).toBeUndefined();
+  });
+});
