@@ -7,7 +7,7 @@ export const ChaosOptionsSchema = z
     tasks: z.coerce.number({ error: '--tasks must be a number' }).int('--tasks must be a whole number').min(1, '--tasks must be at least 1').max(1_000_000).default(200),
     minutes: z.coerce.number({ error: '--minutes must be a number' }).positive('--minutes must be more than 0').max(24 * 60).default(1),
     /** Seeds every random choice; CHAOS_SEED, else one is drawn (and printed). */
-    seed: z.coerce.number({ error: '--seed must be a number' }).int('--seed must be a whole number').min(0).max(2 ** 31 - 1).optional(),
+    seed: z.coerce.number({ error: '--seed (or CHAOS_SEED) must be a number' }).int('--seed (or CHAOS_SEED) must be a whole number').min(0).max(2 ** 31 - 1).optional(),
     /** The share of tasks the run cancels while they run. */
     cancelRate: z.coerce.number({ error: '--cancel-rate must be a number' }).min(0, '--cancel-rate must be from 0 to 1').max(1, '--cancel-rate must be from 0 to 1').default(0.2),
     json: z.boolean().default(false),
