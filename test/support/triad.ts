@@ -54,6 +54,10 @@ export interface TriadOptions {
   schedulers?: number;
   agentProcesses?: number;
   supervisor?: false | SupervisorOptions;
+  /** How many supervisor processes start with these options (default 1; one of them leads). */
+  supervisors?: number;
+  /** The source of randomness of each in-process service's fault decisions (seeded runs); default Math.random. */
+  serviceRandom?: (service: ServiceName) => () => number;
   faults?: Partial<Record<ServiceName, Partial<Faults>>>;
   registerOrders?: boolean;
   /** Extra environment for every actor process. */
@@ -82,7 +86,8 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
   const namespace = o.namespace ?? uniqueNamespace('triad');
   const services = {} as TestTriad['services'];
   for (const name of SERVICE_NAMES) {
-    const s = await startRemoteService({ name, port: 0, faults: o.faults?.[name] ?? {} });
+    const random = o.serviceRandom?.(name);
+    const s = await startRemoteService({ name, port: 0, faults: o.faults?.[name] ?? {}, ...(random ? { random } : {}) });
     td.add(() => s.close());
     services[name] = s;
   }
@@ -100,6 +105,8 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
     LEDGER_URL: ledger.url,
     ...o.env,
   };
+  // Numbered when the start is asked for, not when it is ready, so processes started together get distinct names.
+  const started = { scheduler: 0, supervisor: 0, agents: 0 };
   const t: TestTriad = {
     namespace,
     env,
@@ -110,13 +117,13 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
     supervisors: [],
     agents: [],
     startScheduler: async () => {
-      const p = await startProcess({ name: `scheduler-${t.schedulers.length + 1}`, args: [SCRIPTS.scheduler], env, cwd: ROOT, readyPattern: /scheduler ready/, teardown: td });
+      const p = await startProcess({ name: `scheduler-${++started.scheduler}`, args: [SCRIPTS.scheduler], env, cwd: ROOT, readyPattern: /scheduler ready/, teardown: td });
       t.schedulers.push(p);
       return p;
     },
     startSupervisor: async (s = {}) => {
       const p = await startProcess({
-        name: `supervisor-${t.supervisors.length + 1}`,
+        name: `supervisor-${++started.supervisor}`,
         args: [SCRIPTS.supervisor],
         env: {
           ...env,
@@ -134,12 +141,12 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
     },
     ledger,
     startSagaAgents: async () => {
-      const p = await startProcess({ name: `saga-agents-${t.agents.length + 1}`, args: [SCRIPTS.agentHost, SCRIPTS.sagaAgents], env, cwd: ROOT, readyPattern: /agent-host ready/, teardown: td });
+      const p = await startProcess({ name: `saga-agents-${++started.agents}`, args: [SCRIPTS.agentHost, SCRIPTS.sagaAgents], env, cwd: ROOT, readyPattern: /agent-host ready/, teardown: td });
       t.agents.push(p);
       return p;
     },
     startAgents: async (extra = {}) => {
-      const p = await startProcess({ name: `agents-${t.agents.length + 1}`, args: [SCRIPTS.orderAgents], env: { ...env, ...extra }, cwd: ROOT, readyPattern: /order-agents ready/, teardown: td });
+      const p = await startProcess({ name: `agents-${++started.agents}`, args: [SCRIPTS.orderAgents], env: { ...env, ...extra }, cwd: ROOT, readyPattern: /order-agents ready/, teardown: td });
       t.agents.push(p);
       return p;
     },
@@ -148,7 +155,7 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
   const starts: Promise<unknown>[] = [];
   for (let i = 0; i < (o.schedulers ?? 1); i++) starts.push(t.startScheduler());
   for (let i = 0; i < (o.agentProcesses ?? 1); i++) starts.push(t.startAgents());
-  if (o.supervisor !== false) starts.push(t.startSupervisor(o.supervisor ?? {}));
+  if (o.supervisor !== false) for (let i = 0; i < (o.supervisors ?? 1); i++) starts.push(t.startSupervisor(o.supervisor ?? {}));
   await Promise.all(starts);
   t.client = await TriadClient.connect({ natsUrl: servers.nats.url, namespace });
   td.add(() => t.client.close());

@@ -1,0 +1,49 @@
+// The chaos run's workflow: the example's `orders` with short budgets and a short ladder, so that every
+// task's bound (and so a whole run) fits in minutes. Its shape and its compensations are the example's own.
+import { taskBound, validateDefinition, type Supervision, type TaskBound } from '@triad/core';
+import { ordersWorkflow } from '@triad/example-orders';
+import type { LadderInput, RetryPolicy, WorkflowDefinition, WorkflowDefinitionInput } from '@triad/protocol';
+
+/** Step and compensation budget: long enough for a slow service (the faults go up to 1.3 s) to answer in time. */
+export const CHAOS_BUDGET_MS = 1_500;
+export const CHAOS_RETRY: RetryPolicy = { maxAttempts: 3, initialDelayMs: 50, maxDelayMs: 250 };
+/** One immediate retry, then 0.5 s parks; three counted failures or two circuit-open parks end a phase. */
+export const CHAOS_LADDER: Required<LadderInput> = { retries: 1, longBackoffMs: 500, maxFailures: 3, maxCircuitOpen: 2 };
+
+/** The supervisors' tunables in a chaos run (their TRIAD_SUPERVISOR_* environment), and so the bounds'. */
+export const CHAOS_SUPERVISION: Supervision = { sweepIntervalMs: 250, leaderLeaseMs: 2_000 };
+
+/**
+ * `ordersWorkflow` with every budget set to CHAOS_BUDGET_MS and CHAOS_RETRY / CHAOS_LADDER as defaults.
+ * It refuses to build if the example stopped undoing its effects (onFailure 'compensate', a compensation
+ * on reserve, charge and ship): without them the run could not see an orphan effect at all.
+ */
+export function chaosOrdersWorkflow(): WorkflowDefinitionInput {
+  const base = ordersWorkflow.toJSON();
+  const doc: WorkflowDefinitionInput = {
+    ...base,
+    description: `chaos variant of the example's orders workflow: budgets ${CHAOS_BUDGET_MS} ms, ladder ${JSON.stringify(CHAOS_LADDER)}`,
+    defaults: { retry: CHAOS_RETRY, ladder: CHAOS_LADDER },
+    steps: base.steps.map((s) => ({
+      ...s,
+      budgetMs: CHAOS_BUDGET_MS,
+      ...(s.compensate ? { compensate: { ...s.compensate, budgetMs: CHAOS_BUDGET_MS } } : {}),
+    })),
+  };
+  const problems: string[] = [];
+  if (doc.onFailure !== 'compensate') problems.push(`onFailure is ${JSON.stringify(doc.onFailure)}, not 'compensate'`);
+  for (const name of ['reserve', 'charge', 'ship']) {
+    const step = doc.steps.find((s) => s.name === name);
+    if (!step?.compensate) problems.push(`step ${name} ${step ? 'has no compensation' : 'is missing'}`);
+  }
+  if (problems.length > 0) {
+    throw new Error(`the example's ordersWorkflow no longer fits the chaos run (${problems.join('; ')}); restore it or adapt test/chaos/workflow.ts`);
+  }
+  return doc;
+}
+
+/** The validated chaos workflow and its bound for the given supervision. */
+export function chaosBound(supervision: Supervision = CHAOS_SUPERVISION): { definition: WorkflowDefinition; bound: TaskBound } {
+  const definition = validateDefinition(chaosOrdersWorkflow());
+  return { definition, bound: taskBound(definition, supervision) };
+}
