@@ -42,7 +42,7 @@ describe('bad input', () => {
   it('dead-letters malformed bytes on the submit subject with the reason and the original bytes; other tasks run', async () => {
     const bus = triad.client.bus;
     const garbage = new Uint8Array([0xc1, 0xff, 0x00, 0x13]);
-    await bus.js.publish(bus.names.subjects.submit, garbage, { msgID: 'garbage-1' });
+    await bus.js.publish(bus.names.subjects.submit(triad.client.clientId), garbage, { msgID: 'garbage-1' });
     const state = await triad.client.run('orders', { orderId: 'after-garbage', amount: 1 }, { timeoutMs: 30_000 });
     expect(state.status).toBe('completed');
     const dl = await waitForDeadLetter(triad, (d) => d.source === 'submit' && d.original.length === garbage.length, 'the garbage dead letter');
@@ -53,7 +53,7 @@ describe('bad input', () => {
   it('dead-letters a submission of the wrong schema and tells the submitter why on its reply subject', async () => {
     const bus = triad.client.bus;
     const reply = triad.client.replySubject();
-    await bus.js.publish(bus.names.subjects.submit, encode({ taskId: 'bad-schema-1', workflow: 42, replyTo: reply.subject }), { msgID: 'bad-schema-1' });
+    await bus.js.publish(bus.names.subjects.submit(triad.client.clientId), encode({ taskId: 'bad-schema-1', workflow: 42, replyTo: reply.subject }), { msgID: 'bad-schema-1' });
     const it = reply.events[Symbol.asyncIterator]();
     const first = await it.next();
     reply.close();
@@ -67,7 +67,7 @@ describe('bad input', () => {
     const bus = triad.client.bus;
     // Over Triad's 1,000,000-byte limit but under the stream's maximum, so only the scheduler can refuse it.
     const big = encode({ taskId: 'big-1', workflow: 'orders', input: 'x'.repeat(1_001_000), submittedAt: Date.now() }, 2_000_000);
-    await bus.js.publish(bus.names.subjects.submit, big, { msgID: 'big-1' });
+    await bus.js.publish(bus.names.subjects.submit(triad.client.clientId), big, { msgID: 'big-1' });
     const dl = await waitForDeadLetter(triad, (d) => d.source === 'submit' && d.reason.includes('over the limit'), 'the oversized dead letter');
     expect(dl.original.length).toBe(big.length);
     // The client refuses to even send one.
@@ -76,7 +76,7 @@ describe('bad input', () => {
 
   it('dead-letters malformed results, step requests and commands; the consumers move on', async () => {
     const bus = triad.client.bus;
-    await bus.js.publish(bus.names.subjects.result, encode({ taskId: 'x', ok: 'maybe' }), { msgID: 'bad-result-1' });
+    await bus.js.publish(bus.names.subjects.result('payment'), encode({ taskId: 'x', ok: 'maybe' }), { msgID: 'bad-result-1' });
     await bus.js.publish(bus.names.subjects.step('payment'), new Uint8Array([1, 2, 3]), { msgID: 'bad-step-1' });
     await bus.js.publish(bus.names.subjects.command, encode({ type: 'explode' }), { msgID: 'bad-cmd-1' });
     await waitForDeadLetter(triad, (d) => d.source === 'result' && d.reason.includes('step result is invalid'), 'the bad result dead letter');
@@ -95,7 +95,7 @@ describe('bad input', () => {
       timeoutMs: 15_000,
       what: 'every ghosted step processing',
     });
-    const sender = new ResultSender(client.bus);
+    const sender = new ResultSender(client.bus, client.bus.names.subjects.result('ghost'));
     const junk = encode({ taskId: ids[0], ok: 'maybe' });
     const sent = ids.map((taskId, i) => {
       const r: StepResult = { taskId, step: 'only', kind: 'run', attempt: 1, agentId: 'test-ghost', finishedAt: Date.now(), tries: 1, ok: true, output: { doubled: i * 2 } };

@@ -28,7 +28,7 @@ describe('bus', () => {
     await ensureStreams(b, { eventsMaxAgeMs: 3_600_000 });
     const events = await b.jsm.streams.info(b.names.streams.events);
     expect(events.config.max_age).toBe(3_600_000 * 1_000_000);
-    const spec = { stream: b.names.streams.results, durable: 'r', filterSubject: b.names.subjects.result, ackWaitMs: 30_000 };
+    const spec = { stream: b.names.streams.results, durable: 'r', filterSubject: b.names.subjects.resultAll, ackWaitMs: 30_000 };
     await ensureConsumer(b, spec);
     await ensureConsumer(b, spec);
     await ensureConsumer(b, { ...spec, ackWaitMs: 10_000 });

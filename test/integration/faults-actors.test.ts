@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { effectCounts, startTriad, type TestTriad, fastOrders } from '../support/triad.js';
-import { tasksInFlight, waitForClaim, waitForSupervisorReport, waitForSweeps } from '../support/waits.js';
+import { tasksInFlight, waitForCall, waitForSupervisorReport, waitForSweeps } from '../support/waits.js';
 
 const td = withTeardown(afterAll);
 let nats: NatsServer;
@@ -46,7 +46,7 @@ describe('actor crashes', () => {
     expect(victim, `${holder} is one of our scheduler processes`).toBeDefined();
     await victim!.kill('SIGKILL');
     const states = await Promise.all(ids.map((id) => t.client.wait(id, { timeoutMs: 60_000 })));
-    expect(states.filter((s) => s.status !== 'completed').map((s) => `${s.taskId}:${s.status}`)).toEqual([]);
+    expect(states.filter((s) => s.status !== "completed").map((s) => `${s.taskId}:${s.status}:${s.error ?? ""}`)).toEqual([]);
     const counts = effectCounts(t.services.payment);
     for (const id of ids) expect(counts.get(`${t.namespace}/${id}/charge`), `charge of ${id}`).toBe(1);
   });
@@ -72,7 +72,7 @@ describe('actor crashes', () => {
     // The new leader recovers a step whose agent died.
     t.services.payment.setFaults({ latencyMs: 2_000 });
     const { taskId } = await t.client.submit('orders', { orderId: 'after-failover', amount: 5 });
-    await waitForClaim(t, taskId, 'charge');
+    await waitForCall(t, taskId, 'charge');
     await t.agents[0]!.kill('SIGKILL');
     t.services.payment.setFaults({ latencyMs: 0 });
     await t.startAgents();

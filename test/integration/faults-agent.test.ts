@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StepResultSchema, encode, type StepResult, type TaskEvent } from '@triad/protocol';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { cli, effectCounts, startTriad, fastOrders } from '../support/triad.js';
-import { waitForClaim, waitForSweeps } from '../support/waits.js';
+import { waitForCall, waitForSweeps } from '../support/waits.js';
 
 const td = withTeardown(afterAll);
 let nats: NatsServer;
@@ -25,7 +25,7 @@ describe('agent faults', () => {
     t.services.payment.setFaults({ latencyMs: 1_500 });
     const { taskId } = await t.client.submit('orders', { orderId: 'kill-1', amount: 10 });
     // The agent's claim records it as the step's holder: from there it is mid-call.
-    await waitForClaim(t, taskId, 'charge');
+    await waitForCall(t, taskId, 'charge');
     await t.agents[0]!.kill('SIGKILL');
     t.services.payment.setFaults({ latencyMs: 0 });
     await t.startAgents();
@@ -44,7 +44,7 @@ describe('agent faults', () => {
     await t.client.registerWorkflow({ ...orders, defaults: { ...orders.defaults, ladder: { retries: 20, longBackoffMs: 300, maxFailures: 25 } } });
     t.services.payment.setFaults({ latencyMs: 1_500 });
     const { taskId } = await t.client.submit('orders', { orderId: 'pause-1', amount: 11 });
-    await waitForClaim(t, taskId, 'charge');
+    await waitForCall(t, taskId, 'charge');
     // Pause both agent processes (whichever holds the step), so neither can answer in time.
     for (const a of t.agents) a.pause();
     const paused = await waitFor(async () => {
@@ -63,7 +63,7 @@ describe('agent faults', () => {
     const before = await t.client.getTask(taskId);
     const late: StepResult = { taskId, step: 'charge', kind: 'run', attempt: 1, agentId: 'paused-agent', finishedAt: Date.now(), tries: 1, ok: true, output: { chargeId: 'forged', amount: 999 } };
     expect(StepResultSchema.safeParse(late).success).toBe(true);
-    await t.client.bus.js.publish(t.client.bus.names.subjects.result, encode(late), { msgID: `late-${taskId}` });
+    await t.client.bus.js.publish(t.client.bus.names.subjects.result('payment'), encode(late), { msgID: `late-${taskId}` });
     const staleKey = `triad:${t.namespace}:task:{${taskId}}`;
     await waitFor(async () => Number((await t.redis.hget(staleKey, 'staleResults')) ?? 0) >= 1 || undefined, { timeoutMs: 10_000, what: 'the late result to be counted as stale' });
     const after = await t.client.getTask(taskId);

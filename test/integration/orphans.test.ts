@@ -7,7 +7,7 @@ import type { TaskEvent, TaskState } from '@triad/protocol';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { checkLedgers } from '../support/ledger.js';
 import { cli, fastExampleOrders, startTriad, type TestTriad } from '../support/triad.js';
-import { waitForClaim, waitForStep } from '../support/waits.js';
+import { waitForCall, waitForStep } from '../support/waits.js';
 import { ordersWorkflow } from '@triad/example-orders';
 
 const td = withTeardown(afterAll);
@@ -25,17 +25,21 @@ const undoneOrder = (events: TaskEvent[]): string[] => events.filter((e) => e.ty
 
 describe('an undo leaves no effect behind', () => {
   it('five orders cancelled with `triad cancel` while their charge is in flight: every charge is refunded', async () => {
-    // The issue's scenario, with the example's own workflow (5 s budgets): the payment service takes 4 s
-    // per call, and each order is cancelled from the CLI as soon as an agent is charging it.
-    const t = await startTriad(td, { nats, redis }, { faults: { payment: { latencyMs: 4_000 } } });
+    // The issue's scenario: the payment service takes 6 s per call, and each order is cancelled from the
+    // CLI as soon as an agent is charging it (the example's workflow, its charge given room for the 6 s).
+    const t = await startTriad(td, { nats, redis }, { registerOrders: false, faults: { payment: { latencyMs: 6_000 } } });
+    const base = ordersWorkflow.toJSON();
+    await t.client.registerWorkflow({ ...base, steps: base.steps.map((s) => (s.name === 'charge' ? { ...s, budgetMs: 15_000 } : s)) });
     const ids = await Promise.all(Array.from({ length: 5 }, (_, i) => t.client.submit('orders', { orderId: `cancel-${i}`, amount: 20 + i }).then((s) => s.taskId)));
     await Promise.all(
       ids.map(async (id) => {
-        await waitForClaim(t, id, 'charge');
+        await waitForCall(t, id, 'charge');
         const r = await cli(t, ['cancel', id, '--reason', 'customer withdrew']);
         expect(r.code, r.stderr).toBe(0);
       }),
     );
+    // The charges already in the service keep their 6 s; the refunds that follow are quick.
+    t.services.payment.setFaults({ latencyMs: 0 });
     const states = await Promise.all(ids.map((id) => t.client.wait(id, { timeoutMs: 30_000 })));
     for (const s of states) {
       expect(s.status).toBe('cancelled');
@@ -114,7 +118,7 @@ describe('an undo leaves no effect behind', () => {
     const { taskId } = await t.client.submit('orders', { orderId: 'kill-undo-1', amount: 33 });
     await waitForStep(t, taskId, 'charge', (s) => s.status === 'processed', 'the charge to complete');
     t.services.payment.setFaults({ latencyMs: 1_500 });
-    await waitForStep(t, taskId, 'charge', (s) => s.compensation?.lockedBy !== undefined, 'the refund to be taken by an agent');
+    await waitForCall(t, taskId, 'charge', { kind: 'compensate' });
     await t.agents[0]!.kill('SIGKILL');
     t.services.payment.setFaults({ latencyMs: 0 });
     await t.startAgents();

@@ -2,6 +2,7 @@
 // reports — so fault tests act and assert when the state they need is there, not after a guessed time.
 // Everything is read from the state store, so a wait still works while a scheduler or NATS is down.
 import type { SupervisorReport } from '@triad/client';
+import type { RemoteService } from '@triad/example-orders';
 import { SupervisorHealthSchema, type StepState, type TaskState } from '@triad/protocol';
 import { TaskStore } from '@triad/store';
 import { waitFor } from '../harness/index.js';
@@ -17,9 +18,26 @@ function describeStep(s: StepState): string {
   return `status=${s.status} attempt=${s.attempt} lockedBy=${s.lockedBy ?? '-'} failureCount=${s.failureCount}`;
 }
 
-/** An agent has claimed the step's current attempt: it is processing, and claimStep recorded its holder. */
-export function claimedByAgent(s: StepState): boolean {
-  return s.status === 'processing' && s.lockedBy !== undefined;
+/**
+ * The service a step's agent calls, in a test Triad: the example's services are named like their
+ * agents; the saga worker calls the ledger.
+ */
+function serviceOf(t: TestTriad, agent: string): RemoteService | undefined {
+  if (agent === 'worker') return t.ledger;
+  return (t.services as Record<string, RemoteService | undefined>)[agent];
+}
+
+/**
+ * The step's current attempt is at an agent, mid-call: its service holds a call for the step's key
+ * (agents hold no claim in Redis, decision 0010; the service is where a call can be seen arriving).
+ * Needs the service to hold calls (latency or hang faults).
+ */
+export function callWaiting(t: TestTriad, taskId: string, s: StepState, kind: 'run' | 'compensate' = 'run'): boolean {
+  const agent = kind === 'compensate' ? s.compensation?.agent : s.agent;
+  const service = agent !== undefined ? serviceOf(t, agent) : undefined;
+  const key = `${t.namespace}/${taskId}/${s.name}${kind === 'compensate' ? '/compensate' : ''}`;
+  const status = kind === 'compensate' ? 'compensating' : 'processing';
+  return s.status === status && service !== undefined && service.waiting().some((c) => c.idempotencyKey === key);
 }
 
 /** Resolves with the step's state once `accept` holds for it; a timeout names `what` and the last state seen. */
@@ -48,9 +66,13 @@ export async function waitForStep(
   );
 }
 
-/** Waits until an agent instance has claimed the step (so the agent is mid-step); resolves with its state. */
-export function waitForClaim(t: TestTriad, taskId: string, step: string, timeoutMs = DEFAULT_TIMEOUT_MS): Promise<StepState> {
-  return waitForStep(t, taskId, step, claimedByAgent, 'an agent to claim it (status processing, lockedBy set)', timeoutMs);
+/**
+ * Waits until an agent is mid-step: its call for the step (or, with kind 'compensate', for the step's
+ * undo) is held by the service (which must be slow or hanging); resolves with the step's state.
+ */
+export function waitForCall(t: TestTriad, taskId: string, step: string, o: { kind?: 'run' | 'compensate'; timeoutMs?: number } = {}): Promise<StepState> {
+  const kind = o.kind ?? 'run';
+  return waitForStep(t, taskId, step, (s) => callWaiting(t, taskId, s, kind), `an agent's ${kind === 'run' ? 'call' : 'undo call'} to be held by its service`, o.timeoutMs);
 }
 
 /** The states of the tasks of `ids` that exist (a submission not yet taken by a scheduler has none). */
@@ -59,9 +81,9 @@ export async function taskStates(t: TestTriad, ids: readonly string[]): Promise<
   return (await Promise.all(ids.map((id) => s.getTask(id)))).filter((x) => x !== undefined);
 }
 
-/** The tasks of `ids` whose work is under way at an agent: running, with a step an agent has claimed. */
+/** The tasks of `ids` whose work is under way at an agent: running, with a step whose call its service holds. */
 export async function tasksInFlight(t: TestTriad, ids: readonly string[]): Promise<TaskState[]> {
-  return (await taskStates(t, ids)).filter((x) => x.status === 'running' && x.steps.some(claimedByAgent));
+  return (await taskStates(t, ids)).filter((x) => x.status === 'running' && x.steps.some((s) => callWaiting(t, x.taskId, s)));
 }
 
 /** Waits until at least `atLeast` of `ids` are in flight (see tasksInFlight); resolves with those. */
@@ -76,7 +98,7 @@ export async function waitForInFlight(t: TestTriad, ids: readonly string[], atLe
     {
       timeoutMs,
       intervalMs: 20,
-      what: `${atLeast} of ${ids.length} tasks to be in flight (running, a step claimed by an agent)`,
+      what: `${atLeast} of ${ids.length} tasks to be in flight (running, a step's call held by its service)`,
       lastSeen: () => `${seen} in flight`,
     },
   );

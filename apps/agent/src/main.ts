@@ -7,7 +7,6 @@ import { pathToFileURL } from 'node:url';
 import { connectBus } from '@triad/bus';
 import { AgentHost, type AgentDefinition } from '@triad/agent';
 import { runService } from '@triad/service';
-import { Leases, TaskStore, connectRedis } from '@triad/store';
 
 function isAgent(v: unknown): v is AgentDefinition {
   return typeof v === 'object' && v !== null && typeof (v as AgentDefinition).name === 'string' && typeof (v as AgentDefinition).handler === 'function';
@@ -29,11 +28,10 @@ runService('agent-host', async ({ config, log, onShutdown, healthy }) => {
   if (modules.length === 0) throw new Error('name at least one module that exports agents: node apps/agent/dist/main.js ./my-agents.js');
   const agents = await loadAgents(modules);
   if (agents.length === 0) throw new Error(`no agents found in ${modules.join(', ')}: export them made with defineAgent()`);
+  // NATS only: an agent holds no Redis connection (decision 0010).
   const bus = await connectBus({ url: config.natsUrl, namespace: config.namespace, name: 'triad-agent' });
   onShutdown(() => bus.close());
-  const redis = connectRedis(config.redisUrl);
-  onShutdown(() => void redis.disconnect());
-  const host = new AgentHost({ bus, state: { tasks: new TaskStore(redis, config.namespace), leases: new Leases(redis, config.namespace) }, agents, logger: log });
+  const host = new AgentHost({ bus, agents, logger: log });
   await host.start();
   onShutdown(() => host.stop());
   healthy(() => !bus.nc.isClosed());

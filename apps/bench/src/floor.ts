@@ -2,7 +2,7 @@
  * The transition floor: what a step costs in CPU with every message taken away. One process does, for
  * N tasks of S sequential steps (64 in flight, like the scheduler), the work a step needs whatever
  * carries it: the submission decoded and validated, createTask, and per step the request and the result
- * encoded, decoded and validated, claimStep, applyResult, the lease releases, and each transition's
+ * encoded, decoded and validated, applyResult, the lease releases, and each transition's
  * events encoded. No NATS, no actors. Its CPU (this process plus redis-server) per step is a floor under
  * any batching of the messages: if it is near a baseline round trip's CPU, no batching reaches the
  * baseline. The bench client's own share (submitting tasks, reading their events) is left out, so the
@@ -45,7 +45,7 @@ export async function measureTransitionFloor(redisUrl: string, namespace: string
       const sub = decode(encode({ taskId, workflow: 'floor', input: {}, replyTo: '_INBOX.floor', submittedAt: Date.now() }), SubmissionSchema, 'submission');
       if (!sub.ok) throw sub.error;
       let lease = leases.task(taskId);
-      const created = await store.createTask({ lease, taskId, workflow: 'floor', version: 1, input: encode(sub.value.input), plan, onFailure: 'error', now: Date.now(), schedulerId: 'floor' });
+      const created = await store.createTask({ lease, taskId, workflow: 'floor', version: 1, input: encode(sub.value.input), plan, onFailure: 'error', client: 'floor', now: Date.now(), schedulerId: 'floor' });
       void leases.release(lease);
       if (!created.created) throw new Error(`floor task ${taskId} already existed`);
       let t: Transition = created.transition;
@@ -57,14 +57,12 @@ export async function measureTransitionFloor(redisUrl: string, namespace: string
         const req = decode(encode(built), StepRequestSchema, 'step request');
         if (!req.ok) throw req.error;
         const d = req.value;
-        const claim = await store.claimStep({ lease: leases.step(taskId, d.step, d.kind, 60_000), taskId, step: d.step, kind: d.kind, attempt: d.attempt, agentId: 'floor-agent' });
-        if (!claim.claimed) throw new Error(`floor claim of ${taskId}/${d.step} refused`);
         const result: StepResult = { taskId, step: d.step, kind: d.kind, attempt: d.attempt, agentId: 'floor-agent', finishedAt: Date.now(), tries: 1, ok: true, output: {} };
         const decoded = decodeResults(encode(result));
         const item = decoded.ok ? decoded.value.items[0] : undefined;
         if (!item?.ok) throw new Error('floor result did not decode');
         lease = leases.task(taskId);
-        const applied = await store.applyResult({ lease, taskId, step: d.step, kind: d.kind, attempt: d.attempt, now: Date.now(), schedulerId: 'floor', agentId: 'floor-agent', outcome: { ok: true, output: encode(item.value.ok ? item.value.output : undefined) } });
+        const applied = await store.applyResult({ lease, taskId, step: d.step, kind: d.kind, attempt: d.attempt, now: Date.now(), schedulerId: 'floor', agentId: 'floor-agent', agentType: 'floor', outcome: { ok: true, output: encode(item.value.ok ? item.value.output : undefined) } });
         void leases.release(lease);
         if (!applied.applied) throw new Error(`floor result for ${taskId}/${d.step} not applied: ${applied.reason}`);
         t = applied.transition;

@@ -89,7 +89,7 @@ export function rows(r: Results): Row[] {
   }
   if (r.rtt) {
     add('round-trip floors p50, ms: Redis PING / JetStream publish-with-ack', `${fmt(r.rtt.redisPingP50Ms, 3)} / ${fmt(r.rtt.jsPublishP50Ms, 3)}`);
-    add('hop floors p50, ms: JetStream publish → pull consumer has it / claimStep / applyResult', `${fmt(r.rtt.jsDeliveryP50Ms, 3)} / ${fmt(r.rtt.claimStepP50Ms, 3)} / ${fmt(r.rtt.applyResultP50Ms, 3)}`);
+    add('hop floors p50, ms: JetStream publish → pull consumer has it / applyResult', `${fmt(r.rtt.jsDeliveryP50Ms, 3)} / ${fmt(r.rtt.applyResultP50Ms, 3)}`);
   }
   if (r.floor) {
     const f = r.floor;
@@ -236,7 +236,6 @@ export function jsonSummary(r: Results): Record<string, unknown> {
   put('redis_ping_p50_ms', r.rtt?.redisPingP50Ms, 4);
   put('js_publish_p50_ms', r.rtt?.jsPublishP50Ms, 4);
   put('js_delivery_p50_ms', r.rtt?.jsDeliveryP50Ms, 4);
-  put('claim_step_p50_ms', r.rtt?.claimStepP50Ms, 4);
   put('apply_result_p50_ms', r.rtt?.applyResultP50Ms, 4);
   put('latency_submit_leg_p50_ms', r.latency?.submitLegP50Ms);
   put('latency_step_leg_p50_ms', r.latency?.stepLegP50Ms);

@@ -1,9 +1,9 @@
 /**
  * Round-trip floors on this machine at this moment, each awaited one at a time: one Redis command
  * (PING), one JetStream publish-with-ack, one JetStream publish until a pull consumer receives it, and
- * the two Lua transitions on a step's path (the agent's claim, the scheduler's applyResult) on probe
- * tasks in a namespace of their own. A Triad step makes two of the deliveries and both transitions in
- * sequence, so these say how low its latency could go with the hops it makes today.
+ * the Lua transition on a step's path (the scheduler's applyResult; agents hold no claim since decision
+ * 0010) on probe tasks in a namespace of their own. A Triad step makes two of the deliveries and the
+ * transition in sequence, so these say how low its latency could go with the hops it makes today.
  */
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
@@ -20,7 +20,6 @@ export interface RttResult {
   jsPublishP50Ms: number;
   /** From the start of a publish until a pull consumer (on the same connection) has the message. */
   jsDeliveryP50Ms: number;
-  claimStepP50Ms: number;
   applyResultP50Ms: number;
 }
 
@@ -32,12 +31,11 @@ export async function measureRtt(redis: Redis, client: TriadClient, namespace: s
     ping.push(performance.now() - t);
   }
   const { pub, delivery } = await measureJetStream(client, samples);
-  const { claim, apply } = await measureTransitions(redis, `${namespace}-probe`, samples);
+  const { apply } = await measureTransitions(redis, `${namespace}-probe`, samples);
   return {
     redisPingP50Ms: percentile(ping, 50),
     jsPublishP50Ms: percentile(pub, 50),
     jsDeliveryP50Ms: percentile(delivery, 50),
-    claimStepP50Ms: percentile(claim, 50),
     applyResultP50Ms: percentile(apply, 50),
   };
 }
@@ -46,7 +44,7 @@ export async function measureRtt(redis: Redis, client: TriadClient, namespace: s
 async function measureJetStream(client: TriadClient, samples: number): Promise<{ pub: number[]; delivery: number[] }> {
   const bus = client.bus;
   const taskId = `rtt-probe-${process.pid}`;
-  const subject = bus.names.subjects.event(taskId);
+  const subject = bus.names.subjects.event(client.clientId, taskId);
   const pub: number[] = [];
   for (let i = 0; i < samples; i++) {
     const ev: TaskEvent = { taskId, seq: i + 1, type: 'received', at: Date.now() };
@@ -85,31 +83,27 @@ async function measureJetStream(client: TriadClient, samples: number): Promise<{
   return { pub, delivery };
 }
 
-/** The agent's claim and the scheduler's applyResult on 1-step probe tasks, nothing else in between. */
-async function measureTransitions(redis: Redis, namespace: string, samples: number): Promise<{ claim: number[]; apply: number[] }> {
+/** The scheduler's applyResult on 1-step probe tasks, nothing else in between. */
+async function measureTransitions(redis: Redis, namespace: string, samples: number): Promise<{ apply: number[] }> {
   const store = new TaskStore(redis, namespace);
   const leases = new Leases(redis, namespace);
   const plan = compilePlan(validateDefinition({ name: 'probe', steps: [{ name: 's', agent: 'probe', budgetMs: 600_000 }] }));
   const input = encode({});
-  const claim: number[] = [];
   const apply: number[] = [];
   for (let i = 0; i < samples; i++) {
     const taskId = `probe-${i.toString().padStart(6, '0')}-0000-4000-8000-000000000000`;
     const created = leases.task(taskId);
-    await store.createTask({ lease: created, taskId, workflow: 'probe', version: 1, input, plan, onFailure: 'error', now: Date.now(), schedulerId: 'bench' });
+    await store.createTask({ lease: created, taskId, workflow: 'probe', version: 1, input, plan, onFailure: 'error', client: 'bench', now: Date.now(), schedulerId: 'bench' });
     await leases.release(created);
-    let t = performance.now();
-    await store.claimStep({ lease: leases.step(taskId, 's', 'run', 60_000), taskId, step: 's', kind: 'run', attempt: 1, agentId: 'bench' });
-    claim.push(performance.now() - t);
     const lease = leases.task(taskId);
-    t = performance.now();
-    await store.applyResult({ lease, taskId, step: 's', kind: 'run', attempt: 1, now: Date.now(), schedulerId: 'bench', agentId: 'bench', outcome: { ok: true, output: input } });
+    const t = performance.now();
+    await store.applyResult({ lease, taskId, step: 's', kind: 'run', attempt: 1, now: Date.now(), schedulerId: 'bench', agentId: 'bench', agentType: 'probe', outcome: { ok: true, output: input } });
     apply.push(performance.now() - t);
     await leases.release(lease);
   }
   // The probe namespace is the bench's own: remove what it wrote.
   await removeKeys(redis, `triad:${namespace}:*`);
-  return { claim, apply };
+  return { apply };
 }
 
 async function waitUntil(ok: () => boolean, timeoutMs = 10_000): Promise<void> {

@@ -109,7 +109,7 @@ function scanner(redis: Redis, namespace: string, o: ScanOptions) {
       ids.map(async (taskId) => {
         const lease = leases.task(taskId);
         try {
-          await store.createTask({ lease, taskId, workflow: wf.name, version: 1, input, plan, onFailure: 'error', now: past, schedulerId: 'bench-scan' });
+          await store.createTask({ lease, taskId, workflow: wf.name, version: 1, input, plan, onFailure: 'error', client: 'bench', now: past, schedulerId: 'bench-scan' });
         } finally {
           await leases.release(lease);
         }

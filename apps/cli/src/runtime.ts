@@ -11,6 +11,7 @@ import { CliError, ExitCode, intArg, usageError } from './io.js';
 export interface ConnectionOptions {
   nats?: string;
   namespace?: string;
+  clientId?: string;
   requestTimeout?: number;
 }
 
@@ -22,6 +23,7 @@ export function connectionOptions(cmd: Command): Command {
   return cmd
     .option('--nats <url>', 'NATS server URL (overrides NATS_URL; default nats://127.0.0.1:4222)')
     .option('--namespace <ns>', 'Triad namespace (overrides TRIAD_NAMESPACE; default "default")')
+    .option('--client-id <id>', 'the client identity to submit and read under (overrides TRIAD_CLIENT_ID; default "default")')
     .option('--request-timeout <ms>', 'timeout of connecting to NATS and of each API request (default 10000)', intArg(1));
 }
 
@@ -38,6 +40,7 @@ export function optionsOf<T>(cmd: Command): T {
 export interface Resolved {
   natsUrl: string;
   namespace: string;
+  clientId: string;
   requestTimeoutMs: number;
 }
 
@@ -52,8 +55,9 @@ export function resolveConnection(o: ConnectionOptions, env: NodeJS.ProcessEnv =
     ...env,
     ...(o.nats !== undefined ? { NATS_URL: o.nats } : {}),
     ...(o.namespace !== undefined ? { TRIAD_NAMESPACE: o.namespace } : {}),
+    ...(o.clientId !== undefined ? { TRIAD_CLIENT_ID: o.clientId } : {}),
   });
-  return { natsUrl: config.natsUrl, namespace: config.namespace, requestTimeoutMs: o.requestTimeout ?? 10_000 };
+  return { natsUrl: config.natsUrl, namespace: config.namespace, clientId: config.clientId, requestTimeoutMs: o.requestTimeout ?? 10_000 };
 }
 
 /** Connects, runs `fn`, and always closes the client (so the process can exit). */
@@ -88,7 +92,7 @@ async function connectWithin(conn: Resolved): Promise<TriadClient> {
   });
   try {
     return await Promise.race([
-      TriadClient.connect({ natsUrl: conn.natsUrl, namespace: conn.namespace, requestTimeoutMs: conn.requestTimeoutMs, name: `triad-cli-${process.pid}` }),
+      TriadClient.connect({ natsUrl: conn.natsUrl, namespace: conn.namespace, clientId: conn.clientId, requestTimeoutMs: conn.requestTimeoutMs, name: `triad-cli-${process.pid}` }),
       timeout,
     ]);
   } finally {

@@ -113,14 +113,16 @@ describe('option parsing', () => {
   });
 
   it('resolves the connection from flags over the environment', () => {
-    expect(resolveConnection({}, {})).toEqual({ natsUrl: 'nats://127.0.0.1:4222', namespace: 'default', requestTimeoutMs: 10_000 });
-    const env = { NATS_URL: 'nats://env:4222', TRIAD_NAMESPACE: 'envns' };
-    expect(resolveConnection({}, env)).toMatchObject({ natsUrl: 'nats://env:4222', namespace: 'envns' });
-    expect(resolveConnection({ nats: 'nats://flag:4222', namespace: 'flagns', requestTimeout: 500 }, env)).toEqual({
+    expect(resolveConnection({}, {})).toEqual({ natsUrl: 'nats://127.0.0.1:4222', namespace: 'default', clientId: 'default', requestTimeoutMs: 10_000 });
+    const env = { NATS_URL: 'nats://env:4222', TRIAD_NAMESPACE: 'envns', TRIAD_CLIENT_ID: 'env-client' };
+    expect(resolveConnection({}, env)).toMatchObject({ natsUrl: 'nats://env:4222', namespace: 'envns', clientId: 'env-client' });
+    expect(resolveConnection({ nats: 'nats://flag:4222', namespace: 'flagns', clientId: 'flag-client', requestTimeout: 500 }, env)).toEqual({
       natsUrl: 'nats://flag:4222',
       namespace: 'flagns',
+      clientId: 'flag-client',
       requestTimeoutMs: 500,
     });
+    expect(exitCodeOf(thrown(() => resolveConnection({ clientId: 'a.b' }, {})))).toBe(2);
     const bad = thrown(() => resolveConnection({ namespace: 'a.b' }, {})) as CliError;
     expect(bad.exitCode).toBe(2);
     expect(bad.message).toMatch(/^--namespace "a.b" is invalid/);

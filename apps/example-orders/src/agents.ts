@@ -2,16 +2,14 @@
 import { AgentHost } from '@triad/agent';
 import { connectBus } from '@triad/bus';
 import { runService } from '@triad/service';
-import { Leases, TaskStore, connectRedis } from '@triad/store';
 import { orderAgents, serviceUrlsFromEnv } from './order-agents.js';
 
 runService('order-agents', async ({ config, log, onShutdown, healthy }) => {
   const urls = serviceUrlsFromEnv();
   const bus = await connectBus({ url: config.natsUrl, namespace: config.namespace, name: 'triad-order-agents' });
   onShutdown(() => bus.close());
-  const redis = connectRedis(config.redisUrl);
-  onShutdown(() => void redis.disconnect());
-  const host = new AgentHost({ bus, state: { tasks: new TaskStore(redis, config.namespace), leases: new Leases(redis, config.namespace) }, agents: orderAgents(urls), logger: log });
+  // NATS only: an agent holds no Redis connection (decision 0010).
+  const host = new AgentHost({ bus, agents: orderAgents(urls), logger: log });
   await host.start();
   onShutdown(() => host.stop());
   healthy(() => !bus.nc.isClosed());

@@ -77,7 +77,7 @@ async function main(): Promise<void> {
       children.push(child);
     }
 
-    client = await TriadClient.connect({ natsUrl: config.natsUrl, namespace: config.namespace });
+    client = await TriadClient.connect({ natsUrl: config.natsUrl, namespace: config.namespace, clientId: config.clientId });
     // The scheduler answers registrations once it is up: retry for a bounded while.
     let registered: { version: number } | undefined;
     for (let i = 0; i < 60 && !registered; i++) {

@@ -1,13 +1,15 @@
 /**
  * The agent host: one durable consumer per agent type on the steps stream (processes of one type share
- * the work), runs each request with runStep, and publishes the result — or nothing, if the window closed.
+ * the work), runs each request with runStep, and publishes the result on its agent type's subject — or
+ * nothing, if the window closed. It speaks only NATS (decision 0010): the step request's JetStream
+ * message is its lease, kept with `working()` while the step runs and acknowledged once the result is
+ * stored.
  */
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import { ensureConsumer, ensureStreams, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
+import { ensureConsumer, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
 import { StepRequestSchema, decode, encode, errorMessage, isTriadError, silentLogger, type Logger, type StepRequest, type StepResult } from '@triad/protocol';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
-import type { Lease, Leases, TaskStore } from '@triad/store';
 import type { AgentDefinition } from './define.js';
 import { isPermanent } from './errors.js';
 import { ResultSender } from './result-sender.js';
@@ -15,15 +17,16 @@ import { runStep, type StepOutcome } from './run-step.js';
 
 export interface AgentHostOptions {
   bus: Bus;
-  /** The state store, for the step leases (Redlock) and the fenced claim that records lockedBy. */
-  state: { tasks: TaskStore; leases: Leases };
-  /** The longest a step lease is taken or extended for at once (never past completeBy). */
-  stepLeaseMs?: number;
   agents: readonly AgentDefinition[];
   id?: string;
   logger?: Logger;
   /** Subtracted from completeBy for clock skew between the scheduler's and this machine's clocks. */
   safetyMarginMs?: number;
+  /**
+   * How long a step request may go without a sign of life before JetStream gives it to another agent
+   * (the consumer's ack wait); the host signals every third of it while the step runs. Default 5 s.
+   */
+  ackWaitMs?: number;
 }
 
 export interface AgentMetrics {
@@ -36,15 +39,12 @@ export interface AgentMetrics {
   droppedOnArrival: number;
   /** Steps refused because the agent's circuit breaker was open. */
   circuitOpen: number;
-  /** Deliveries dropped because another instance holds the step's lease (a duplicate delivery). */
-  duplicates: number;
-  /** Requests dropped because the step had moved on (a superseded attempt). */
-  staleRequests: number;
-  /** Steps aborted because their lease could not be extended. */
-  leaseLost: number;
+  /** Requests delivered again after another agent (or this one) stopped signalling (a crash, a pause). */
+  redelivered: number;
 }
 
 const DEFAULT_BREAKER = { threshold: 5, halfOpenAfterMs: 5_000 };
+const DEFAULT_ACK_WAIT_MS = 5_000;
 /**
  * Results queued for publishing beyond which a finished step keeps its slot until its result is stored:
  * when NATS is slow, the agent stops taking new steps instead of piling results up in memory.
@@ -53,19 +53,20 @@ const MAX_RESULT_BACKLOG = 1_024;
 
 export class AgentHost {
   readonly id: string;
-  readonly metrics: AgentMetrics = { started: 0, succeeded: 0, failed: 0, expired: 0, droppedOnArrival: 0, circuitOpen: 0, duplicates: 0, staleRequests: 0, leaseLost: 0 };
+  readonly metrics: AgentMetrics = { started: 0, succeeded: 0, failed: 0, expired: 0, droppedOnArrival: 0, circuitOpen: 0, redelivered: 0 };
   private readonly breakers = new Map<string, { policy: CircuitBreakerPolicy; halfOpenAfterMs: number }>();
   private readonly log: Logger;
   private consumers: RunningConsumer[] = [];
   private readonly agents: Map<string, AgentDefinition>;
-  private readonly results: ResultSender;
+  /** One sender per agent type: each publishes on its own result subject. */
+  private readonly results = new Map<string, ResultSender>();
 
   constructor(private readonly o: AgentHostOptions) {
     this.id = o.id ?? `agent-${hostname()}-${process.pid}-${randomUUID().slice(0, 4)}`;
     this.log = o.logger ?? silentLogger;
     this.agents = new Map(o.agents.map((a) => [a.name, a]));
-    this.results = new ResultSender(o.bus);
     for (const a of o.agents) {
+      this.results.set(a.name, new ResultSender(o.bus, o.bus.names.subjects.result(a.name)));
       const b = { ...DEFAULT_BREAKER, ...a.breaker };
       // Only retryable failures open the breaker: a permanent one says nothing about the service's health.
       const policy = circuitBreaker(handleWhen((e) => !isPermanent(e)), { halfOpenAfter: b.halfOpenAfterMs, breaker: new ConsecutiveBreaker(b.threshold) });
@@ -78,13 +79,14 @@ export class AgentHost {
   async start(): Promise<void> {
     const { bus } = this.o;
     const n = bus.names;
-    await ensureStreams(bus);
+    const ackWaitMs = this.o.ackWaitMs ?? DEFAULT_ACK_WAIT_MS;
+    await this.waitForStepsStream();
     for (const agent of this.agents.values()) {
       const durable = n.consumers.agent(agent.name);
-      await ensureConsumer(bus, { stream: n.streams.steps, durable, filterSubject: n.subjects.step(agent.name), ackWaitMs: 30_000 });
+      await ensureConsumer(bus, { stream: n.streams.steps, durable, filterSubject: n.subjects.step(agent.name), ackWaitMs });
       this.consumers.push(
         startConsumer(bus, { stream: n.streams.steps, durable, source: `step.${agent.name}`, concurrency: agent.concurrency ?? 32, prefetch: agent.concurrency ?? 32, logger: this.log }, (d) =>
-          this.onRequest(agent, d.data, d.ackNow),
+          this.onRequest(agent, d.data, d.deliveryCount, d.working, d.ackNow, ackWaitMs),
         ),
       );
     }
@@ -94,10 +96,30 @@ export class AgentHost {
 
   async stop(): Promise<void> {
     await Promise.all(this.consumers.map((c) => c.stop()));
-    await this.results.drain();
+    await Promise.all([...this.results.values()].map((r) => r.drain()));
   }
 
-  private async onRequest(agent: AgentDefinition, data: Uint8Array, ackNow: () => void): Promise<Disposition> {
+  /**
+   * The schedulers create the streams (an agent identity may not: decision 0010); an agent started
+   * first waits for them, saying what it waits for.
+   */
+  private async waitForStepsStream(): Promise<void> {
+    const { bus } = this.o;
+    const stream = bus.names.streams.steps;
+    for (let delay = 250, said = false; ; delay = Math.min(delay * 2, 5_000)) {
+      try {
+        await bus.jsm.streams.info(stream);
+        return;
+      } catch (e) {
+        if (!/not found/i.test(errorMessage(e))) throw e;
+        if (!said) this.log.warn({ stream }, 'waiting for the steps stream: start a scheduler in this namespace (it creates the streams)');
+        said = true;
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+
+  private async onRequest(agent: AgentDefinition, data: Uint8Array, deliveryCount: number, working: () => void, ackNow: () => void, ackWaitMs: number): Promise<Disposition> {
     const d = decode(data, StepRequestSchema, `step request for agent ${agent.name}`);
     if (!d.ok) return { deadLetter: d.error.message };
     const req = d.value;
@@ -108,82 +130,42 @@ export class AgentHost {
       this.log.debug({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'request arrived past completeBy: dropped');
       return 'ack';
     }
-    // From here the step is ours; if this process dies, the supervisor retries it after completeBy.
-    ackNow();
-    const held = await this.takeStep(req, margin);
-    if (!held) return 'ack';
+    if (deliveryCount > 1) {
+      // Another agent took it and stopped signalling (died, or paused): run the same attempt again; its
+      // effect is applied once by the idempotency key, and the scheduler applies one result per attempt.
+      this.metrics.redelivered++;
+      this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt, deliveryCount }, 'step request delivered again: running it');
+    }
+    // The message is the step's lease: keep it while the step runs, so JetStream gives it to no one else.
+    const keepAlive = setInterval(working, Math.max(100, Math.floor(ackWaitMs / 3)));
     this.metrics.started++;
     const breaker = this.breakers.get(agent.name);
     let outcome: StepOutcome;
     try {
-      outcome = await runStep(req, agent, { safetyMarginMs: margin, signal: held.lost, ...(breaker ? { breaker } : {}) });
-    } finally {
-      held.stop();
+      outcome = await runStep(req, agent, breaker ? { safetyMarginMs: margin, breaker } : { safetyMarginMs: margin });
+    } catch (e) {
+      clearInterval(keepAlive);
+      throw e;
     }
     if (outcome.kind === 'expired') {
+      clearInterval(keepAlive);
       this.metrics.expired++;
       this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, tries: outcome.tries }, 'complete-by reached: stopped, nothing sent back');
-      void held.release();
       return 'ack';
     }
-    // No release: applying this result deletes the step lease (and if the result is lost, the lease
-    // lapses by completeBy, before any retry of the step can start). The slot is free once the result
-    // is queued for publishing, unless the queue is long.
-    const stored = this.report(req, outcome).catch((e: unknown) =>
-      this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, err: errorMessage(e) }, 'result not stored: the supervisor retries the step after its complete-by'),
-    );
-    if (this.results.backlog > MAX_RESULT_BACKLOG) await stored;
-    return 'ack';
-  }
-
-  /**
-   * Claims the step: `claimStep` takes the step's lease and records this instance as the holder in one
-   * atomic call, fenced by the attempt (another instance holding the lease means this delivery is a
-   * duplicate). Keeps the lease extended, never past completeBy. Once the result is applied, the
-   * scheduler's transition deletes the lease, so only a run that sends no result releases it here.
-   */
-  private async takeStep(req: StepRequest, margin: number): Promise<{ lost: AbortSignal; stop(): void; release(): Promise<void> } | undefined> {
-    const { tasks, leases } = this.o.state;
-    const maxMs = this.o.stepLeaseMs ?? 10_000;
-    const leaseFor = (): number => Math.min(maxMs, req.completeBy - Date.now());
-    const takenAt = Date.now();
-    const claimed = leases.step(req.taskId, req.step, req.kind, leaseFor());
-    const claim = await tasks.claimStep({ lease: claimed, taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id });
-    if (!claim.claimed) {
-      if (claim.busy) {
-        this.metrics.duplicates++;
-        this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'another instance holds this step: duplicate delivery dropped');
-      } else {
-        this.metrics.staleRequests++;
-        this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt, reason: claim.reason }, 'request for a step that moved on: dropped');
-      }
-      return undefined;
-    }
-    let lease: Lease = leases.held(claimed, takenAt);
-    let stopped = false;
-    const lost = new AbortController();
-    const extendEvery = Math.max(50, Math.floor(leaseFor() / 3));
-    const timer = setInterval(() => {
-      const ms = leaseFor() - margin;
-      if (ms <= 0) return; // the window closes before the lease would matter: runStep stops there
-      lease.extend(ms).then(
-        (l) => (lease = l),
-        (e: unknown) => {
-          if (stopped) return; // the run ended meanwhile (and its result may already have freed the lease)
-          this.metrics.leaseLost++;
-          this.log.warn({ taskId: req.taskId, step: req.step, err: errorMessage(e) }, 'step lease lost: stopping, sending nothing');
-          lost.abort(new Error('step lease lost'));
-        },
-      );
-    }, extendEvery);
-    return {
-      lost: lost.signal,
-      stop: () => {
-        stopped = true;
-        clearInterval(timer);
-      },
-      release: () => lease.release(),
-    };
+    // The lease is held until the result is stored (a crash before that hands the step to another agent);
+    // the slot is free once the result is queued, unless the queue is long.
+    const sender = this.results.get(agent.name);
+    const stored = this.report(req, outcome)
+      .catch((e: unknown) =>
+        this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, err: errorMessage(e) }, 'result not stored: the supervisor retries the step after its complete-by'),
+      )
+      .finally(() => {
+        clearInterval(keepAlive);
+        ackNow();
+      });
+    if ((sender?.backlog ?? 0) > MAX_RESULT_BACKLOG) await stored;
+    return 'defer';
   }
 
   private async report(req: Pick<StepRequest, 'taskId' | 'step' | 'agent' | 'kind' | 'attempt'>, outcome: Exclude<StepOutcome, { kind: 'expired' }>): Promise<void> {
@@ -207,6 +189,8 @@ export class AgentHost {
     }
     if (result.ok) this.metrics.succeeded++;
     else this.metrics.failed++;
-    await this.results.send(bytes, `${req.taskId}:${req.step}:${req.kind}:${req.attempt}:result`);
+    const sender = this.results.get(req.agent);
+    if (!sender) throw new Error(`no result sender for agent ${req.agent}`);
+    await sender.send(bytes, `${req.taskId}:${req.step}:${req.kind}:${req.attempt}:result`);
   }
 }

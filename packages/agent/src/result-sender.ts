@@ -1,8 +1,9 @@
 /**
- * Sends an agent's step results to the scheduler with as few JetStream publishes as the load allows
- * (decision 0008). A result goes out at once when no publish is in flight; results that finish while
- * one is in flight wait for it and then go out together, as one batch message. So an idle agent adds no
- * delay, and a busy one pays one publish-with-ack per batch instead of one per step.
+ * Sends one agent type's step results to the scheduler with as few JetStream publishes as the load
+ * allows (decision 0008), on that agent type's result subject (decision 0010). A result goes out at once
+ * when no publish is in flight; results that finish while one is in flight wait for it and then go out
+ * together, as one batch message. So an idle agent adds no delay, and a busy one pays one
+ * publish-with-ack per batch instead of one per step.
  */
 import { publishDurable, type Bus } from '@triad/bus';
 import { DEFAULT_MAX_MESSAGE_BYTES, MAX_RESULTS_PER_BATCH, encode, type StepResultBatch } from '@triad/protocol';
@@ -25,6 +26,8 @@ export class ResultSender {
 
   constructor(
     private readonly bus: Bus,
+    /** The agent type's result subject (`triad.<ns>.result.<agent>`). */
+    private readonly subject: string,
     private readonly maxBytes: number = DEFAULT_MAX_MESSAGE_BYTES,
   ) {}
 
@@ -64,7 +67,7 @@ export class ResultSender {
     while (this.queue.length > 0) {
       const batch = this.take();
       try {
-        const subject = this.bus.names.subjects.result;
+        const subject = this.subject;
         if (batch.length === 1) {
           const only = batch[0]!;
           await publishDurable(this.bus, subject, only.bytes, only.msgID);

@@ -15,6 +15,11 @@ export interface BusOptions {
    */
   failFast?: boolean;
   connectTimeoutMs?: number;
+  /**
+   * Where this connection's reply subjects live (request replies, JetStream acks): a client's own inbox
+   * prefix, `_INBOX.<ns>.<client>`, which its permissions let it subscribe to (decision 0010).
+   */
+  inboxPrefix?: string;
 }
 
 export interface Bus {
@@ -40,6 +45,7 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
       // nats.js otherwise builds two Error objects per request (every JetStream publish) for async stack
       // traces: a quarter of the scheduler's CPU in the benchmark's profile. Our errors carry context.
       noAsyncTraces: true,
+      ...(opts.inboxPrefix ? { inboxPrefix: opts.inboxPrefix } : {}),
     });
   } catch (e) {
     throw new TriadError(

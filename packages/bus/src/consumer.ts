@@ -16,14 +16,18 @@ export interface Delivery {
   /** Tells the server the handler is still working (resets the ack wait). */
   readonly working: () => void;
   /**
-   * Acknowledges now, before the handler finishes: for work whose loss is recovered elsewhere (an agent
-   * acks a step request when it starts it; a lost step is the supervisor's to retry).
+   * Acknowledges now, or later: a handler that returned 'defer' acknowledges with it once its work is
+   * safely handed on (an agent, once its step's result is stored; decision 0010).
    */
   readonly ackNow: () => void;
 }
 
-/** What a handler decides; throwing means "retry later" (nak with back-off). */
-export type Disposition = 'ack' | { nakDelayMs: number } | { deadLetter: string };
+/**
+ * What a handler decides; throwing means "retry later" (nak with back-off). 'defer': the handler keeps
+ * the message (extending it with `working()`) and acknowledges it itself with `ackNow()`; if it never
+ * does, the server redelivers the message after the ack wait.
+ */
+export type Disposition = 'ack' | 'defer' | { nakDelayMs: number } | { deadLetter: string };
 
 export interface ConsumeOptions {
   stream: string;
@@ -82,7 +86,7 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
       m.nak(delay);
       return;
     }
-    if (acked) return;
+    if (acked || d === 'defer') return;
     if (d === 'ack') m.ack();
     else if ('nakDelayMs' in d) m.nak(d.nakDelayMs);
     else {

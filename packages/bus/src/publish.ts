@@ -22,13 +22,13 @@ export async function deadLetter(bus: Bus, source: string, reason: string, origi
 }
 
 /**
- * Publishes the events of one transition as one message: to the events stream (message id
- * `taskId:ev:<first seq>`, so a repeat is dropped) and, when the submitter named one, to its private
- * reply subject. Resolves when JetStream has stored them.
+ * Publishes the events of one transition as one message: to the events stream under the submitting
+ * client (message id `<client>:<taskId>:ev:<first seq>`, so a repeat is dropped) and, when the submitter
+ * named one, to its private reply subject. Resolves when JetStream has stored them.
  */
-export async function publishTaskEvents(bus: Bus, taskId: string, events: readonly TaskEvent[], replyTo?: string): Promise<void> {
+export async function publishTaskEvents(bus: Bus, client: string, taskId: string, events: readonly TaskEvent[], replyTo?: string): Promise<void> {
   const bytes = eventBatch(bus, taskId, events, replyTo);
-  if (bytes) await publishDurable(bus, bus.names.subjects.event(taskId), bytes, `${taskId}:ev:${events[0]?.seq ?? 0}`);
+  if (bytes) await publishDurable(bus, bus.names.subjects.event(client, taskId), bytes, eventMessageId(client, taskId, events));
 }
 
 /**
@@ -38,12 +38,20 @@ export async function publishTaskEvents(bus: Bus, taskId: string, events: readon
  * reply and timer per transition. Events published while NATS is unreachable are lost from the history
  * once the client's reconnect buffer is full; the task state is unaffected.
  */
-export function sendTaskEvents(bus: Bus, taskId: string, events: readonly TaskEvent[], replyTo?: string): void {
+export function sendTaskEvents(bus: Bus, client: string, taskId: string, events: readonly TaskEvent[], replyTo?: string): void {
   const bytes = eventBatch(bus, taskId, events, replyTo);
   if (!bytes) return;
   const h = headers();
-  h.set('Nats-Msg-Id', `${taskId}:ev:${events[0]?.seq ?? 0}`);
-  bus.nc.publish(bus.names.subjects.event(taskId), bytes, { headers: h });
+  h.set('Nats-Msg-Id', eventMessageId(client, taskId, events));
+  bus.nc.publish(bus.names.subjects.event(client, taskId), bytes, { headers: h });
+}
+
+/**
+ * `<client>:<taskId>:ev:<first seq>`: a repeat of one transition's events is dropped; a rejection (seq 0)
+ * of one client's submission never drops another client's for the same task id.
+ */
+function eventMessageId(client: string, taskId: string, events: readonly TaskEvent[]): string {
+  return `${client}:${taskId}:ev:${events[0]?.seq ?? 0}`;
 }
 
 /** Encodes one transition's events and sends them to the submitter's reply subject, if any. */

@@ -53,9 +53,9 @@ export function streamSpecs(bus: Bus, o: TopologyOptions = {}): StreamSpec[] {
     discard: DiscardPolicy.Old,
   });
   return [
-    work(n.submit, [s.submit]),
+    work(n.submit, [s.submitAll]),
     work(n.steps, [s.stepAll]),
-    work(n.results, [s.result]),
+    work(n.results, [s.resultAll]),
     work(n.commands, [s.command]),
     log(n.events, [s.eventAll], o.eventsMaxAgeMs ?? 24 * HOUR),
     log(n.alerts, [s.alert], o.alertsMaxAgeMs ?? 7 * 24 * HOUR),

@@ -15,7 +15,10 @@ import { createInbox } from '@nats-io/nats-core';
 import { connectBus, type Bus } from '@triad/bus';
 import {
   ApiReplySchema,
+  ClientIdSchema,
+  DEFAULT_CLIENT_ID,
   ErrorCode,
+  names,
   SubmissionSchema,
   TaskEventBatchSchema,
   TriadError,
@@ -38,6 +41,12 @@ import {
 export interface ClientOptions {
   natsUrl?: string;
   namespace?: string;
+  /**
+   * The identity this client submits and reads under (TRIAD_CLIENT_ID; default "default"): part of its
+   * submit subject, its tasks' event subjects and its inbox, which credentials can confine it to
+   * (decision 0010).
+   */
+  clientId?: string;
   name?: string;
   /** Timeout of API requests. */
   requestTimeoutMs?: number;
@@ -70,18 +79,26 @@ export interface WorkflowSummary {
 export class TriadClient {
   private constructor(
     readonly bus: Bus,
+    /** The identity this client submits and reads under (decision 0010). */
+    readonly clientId: string,
     private readonly requestTimeoutMs: number,
   ) {}
 
   static async connect(o: ClientOptions = {}): Promise<TriadClient> {
+    const namespace = o.namespace ?? 'default';
+    const id = ClientIdSchema.safeParse(o.clientId ?? DEFAULT_CLIENT_ID);
+    if (!id.success) {
+      throw new TriadError(ErrorCode.InvalidConfig, `client id "${o.clientId ?? ''}" is invalid (TRIAD_CLIENT_ID): ${id.error.issues[0]?.message ?? 'not a name'}`);
+    }
     const bus = await connectBus({
       url: o.natsUrl ?? 'nats://127.0.0.1:4222',
-      namespace: o.namespace ?? 'default',
+      namespace,
       name: o.name ?? `triad-client-${process.pid}`,
       connectTimeoutMs: o.requestTimeoutMs ?? 10_000,
       failFast: !o.waitForServer,
+      inboxPrefix: names(namespace).subjects.inboxPrefix(id.data),
     });
-    return new TriadClient(bus, o.requestTimeoutMs ?? 10_000);
+    return new TriadClient(bus, id.data, o.requestTimeoutMs ?? 10_000);
   }
 
   get namespace(): string {
@@ -177,7 +194,9 @@ export class TriadClient {
     if (!v.ok) throw v.error;
     const bytes = encode(v.value); // an oversized submission is refused here, before it is sent
     try {
-      const ack = await this.bus.js.publish(this.bus.names.subjects.submit, bytes, { msgID: v.value.taskId });
+      // Deduplicated per client: another client's submission with the same task id must reach a
+      // scheduler, to be refused there with the reason (decision 0010).
+      const ack = await this.bus.js.publish(this.bus.names.subjects.submit(this.clientId), bytes, { msgID: `${this.clientId}:${v.value.taskId}` });
       return { taskId: v.value.taskId, duplicate: ack.duplicate };
     } catch (e) {
       throw new TriadError(
@@ -190,10 +209,18 @@ export class TriadClient {
 
   /**
    * A task's events: its stored history first, then live ones, until the task ends (or `signal` aborts).
-   * Events are de-duplicated by sequence number.
+   * Events are de-duplicated by sequence number. They are read under the client that submitted the task
+   * (decision 0010): `owner` when given, else the one `task.get` names (this client's own id for a task
+   * not recorded yet).
    */
-  async *watch(taskId: string, o: { signal?: AbortSignal } = {}): AsyncGenerator<TaskEvent> {
-    const consumer = await this.orderedEventConsumer(taskId, o.signal);
+  async *watch(taskId: string, o: { signal?: AbortSignal; owner?: string } = {}): AsyncGenerator<TaskEvent> {
+    const owner =
+      o.owner ??
+      (await this.getTask(taskId).then(
+        (t) => t.client ?? this.clientId,
+        () => this.clientId,
+      ));
+    const consumer = await this.orderedEventConsumer(owner, taskId, o.signal);
     if (!consumer || o.signal?.aborted) return;
     const messages = await consumer.consume();
     const stop = (): void => void messages.close();
@@ -226,13 +253,13 @@ export class TriadClient {
    * An ordered consumer of one task's events from the start of its history. Creating it is retried
    * (NATS may be restarting and JetStream recovering) until it works or `signal` aborts.
    */
-  private async orderedEventConsumer(taskId: string, signal?: AbortSignal): Promise<Consumer | undefined> {
+  private async orderedEventConsumer(owner: string, taskId: string, signal?: AbortSignal): Promise<Consumer | undefined> {
     for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
       if (signal?.aborted) return undefined;
       try {
         return await this.bus.js.consumers.get(this.bus.names.streams.events, {
           // A single string, not an array: nats-server 2.9 knows only filter_subject.
-          filter_subjects: this.bus.names.subjects.event(taskId),
+          filter_subjects: this.bus.names.subjects.event(owner, taskId),
           deliver_policy: DeliverPolicy.All,
         });
       } catch (e) {
@@ -244,12 +271,15 @@ export class TriadClient {
     }
   }
 
-  /** Waits until the task reaches a terminal state and returns its final state. */
-  async wait(taskId: string, o: { timeoutMs?: number; onEvent?: (e: TaskEvent) => void } = {}): Promise<TaskState> {
+  /**
+   * Waits until a task this client submitted (or `owner`'s) reaches a terminal state and returns its
+   * final state; a submission the scheduler refused throws its reason.
+   */
+  async wait(taskId: string, o: { timeoutMs?: number; onEvent?: (e: TaskEvent) => void; owner?: string } = {}): Promise<TaskState> {
     const ac = new AbortController();
     const timer = setTimeout(() => ac.abort(), o.timeoutMs ?? 60_000);
     try {
-      for await (const ev of this.watch(taskId, { signal: ac.signal })) {
+      for await (const ev of this.watch(taskId, { signal: ac.signal, owner: o.owner ?? this.clientId })) {
         o.onEvent?.(ev);
         if (ev.type === 'rejected') {
           throw ev.error ? TriadError.fromWire(ev.error) : new TriadError(ErrorCode.InvalidMessage, ev.reason ?? `task ${taskId} was rejected`);
@@ -270,9 +300,9 @@ export class TriadClient {
     return this.wait(taskId, o);
   }
 
-  /** A private reply subject and an iterator of the events the scheduler sends there. */
+  /** A private reply subject (in this client's inbox) and an iterator of the events the scheduler sends there. */
   replySubject(): { subject: string; events: AsyncIterable<TaskEvent>; close(): void } {
-    const subject = createInbox(`_INBOX_triad_${this.namespace}`);
+    const subject = createInbox(this.bus.names.subjects.inboxPrefix(this.clientId));
     const sub = this.bus.nc.subscribe(subject);
     async function* events(): AsyncGenerator<TaskEvent> {
       for await (const m of sub) {

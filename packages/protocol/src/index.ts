@@ -20,6 +20,9 @@ export {
   NAME_PATTERN,
   NAMESPACE_PATTERN,
   TASK_ID_PATTERN,
+  ClientIdSchema,
+  DEFAULT_CLIENT_ID,
+  subjectToken,
 } from './names.js';
 export {
   RetryPolicySchema,

@@ -323,6 +323,8 @@ export const TaskStateSchema = z.object({
   finishedAt: z.number().optional(),
   /** The task's own deadline (epoch ms), when its workflow sets deadlineMs. */
   deadlineAt: z.number().optional(),
+  /** The client that submitted it: its events are under `triad.<ns>.event.<client>.<taskId>` (decision 0010). */
+  client: z.string().optional(),
   error: z.string().optional(),
   steps: z.array(StepStateSchema),
   /**

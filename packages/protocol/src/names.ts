@@ -21,17 +21,34 @@ export const TaskIdSchema = z
   .string()
   .regex(TASK_ID_PATTERN, 'a task id is 1-128 letters, digits, "_", "-" or ":"');
 
+/**
+ * The name a client (or operator) identity submits and reads under: it is part of its submit, events
+ * and inbox subjects, so NATS permissions can confine it to its own (decision 0010).
+ */
+export const ClientIdSchema = NameSchema;
+/** The client identity of a process that names none (TRIAD_CLIENT_ID unset). */
+export const DEFAULT_CLIENT_ID = 'default';
+
 export interface Names {
   readonly namespace: string;
   readonly subjects: {
-    readonly submit: string;
+    /** Submissions of one client (the scheduler reads the submitter from the subject). */
+    submit(client: string): string;
+    readonly submitAll: string;
     /** Step requests for one agent type. */
     step(agent: string): string;
     readonly stepAll: string;
-    readonly result: string;
+    /** Results of one agent type (the scheduler checks each result's step belongs to that agent). */
+    result(agent: string): string;
+    readonly resultAll: string;
     readonly command: string;
-    event(taskId: string): string;
+    /** One task's events, under the client that submitted it. */
+    event(client: string, taskId: string): string;
+    /** One task's events, whoever submitted it (an operator's filter). */
+    eventOfTask(taskId: string): string;
     readonly eventAll: string;
+    /** A client's inbox prefix: its reply subjects, API replies and acks start with it. */
+    inboxPrefix(client: string): string;
     readonly alert: string;
     deadLetter(source: string): string;
     readonly deadLetterAll: string;
@@ -56,6 +73,10 @@ export interface Names {
     agent(agent: string): string;
   };
   readonly queueGroup: string;
+  /** The client a submission's subject names, or undefined when it names none (decision 0010). */
+  submitter(subject: string): string | undefined;
+  /** The agent type a result's subject names, or undefined when it names none (decision 0010). */
+  resultAgent(subject: string): string | undefined;
 }
 
 export const API_OPS = ['workflow.register', 'workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.retry', 'task.cancel', 'alert.list', 'supervisor.status'] as const;
@@ -68,13 +89,17 @@ export function names(namespace: string): Names {
   return {
     namespace: ns,
     subjects: {
-      submit: `${p}.submit`,
+      submit: (client) => `${p}.submit.${client}`,
+      submitAll: `${p}.submit.*`,
       step: (agent) => `${p}.step.${agent}`,
       stepAll: `${p}.step.*`,
-      result: `${p}.result`,
+      result: (agent) => `${p}.result.${agent}`,
+      resultAll: `${p}.result.*`,
       command: `${p}.command`,
-      event: (taskId) => `${p}.event.${taskId}`,
-      eventAll: `${p}.event.*`,
+      event: (client, taskId) => `${p}.event.${client}.${taskId}`,
+      eventOfTask: (taskId) => `${p}.event.*.${taskId}`,
+      eventAll: `${p}.event.*.*`,
+      inboxPrefix: (client) => `_INBOX.${ns}.${client}`,
       alert: `${p}.alert`,
       deadLetter: (source) => `${p}.dlq.${source}`,
       deadLetterAll: `${p}.dlq.*`,
@@ -98,5 +123,17 @@ export function names(namespace: string): Names {
       agent: (agent) => `agent-${agent}`,
     },
     queueGroup: `triad-${ns}-scheduler`,
+    submitter: (subject) => subjectToken(subject, `${p}.submit.`),
+    resultAgent: (subject) => subjectToken(subject, `${p}.result.`),
   };
+}
+
+/**
+ * The last token of a subject under `prefix` (`triad.<ns>.submit.` → the client, `triad.<ns>.result.` →
+ * the agent type), or undefined when the subject is not under it or the token is not a name.
+ */
+export function subjectToken(subject: string, prefix: string): string | undefined {
+  if (!subject.startsWith(prefix)) return undefined;
+  const token = subject.slice(prefix.length);
+  return NAME_PATTERN.test(token) ? token : undefined;
 }

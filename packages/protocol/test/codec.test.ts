@@ -300,8 +300,8 @@ function subjectMatches(filter: string, subject: string): boolean {
 function allSubjects(n: Names): string[] {
   const s = n.subjects;
   return [
-    s.submit, s.step('payment'), s.stepAll, s.result, s.command, s.event('t-1'), s.eventAll, s.alert,
-    s.deadLetter('submit'), s.deadLetterAll, ...API_OPS.map((op) => s.api(op)), s.apiAll, s.health,
+    s.submit('c1'), s.submitAll, s.step('payment'), s.stepAll, s.result('payment'), s.resultAll, s.command, s.event('c1', 't-1'), s.eventOfTask('t-1'), s.eventAll, s.alert,
+    s.deadLetter('submit'), s.deadLetterAll, ...API_OPS.map((op) => s.api(op)), s.apiAll, s.health, `${s.inboxPrefix('c1')}.x`,
   ];
 }
 
@@ -328,7 +328,17 @@ describe('names()', () => {
   it('subjects of one namespace are matched by its own wildcards', () => {
     const n = names('dev');
     expect(subjectMatches(n.subjects.stepAll, n.subjects.step('payment'))).toBe(true);
-    expect(subjectMatches(n.subjects.eventAll, n.subjects.event('t-1'))).toBe(true);
+    expect(subjectMatches(n.subjects.eventAll, n.subjects.event('c1', 't-1'))).toBe(true);
+    expect(subjectMatches(n.subjects.eventOfTask('t-1'), n.subjects.event('c1', 't-1'))).toBe(true);
+    expect(subjectMatches(n.subjects.eventOfTask('t-2'), n.subjects.event('c1', 't-1'))).toBe(false);
+    expect(subjectMatches(n.subjects.submitAll, n.subjects.submit('c1'))).toBe(true);
+    expect(subjectMatches(n.subjects.resultAll, n.subjects.result('payment'))).toBe(true);
+    // The identity in a subject is read back exactly; anything else names no one.
+    expect(n.submitter(n.subjects.submit('shop-1'))).toBe('shop-1');
+    expect(n.resultAgent(n.subjects.result('payment'))).toBe('payment');
+    expect(n.submitter('triad.dev.submit')).toBeUndefined();
+    expect(n.submitter('triad.other.submit.c1')).toBeUndefined();
+    expect(n.resultAgent('triad.dev.result.a.b')).toBeUndefined();
     expect(subjectMatches(n.subjects.deadLetterAll, n.subjects.deadLetter('result'))).toBe(true);
     for (const op of API_OPS) expect(subjectMatches(n.subjects.apiAll, n.subjects.api(op))).toBe(true);
     // Stream names must be valid JetStream names: no dots, wildcards or spaces.
@@ -369,12 +379,13 @@ describe('name and task id patterns', () => {
 
 describe('loadConfig', () => {
   it('applies defaults for an empty environment (empty strings count as unset)', () => {
-    expect(loadConfig({})).toEqual({ natsUrl: 'nats://127.0.0.1:4222', redisUrl: 'redis://127.0.0.1:6379', namespace: 'default', logLevel: 'info' });
+    expect(loadConfig({})).toEqual({ natsUrl: 'nats://127.0.0.1:4222', redisUrl: 'redis://127.0.0.1:6379', namespace: 'default', clientId: 'default', logLevel: 'info' });
     expect(loadConfig({ NATS_URL: '', REDIS_URL: '' }).redisUrl).toBe('redis://127.0.0.1:6379');
-    expect(loadConfig({ REDIS_URL: 'rediss://cache:6380', TRIAD_NAMESPACE: 'prod', TRIAD_LOG_LEVEL: 'debug', NATS_URL: 'nats://n:4222' })).toEqual({
+    expect(loadConfig({ REDIS_URL: 'rediss://cache:6380', TRIAD_NAMESPACE: 'prod', TRIAD_LOG_LEVEL: 'debug', NATS_URL: 'nats://n:4222', TRIAD_CLIENT_ID: 'shop-1' })).toEqual({
       natsUrl: 'nats://n:4222',
       redisUrl: 'rediss://cache:6380',
       namespace: 'prod',
+      clientId: 'shop-1',
       logLevel: 'debug',
     });
   });

@@ -62,7 +62,7 @@ export class Dispatcher {
     }
     // Events are history, not state (decision 0001): sent without asking for JetStream's ack. Publishes
     // on one connection keep their order in the stream.
-    sendTaskEvents(this.bus, taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo);
+    sendTaskEvents(this.bus, t.client, taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo);
     await Promise.all(work);
   }
 }

@@ -18,6 +18,7 @@ import {
 } from '@triad/bus';
 import { compilePlan } from '@triad/core';
 import {
+  ErrorCode,
   decodeResults,
   SubmissionSchema,
   SupervisorCommandSchema,
@@ -62,6 +63,8 @@ export interface SchedulerMetrics {
   resultBatches: number;
   /** Results rejected by fencing (late, duplicate, or for a superseded attempt): counted, never applied. */
   resultsStale: number;
+  /** Results that came on another agent type's subject than the step's (decision 0010): counted, dead-lettered. */
+  resultsForged: number;
   deadLettered: number;
   /** Operations put back because another scheduler held the task's lease at that moment. */
   leaseBusy: number;
@@ -76,6 +79,7 @@ export class Scheduler {
     resultsApplied: 0,
     resultBatches: 0,
     resultsStale: 0,
+    resultsForged: 0,
     deadLettered: 0,
     leaseBusy: 0,
   };
@@ -100,17 +104,17 @@ export class Scheduler {
     // Handlers take milliseconds: a short ack wait means messages a crashed scheduler had pulled come
     // back quickly to another one (a slow handler's message is merely redelivered, and applied once).
     const ackWaitMs = this.o.ackWaitMs ?? 5_000;
-    await ensureConsumer(bus, { stream: n.streams.submit, durable: n.consumers.scheduler, filterSubject: n.subjects.submit, ackWaitMs });
-    await ensureConsumer(bus, { stream: n.streams.results, durable: n.consumers.results, filterSubject: n.subjects.result, ackWaitMs });
+    await ensureConsumer(bus, { stream: n.streams.submit, durable: n.consumers.scheduler, filterSubject: n.subjects.submitAll, ackWaitMs });
+    await ensureConsumer(bus, { stream: n.streams.results, durable: n.consumers.results, filterSubject: n.subjects.resultAll, ackWaitMs });
     await ensureConsumer(bus, { stream: n.streams.commands, durable: n.consumers.commands, filterSubject: n.subjects.command, ackWaitMs });
     this.api.start();
     const concurrency = this.o.concurrency ?? 64;
     this.consumers = [
       startConsumer(bus, { stream: n.streams.submit, durable: n.consumers.scheduler, source: 'submit', concurrency, logger: this.log }, (d) =>
-        this.onSubmission(d.data, d.deliveryCount),
+        this.onSubmission(d.data, d.deliveryCount, d.subject),
       ),
       startConsumer(bus, { stream: n.streams.results, durable: n.consumers.results, source: 'result', concurrency, logger: this.log }, (d) =>
-        this.onResult(d.data, d.deliveryCount),
+        this.onResult(d.data, d.deliveryCount, d.subject),
       ),
       startConsumer(bus, { stream: n.streams.commands, durable: n.consumers.commands, source: 'command', concurrency, logger: this.log }, (d) =>
         this.onCommand(d.data),
@@ -129,30 +133,46 @@ export class Scheduler {
     return this.o.workflows.get(name, version);
   }
 
-  async onSubmission(data: Uint8Array, deliveryCount: number): Promise<Disposition> {
+  /**
+   * A submission. Its subject names the submitting client (decision 0010): the task is recorded as
+   * that client's, its events go out under it, and its reply subject must be in that client's inbox.
+   */
+  async onSubmission(data: Uint8Array, deliveryCount: number, subject: string): Promise<Disposition> {
+    const client = this.o.bus.names.submitter(subject);
+    if (!client) {
+      this.metrics.submissionsRejected++;
+      this.metrics.deadLettered++;
+      return { deadLetter: `submission on ${subject}: the subject must name the submitting client (triad.<ns>.submit.<client>)` };
+    }
     const d = decode(data, SubmissionSchema, 'submission');
     if (!d.ok) {
       this.metrics.submissionsRejected++;
       this.metrics.deadLettered++;
-      this.rejectUnparsed(data, d.error.message);
+      this.rejectUnparsed(client, data, d.error.message);
       return { deadLetter: d.error.message };
     }
     const sub = d.value;
-    const wf = await this.workflow(sub.workflow, sub.version);
-    if (!wf) {
-      const err = unknownWorkflow(sub.workflow, sub.version);
+    const refuse = async (err: TriadError, o: { answerReplyTo: boolean } = { answerReplyTo: true }): Promise<Disposition> => {
       this.metrics.submissionsRejected++;
       this.metrics.deadLettered++;
-      await this.reject(sub.taskId, err, sub.replyTo);
+      await this.reject(client, sub.taskId, err, o.answerReplyTo ? sub.replyTo : undefined);
       return { deadLetter: err.message };
+    };
+    const inbox = `${this.o.bus.names.subjects.inboxPrefix(client)}.`;
+    if (sub.replyTo !== undefined && !sub.replyTo.startsWith(inbox)) {
+      // Never publish to a subject the submitter does not own: the scheduler is no relay.
+      return refuse(
+        new TriadError(ErrorCode.InvalidMessage, `submission ${sub.taskId}: replyTo "${sub.replyTo}" is not in client ${client}'s inbox; use a subject starting with ${inbox} (the SDK's replySubject() does)`),
+        { answerReplyTo: false },
+      );
     }
+    const wf = await this.workflow(sub.workflow, sub.version);
+    if (!wf) return refuse(unknownWorkflow(sub.workflow, sub.version));
     let input: Uint8Array;
     try {
       input = encode(sub.input);
     } catch (e) {
-      const err = e as TriadError;
-      await this.reject(sub.taskId, err, sub.replyTo);
-      return { deadLetter: err.message };
+      return refuse(e as TriadError);
     }
     return this.withTaskLease(sub.taskId, async (lease): Promise<Disposition> => {
       const now = Date.now();
@@ -165,11 +185,17 @@ export class Scheduler {
         plan: compilePlan(wf),
         onFailure: wf.onFailure,
         ...(wf.deadlineMs !== undefined ? { deadlineMs: wf.deadlineMs } : {}),
+        client,
         now,
         schedulerId: this.id,
         ...(sub.replyTo ? { replyTo: sub.replyTo } : {}),
       });
       if (!created.created) {
+        if (created.client !== client) {
+          // Another client's task id: never merged into it (its events are not this client's to see).
+          await refuse(new TriadError(ErrorCode.InvalidState, `submission ${sub.taskId}: the task id is taken by another client; submit with a new task id`));
+          return { deadLetter: `task id ${sub.taskId} is taken by client ${created.client}, submitted again by ${client}` };
+        }
         this.metrics.submissionsDuplicate++;
         // A redelivery after a crash between the transition and its publishes: send the in-flight
         // step requests again (message ids make this harmless if they did go out).
@@ -226,7 +252,13 @@ export class Scheduler {
    * results has been applied, found stale, dead-lettered on its own, or (when another scheduler holds its
    * task's lease for long) handed back to the stream as a message of its own.
    */
-  async onResult(data: Uint8Array, deliveryCount: number): Promise<Disposition> {
+  async onResult(data: Uint8Array, deliveryCount: number, subject: string): Promise<Disposition> {
+    // The agent type the result claims to come from is the subject it was allowed to publish on.
+    const agentType = this.o.bus.names.resultAgent(subject);
+    if (!agentType) {
+      this.metrics.deadLettered++;
+      return { deadLetter: `result on ${subject}: the subject must name the agent type (triad.<ns>.result.<agent>)` };
+    }
     const d = decodeResults(data);
     if (!d.ok) {
       this.metrics.deadLettered++;
@@ -234,8 +266,8 @@ export class Scheduler {
     }
     const { single, items } = d.value;
     const first = items[0];
-    if (single && first?.ok) return this.applyResult(first.value, deliveryCount);
-    const settled = await Promise.allSettled(items.map((item) => this.applyBatched(item, deliveryCount)));
+    if (single && first?.ok) return this.applyResult(first.value, agentType, deliveryCount);
+    const settled = await Promise.allSettled(items.map((item) => this.applyBatched(item, agentType, subject, deliveryCount)));
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     // Redelivered whole: the results applied meanwhile are then rejected as stale, never applied twice.
     if (failed) throw failed.reason;
@@ -243,7 +275,7 @@ export class Scheduler {
     return 'ack';
   }
 
-  private async applyBatched(item: ResultItem, deliveryCount: number): Promise<void> {
+  private async applyBatched(item: ResultItem, agentType: string, subject: string, deliveryCount: number): Promise<void> {
     const { bus } = this.o;
     if (!item.ok) {
       this.metrics.deadLettered++;
@@ -251,21 +283,21 @@ export class Scheduler {
       return;
     }
     for (let tries = 0; ; tries++) {
-      const d = await this.applyResult(item.value, deliveryCount);
-      if (d === 'ack') return;
+      const d = await this.applyResult(item.value, agentType, deliveryCount);
+      if (d === 'ack' || d === 'defer') return;
       if ('deadLetter' in d) {
         await deadLetter(bus, 'result', d.deadLetter, item.bytes, deliveryCount);
         return;
       }
       if (tries >= 4) {
-        await publishDurable(bus, bus.names.subjects.result, item.bytes);
+        await publishDurable(bus, subject, item.bytes);
         return;
       }
       await new Promise((r) => setTimeout(r, d.nakDelayMs));
     }
   }
 
-  private async applyResult(r: StepResult, deliveryCount: number): Promise<Disposition> {
+  private async applyResult(r: StepResult, agentType: string, deliveryCount: number): Promise<Disposition> {
     return this.withTaskLease(r.taskId, async (lease): Promise<Disposition> => {
       const now = Date.now();
       const outcome = await this.o.tasks
@@ -278,6 +310,7 @@ export class Scheduler {
           now,
           schedulerId: this.id,
           agentId: r.agentId,
+          agentType,
           outcome: r.ok
             ? { ok: true, output: encode(r.output) }
             : {
@@ -298,6 +331,12 @@ export class Scheduler {
         if ('unknown' in outcome) {
           this.metrics.deadLettered++;
           return { deadLetter: outcome.reason };
+        }
+        if (outcome.forged) {
+          this.metrics.resultsForged++;
+          this.metrics.deadLettered++;
+          this.log.warn({ taskId: r.taskId, step: r.step, attempt: r.attempt, agentType, agentId: r.agentId, reason: outcome.reason }, 'forged result rejected');
+          return { deadLetter: `forged result rejected: ${outcome.reason}` };
         }
         this.metrics.resultsStale++;
         this.log.warn({ taskId: r.taskId, step: r.step, attempt: r.attempt, agentId: r.agentId, reason: outcome.reason }, 'stale result rejected');
@@ -346,7 +385,7 @@ export class Scheduler {
   }
 
   /** A submission that did not parse: tell the caller if its reply subject and task id can be read. */
-  private rejectUnparsed(data: Uint8Array, reason: string): void {
+  private rejectUnparsed(client: string, data: Uint8Array, reason: string): void {
     let raw: unknown;
     try {
       raw = unpackTrusted(data);
@@ -355,7 +394,7 @@ export class Scheduler {
     }
     if (raw === null || typeof raw !== 'object') return;
     const { taskId, replyTo } = raw as { taskId?: unknown; replyTo?: unknown };
-    if (typeof taskId !== 'string' || typeof replyTo !== 'string') return;
+    if (typeof taskId !== 'string' || typeof replyTo !== 'string' || !replyTo.startsWith(`${this.o.bus.names.subjects.inboxPrefix(client)}.`)) return;
     const ev: TaskEvent = { taskId: taskId.slice(0, 128) || 'unknown', seq: 0, type: 'rejected', at: Date.now(), reason: reason.slice(0, 4000) };
     try {
       const batch: TaskEventBatch = { taskId: ev.taskId, events: [ev] };
@@ -365,8 +404,8 @@ export class Scheduler {
     }
   }
 
-  private async reject(taskId: string, err: TriadError, replyTo?: string): Promise<void> {
+  private async reject(client: string, taskId: string, err: TriadError, replyTo?: string): Promise<void> {
     const ev: TaskEvent = { taskId, seq: 0, type: 'rejected', at: Date.now(), reason: err.message, error: err.toWire() };
-    await publishTaskEvents(this.o.bus, taskId, [ev], replyTo);
+    await publishTaskEvents(this.o.bus, client, taskId, [ev], replyTo);
   }
 }

@@ -1,6 +1,6 @@
 -- Shared fragment, inlined by the loader wherever a script says --@include _common.
 -- Return codes (mirrored by ScriptCode in src/codes.ts).
-local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY = 0, 1, 2, 3, 4, 5, 6, 7, 8
+local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY, FORGED = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 -- The caller's lease, taken in the same atomic call as the write it guards (decision 0006): free, or
 -- already held with the caller's token → (re)set to the token for `ms`; held by anyone else → false,
@@ -302,7 +302,7 @@ local function abandon_in_flight(ctx, reason)
   for _, s in ipairs(plan_of(ctx)) do
     local rec = recs[s.n]
     if rec.status == 'processing' or rec.status == 'parked' then
-      if rec.status == 'processing' and rec.lockedBy and not rec.reported then note_effect(rec, 'unknown') end
+      if rec.status == 'processing' and not rec.reported then note_effect(rec, 'unknown') end
       rec.status = 'abandoned'
       rec.finishedAt = ctx.now
       redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, s.n))
@@ -393,11 +393,12 @@ local function start_ready(ctx)
   return all_done
 end
 
--- The reply: { code, json{...}, input, name1, output1, ... } — binary values stay out of the JSON.
+-- The reply: { code, json{...}, input, name1, output1, ... } — binary values stay out of the JSON. The
+-- body names the task's workflow, version and submitting client (its events' subject, decision 0010).
 local function reply(code, ctx, body)
   local taskKey, dispatch = ctx.taskKey, ctx.dispatch
-  local wf = redis.call('HMGET', taskKey, 'workflow', 'version')
-  body.workflow, body.version = wf[1], tonumber(wf[2])
+  local wf = redis.call('HMGET', taskKey, 'workflow', 'version', 'client')
+  body.workflow, body.version, body.client = wf[1], tonumber(wf[2]), wf[3]
   body.events, body.dispatch = ctx.events, dispatch
   local out = { code, cjson.encode(body) }
   if #dispatch > 0 then

@@ -6,13 +6,13 @@
   the task's staleResults count.
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] the scheduler's task lease
-  KEYS[5] the step lease of the agent that ran this attempt (deleted once its result is applied)
-  KEYS[6] compaction index   KEYS[7] open alerts (hash)   KEYS[8] alert outbox (zset)
+  KEYS[5] compaction index   KEYS[6] open alerts (hash)   KEYS[7] alert outbox (zset)
   ARGV[1] taskId  ARGV[2] step  ARGV[3] attempt  ARGV[4] ok ('1'|'0')  ARGV[5] output (msgpack) or error message
-  ARGV[6] retryable ('1'|'0')  ARGV[7] now  ARGV[8] schedulerId  ARGV[9] agentId
+  ARGV[6] retryable ('1'|'0')  ARGV[7] now  ARGV[8] schedulerId  ARGV[9] agentId (the instance that ran it)
   ARGV[10] circuit-open retry-after ms ('' = the breaker was not open)   ARGV[11] the lease token
   ARGV[12] kind ('run' | 'compensate')   ARGV[13] the lease duration (ms)
   ARGV[14] for a failure: what the agent knows of the effect ('none' = no try took effect, 'unknown')
+  ARGV[15] the agent type whose result subject the result came on (decision 0010)
 
   Outcomes (decision 0009), the same for a run and a compensation phase:
     ok                 → run: processed (and ready steps start, or the task completes);
@@ -26,8 +26,10 @@
                          next sweep applies the failure ladder.
   A run result while the task is being undone and the step is still in flight (a drain): ok → processed
   (compensated later, in order); a failure → abandoned; then the undo goes on.
+  A result from another agent type than the one the step's plan names for that phase is FORGED: nothing
+  changes but the task's forgedResults count.
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... } | { STALE, json{reason} }
-          | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' } | { LEASE_BUSY, '{}' }
+          | { FORGED, json{reason} } | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' } | { LEASE_BUSY, '{}' }
 ]]
 --@include _common
 
@@ -46,6 +48,19 @@ if not rec then
   return { UNKNOWN_STEP, '{}' }
 end
 local taskStatus = redis.call('HGET', taskKey, 'status')
+
+-- Only the agent type the plan names for this phase may report it (its result subject says which it is).
+local plan = cjson.decode(redis.call('HGET', taskKey, 'plan'))
+do
+  local expected
+  for _, s in ipairs(plan) do
+    if s.n == stepName then expected = (kind == 'compensate' and type(s.c) == 'table') and s.c.a or s.a end
+  end
+  if expected ~= ARGV[15] then
+    redis.call('HINCRBY', taskKey, 'forgedResults', 1)
+    return { FORGED, cjson.encode({ reason = 'the ' .. kind .. ' of step ' .. stepName .. ' is agent ' .. tostring(expected) .. "'s, but the result came on agent " .. ARGV[15] .. "'s subject" }) }
+  end
+end
 
 local function stale(reason)
   redis.call('HINCRBY', taskKey, 'staleResults', 1)
@@ -66,14 +81,14 @@ else
   drain = taskStatus == 'compensating'
 end
 
-local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[6] }, taskId, task_now(taskKey, tonumber(ARGV[7])))
-ctx.alertsKey, ctx.outboxKey = KEYS[7], KEYS[8]
+local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[5] }, taskId, task_now(taskKey, tonumber(ARGV[7])))
+ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
+ctx.plan = plan
 local lockEpoch = take_lock(taskKey, ARGV[8])
 redis.call('HSET', taskKey, 'updatedAt', ctx.now)
--- The run this result ends is over: its agent's step lease has nothing left to guard.
-redis.call('DEL', KEYS[5])
 rec = recs_of(ctx)[stepName]
 local spec = spec_of(ctx, stepName)
+-- Which agent instance ran the attempt: known from its result (agents hold no claim, decision 0010).
 local sp, ph = phase_spec(spec, kind), phase(rec, kind)
 ph.lockedBy = ARGV[9]
 touch(ctx, stepName)

@@ -12,7 +12,7 @@
   (skipped: index entries whose task is gone, already compacted, or not in a compactable status.)
 
   The compact record (what src/task-view.ts reads back):
-    kept as is   id, workflow, version, status, seq, createdAt, finishedAt, error, staleResults, o:<step>;
+    kept as is   id, workflow, version, status, seq, createdAt, finishedAt, error, staleResults, client, o:<step>;
                  input only for compensated and cancelled tasks (it explains what was undone).
     dropped      plan (the pinned definition stays in triad:<ns>:wf:<name> as v:<version>), replyTo,
                  lockedBy, lockEpoch, onFailure, updatedAt (= finishedAt), endAs, doneSeq, and input of
@@ -32,7 +32,7 @@
 --@include _common
 
 local COMPACTABLE = { completed = true, compensated = true, cancelled = true }
-local KEEP = { 'id', 'workflow', 'version', 'status', 'seq', 'createdAt', 'finishedAt', 'error', 'staleResults' }
+local KEEP = { 'id', 'workflow', 'version', 'status', 'seq', 'createdAt', 'finishedAt', 'error', 'staleResults', 'client' }
 
 -- A whole number as text ('' when absent): cjson decodes numbers as doubles, and tostring would print
 -- large ones in exponent form.

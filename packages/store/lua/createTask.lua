@@ -7,9 +7,11 @@
   ARGV[1] taskId  ARGV[2] workflow  ARGV[3] version  ARGV[4] input (msgpack)  ARGV[5] replyTo ('' = none)
   ARGV[6] plan (JSON)  ARGV[7] now (epoch ms)  ARGV[8] schedulerId  ARGV[9] onFailure
   ARGV[10] the lease token   ARGV[11] the lease duration (ms)   ARGV[12] the task deadline, ms after now ('' = none)
+  ARGV[13] the submitting client (from the submission's subject, decision 0010)
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
-          { EXISTS, json{status} } when the task id was already submitted (duplicates are harmless).
+          { EXISTS, json{status, client} } when the task id was already submitted (a duplicate is harmless;
+          the caller refuses one from another client).
           { LEASE_BUSY, '{}' } when another scheduler holds the task's lease (nothing is written).
   Events: received, step_started*, completed (a workflow of zero ready steps cannot exist).
   With a deadline, the member `<taskId>|#task` enters the deadline index (expireTask.lua, decision 0009).
@@ -21,7 +23,8 @@ local taskId, now = ARGV[1], tonumber(ARGV[7])
 
 if not take_lease(KEYS[5], ARGV[10], ARGV[11], true) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 1 then
-  return { EXISTS, cjson.encode({ status = redis.call('HGET', taskKey, 'status') }) }
+  local existing = redis.call('HMGET', taskKey, 'status', 'client')
+  return { EXISTS, cjson.encode({ status = existing[1], client = existing[2] }) }
 end
 
 local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[6] }, taskId, now)
@@ -29,7 +32,7 @@ ctx.plan = cjson.decode(ARGV[6])
 redis.call('HSET', taskKey,
   'id', taskId, 'workflow', ARGV[2], 'version', ARGV[3], 'input', ARGV[4], 'replyTo', ARGV[5],
   'plan', ARGV[6], 'status', 'running', 'lockedBy', ARGV[8], 'lockEpoch', 1, 'seq', 0,
-  'createdAt', now, 'updatedAt', now, 'onFailure', ARGV[9])
+  'createdAt', now, 'updatedAt', now, 'onFailure', ARGV[9], 'client', ARGV[13])
 ctx.recs = {}
 for _, s in ipairs(ctx.plan) do
   ctx.recs[s.n] = { status = 'pending', attempt = 0, failureCount = 0 }

@@ -8,18 +8,18 @@
 
   The phase that expired — the step's run (task running), or its compensation (task compensating) —
   climbs its ladder from the task's plan (decision 0009):
-    running attempt expired → failureCount+1 (an attempt an agent had claimed and that reported nothing
-                              leaves the run's effect unknown), then: give up at maxFailures or past the
+    running attempt expired → failureCount+1 (an attempt that reported nothing leaves the run's effect
+                              unknown: an agent may have run it, decision 0010), then: give up at maxFailures or past the
                               give-up time; retry while failureCount <= retries; else park for the long
                               back-off (or give up, if the park could not end before the give-up time)
     park ended              → retry (the failure was counted when it parked), or give up past the give-up time
   Giving up: a run → step error, then the task's onFailure (failed + alert, or the undo begins); a
   compensation → task compensation_failed + alert. Alerts are recorded here (the outbox), never by a caller.
-  A run step still in flight when its task began to be undone (a drain) → abandoned (effect unknown if
-  claimed), and the undo goes on.
+  A run step still in flight when its task began to be undone (a drain) → abandoned (effect unknown),
+  and the undo goes on.
   Anything else (task finished, step done, deadline moved) → action 'noop', nothing written but the index
   entry, which is dropped or moved to the live deadline.
-  Returns { OK, json{action, kind, events, dispatch, replyTo, failureCount, lastError, attempt} }
+  Returns { OK, json{action, kind, events, dispatch, replyTo, client, failureCount, lastError, attempt} }
           | { STALE_EPOCH, json{epoch} } | { UNKNOWN_TASK, '{}' } (index entry removed)
   action: retry | park | error | compensate | abandon | noop
 ]]
@@ -70,7 +70,7 @@ touch(ctx, stepName)
 local NO_RESULT = 'complete-by passed without a result (timed out, or the agent died)'
 local action
 if drain then
-  if rec.lockedBy then note_effect(rec, 'unknown') end
+  if not ph.reported then note_effect(rec, 'unknown') end
   abandon(ctx, spec, rec, (ph.reported and ph.error or NO_RESULT) .. ' (while the task was being undone)')
   action = 'abandon'
 elseif is_parked(rec, kind) then
@@ -86,12 +86,12 @@ else
   ph.failureCount = ph.failureCount + 1
   if not ph.reported then
     ph.error = NO_RESULT
-    -- No result: if an agent had claimed the attempt, its call may have reached the service.
-    if kind == 'run' and rec.lockedBy then note_effect(rec, 'unknown') end
+    -- No result: an agent may have run the attempt and its call reached the service.
+    if kind == 'run' then note_effect(rec, 'unknown') end
   end
   action = ladder_after_failure(ctx, spec, rec, kind)
 end
 
 flush(ctx)
 return { OK, cjson.encode({ action = action, kind = kind, events = ctx.events, dispatch = ctx.dispatch, attempt = ph.attempt,
-  replyTo = redis.call('HGET', taskKey, 'replyTo'), failureCount = ph.failureCount, lastError = ph.error }) }
+  replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'), failureCount = ph.failureCount, lastError = ph.error }) }

@@ -12,6 +12,8 @@ export const ScriptCode = {
   StaleEpoch: 7,
   /** Another instance holds the lease the transition would take: nothing was written. */
   LeaseBusy: 8,
+  /** A result from an agent type the step's plan does not name for that phase (decision 0010). */
+  Forged: 9,
 } as const;
 export type ScriptCode = (typeof ScriptCode)[keyof typeof ScriptCode];
 

@@ -26,7 +26,7 @@ export interface Keys {
    * stream (zset of alert JSON by raisedAt; decision 0009).
    */
   readonly alertOutbox: string;
-  /** A Redlock lease on part of a task (`task`, or `step:<name>:<kind>`), on the task's slot. */
+  /** A Redlock lease on part of a task (`task`: a scheduler's operation), on the task's slot. */
   lease(taskId: string, what: string): string;
 }
 

@@ -1,9 +1,9 @@
 /**
- * Leases on parts of a task: a scheduler's task lease for one operation, an agent's step lease while it
- * runs the step. A lease is **taken inside the transition script it guards** (Redlock's single-instance
- * acquire — SET with a unique token and an expiry — done atomically with the write), extended with
- * Redlock, and released by `releaseLeases.lua`, Redlock's compare-and-delete for many leases in one
- * call. See docs/decisions/0006-leases-redlock.md.
+ * A scheduler's lease on a task, for one operation. A lease is **taken inside the transition script it
+ * guards** (Redlock's single-instance acquire — SET with a unique token and an expiry — done atomically
+ * with the write), extended with Redlock, and released by `releaseLeases.lua`, Redlock's
+ * compare-and-delete for many leases in one call. See docs/decisions/0006-leases-redlock.md. (Agents
+ * hold no lease in Redis: their step request's JetStream message is their lease, decision 0010.)
  */
 import { randomBytes } from 'node:crypto';
 import Redlock, { Lock } from 'redlock';
@@ -51,11 +51,6 @@ export class Leases {
   /** The scheduler's lease on a task, for one operation (taken by the operation's transition). */
   task(taskId: string, ms = 5_000): LeaseClaim {
     return this.claim(this.keys.lease(taskId, 'task'), ms);
-  }
-
-  /** The agent's lease on a running step (taken by `claimStep`). */
-  step(taskId: string, step: string, kind: string, ms: number): LeaseClaim {
-    return this.claim(this.keys.lease(taskId, `step:${step}:${kind}`), ms);
   }
 
   /** The lease a transition took for `claim`, `takenAt` (epoch ms, read before the transition ran). */

@@ -1,6 +1,7 @@
 /** The task state store: task and step records in Redis, changed only through the Lua transitions. */
 import type { Redis } from 'ioredis';
 import {
+  DEFAULT_CLIENT_ID,
   ErrorCode,
   TriadError,
   type Alert,
@@ -30,11 +31,14 @@ export interface CreateTaskArgs {
   onFailure: FailurePolicy;
   /** The workflow's deadlineMs: the task is stopped this long after it is accepted (decision 0009). */
   deadlineMs?: number;
+  /** The submitting client, from the submission's subject (decision 0010). */
+  client: string;
   now: number;
   schedulerId: string;
 }
 
-export type CreateOutcome = { created: true; transition: Transition } | { created: false; status: TaskStatus };
+/** Not created: the id exists, with this status, submitted by `client`. */
+export type CreateOutcome = { created: true; transition: Transition } | { created: false; status: TaskStatus; client: string };
 
 export interface ApplyResultArgs {
   lease: LeaseClaim;
@@ -44,7 +48,10 @@ export interface ApplyResultArgs {
   attempt: number;
   now: number;
   schedulerId: string;
+  /** The instance that ran the attempt (the result's agentId). */
   agentId: string;
+  /** The agent type whose result subject the result came on: it must be the step's (decision 0010). */
+  agentType: string;
   outcome:
     | { ok: true; output: Uint8Array }
     | {
@@ -57,7 +64,8 @@ export interface ApplyResultArgs {
       };
 }
 
-export type ApplyOutcome = { applied: true; transition: Transition } | { applied: false; reason: string };
+/** Not applied: stale (fenced by the attempt), or `forged` (from another agent type than the step's). */
+export type ApplyOutcome = { applied: true; transition: Transition } | { applied: false; reason: string; forged?: true };
 
 export class TaskStore {
   readonly keys: Keys;
@@ -77,10 +85,13 @@ export class TaskStore {
       this.redis,
       'createTask',
       [k.task(a.taskId), k.tasks, k.deadlines, k.finished, a.lease.key, k.compact],
-      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? ''],
+      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client],
     )) as unknown[];
     const code = Number(reply[0]);
-    if (code === ScriptCode.Exists) return { created: false, status: parseBody(reply[1]).status ?? 'running' };
+    if (code === ScriptCode.Exists) {
+      const body = parseBody(reply[1]);
+      return { created: false, status: body.status ?? 'running', client: body.client ?? DEFAULT_CLIENT_ID };
+    }
     if (code !== ScriptCode.Ok) throw scriptError(code, `create task ${a.taskId}`);
     return { created: true, transition: parseTransition(reply) };
   }
@@ -91,7 +102,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'applyResult',
-      [k.task(a.taskId), k.deadlines, k.finished, a.lease.key, k.lease(a.taskId, `step:${a.step}:${a.kind}`), k.compact, k.alerts, k.alertOutbox],
+      [k.task(a.taskId), k.deadlines, k.finished, a.lease.key, k.compact, k.alerts, k.alertOutbox],
       [
         a.taskId,
         a.step,
@@ -107,10 +118,12 @@ export class TaskStore {
         a.kind,
         a.lease.ms,
         o.ok ? '' : o.effect,
+        a.agentType,
       ],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.Stale) return { applied: false, reason: parseBody(reply[1]).reason ?? 'stale' };
+    if (code === ScriptCode.Forged) return { applied: false, forged: true, reason: parseBody(reply[1]).reason ?? 'forged' };
     if (code !== ScriptCode.Ok) throw scriptError(code, `result for ${a.taskId}/${a.step}#${a.attempt}`);
     return { applied: true, transition: parseTransition(reply) };
   }
@@ -175,6 +188,7 @@ export class TaskStore {
     const t: Transition = {
       workflow: h['workflow']?.toString('utf8') ?? '',
       version: Number(h['version']?.toString('utf8') ?? 0),
+      client: h['client']?.toString('utf8') ?? DEFAULT_CLIENT_ID,
       lockEpoch: Number(h['lockEpoch']?.toString('utf8') ?? 0),
       status: status,
       events: [],
@@ -216,25 +230,6 @@ export class TaskStore {
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `retry ${a.taskId}${a.step ? `/${a.step}` : ''}`, parseBody(reply[1]).reason);
     return { ...parseTransition(reply), step: (parseBody(reply[1]) as { step?: string }).step ?? a.step ?? '' };
-  }
-
-  /**
-   * The agent instance starting a step takes the step's lease and records itself as the step's holder,
-   * fenced by the attempt. Returns `claimed: false` (and changes nothing) when the step moved on, or
-   * with `busy` when another instance holds the step's lease (a duplicate delivery).
-   */
-  async claimStep(a: {
-    lease: LeaseClaim;
-    taskId: string;
-    step: string;
-    kind: 'run' | 'compensate';
-    attempt: number;
-    agentId: string;
-  }): Promise<{ claimed: true } | { claimed: false; busy: boolean; reason: string }> {
-    const reply = (await runScript(this.redis, 'claimStep', [this.keys.task(a.taskId), a.lease.key], [a.step, a.attempt, a.agentId, a.lease.token, a.kind, a.lease.ms])) as unknown[];
-    const code = Number(reply[0]);
-    if (code === ScriptCode.Ok) return { claimed: true };
-    return { claimed: false, busy: code === ScriptCode.LeaseBusy, reason: scriptError(code, `claim ${a.taskId}/${a.step}#${a.attempt}`, parseBody(reply[1]).reason).message };
   }
 
   /** An operator cancels a running task: it stops and its completed steps are compensated. */
@@ -305,7 +300,7 @@ export class TaskStore {
     const k = this.keys;
     const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), k.deadlines, k.supervisorEpoch, k.finished, k.compact, k.alerts, k.alertOutbox], [taskId, step, now, epoch])) as unknown[];
     const code = Number(reply[0]);
-    if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', events: [], dispatch: [] };
+    if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire ${taskId}/${step} at epoch ${epoch}`);
     return parseExpiry(reply[1]);
   }
@@ -318,7 +313,7 @@ export class TaskStore {
     const k = this.keys;
     const reply = (await runScript(this.redis, 'expireTask', [k.task(taskId), k.deadlines, k.supervisorEpoch, k.finished, k.compact, k.alerts, k.alertOutbox], [taskId, now, epoch])) as unknown[];
     const code = Number(reply[0]);
-    if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', events: [], dispatch: [] };
+    if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire the deadline of ${taskId} at epoch ${epoch}`);
     return parseExpiry(reply[1]);
   }

@@ -130,6 +130,8 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
   if (finishedAt !== undefined) state.finishedAt = finishedAt;
   const deadlineAt = num('deadlineAt');
   if (deadlineAt !== undefined) state.deadlineAt = deadlineAt;
+  const client = str('client');
+  if (client) state.client = client;
   const error = str('error');
   if (error) state.error = error;
   return state;
@@ -232,5 +234,7 @@ export function compactTaskView(taskId: string, h: TaskHash, plan: readonly Plan
   if (finishedAt !== undefined) state.finishedAt = finishedAt;
   const error = str('error');
   if (error) state.error = error;
+  const client = str('client');
+  if (client) state.client = client;
   return state;
 }

@@ -1,5 +1,5 @@
 /** Typed views of what the task transitions return (parsed from the Lua reply). */
-import type { TaskEvent, TaskEventType, TaskStatus } from '@triad/protocol';
+import { DEFAULT_CLIENT_ID, type TaskEvent, type TaskEventType, type TaskStatus } from '@triad/protocol';
 
 export interface TransitionEvent {
   type: TaskEventType;
@@ -26,6 +26,8 @@ export interface Transition {
   /** The pinned workflow of the task. */
   workflow: string;
   version: number;
+  /** The client that submitted the task: its events go out under it (decision 0010). */
+  client: string;
   lockEpoch: number;
   status: TaskStatus;
   replyTo?: string;
@@ -45,6 +47,7 @@ export function asArray<T>(v: unknown): T[] {
 interface RawBody {
   workflow?: string;
   version?: number;
+  client?: string;
   lockEpoch?: number;
   status?: TaskStatus;
   replyTo?: string;
@@ -68,6 +71,7 @@ export function parseTransition(reply: unknown[]): Transition {
   const t: Transition = {
     workflow: body.workflow ?? '',
     version: body.version ?? 0,
+    client: body.client ?? DEFAULT_CLIENT_ID,
     lockEpoch: body.lockEpoch ?? 0,
     status: body.status ?? 'running',
     events: asArray<TransitionEvent>(body.events),
@@ -111,6 +115,8 @@ export interface Expiry {
   dispatch: Dispatch[];
   attempt?: number;
   replyTo?: string;
+  /** The task's submitting client (its events' subject). */
+  client: string;
   failureCount?: number;
   lastError?: string;
 }
@@ -120,6 +126,7 @@ export function parseExpiry(raw: unknown): Expiry {
   const e: Expiry = {
     action: b.action ?? 'noop',
     kind: b.kind ?? 'run',
+    client: b.client ?? DEFAULT_CLIENT_ID,
     events: asArray<TransitionEvent>(b.events),
     dispatch: asArray<Dispatch>(b.dispatch).map(parseDispatch),
   };

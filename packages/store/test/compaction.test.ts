@@ -77,6 +77,7 @@ async function create(c: Ctx, taskId: string, workflow: 'linear' | 'saga', now: 
     replyTo: '_INBOX.compaction-test.0123456789abcdef0123456789',
     plan,
     onFailure: workflow === 'saga' ? 'compensate' : 'error',
+    client: 'client-1',
     now,
     schedulerId: 'sched-1',
   });
@@ -94,6 +95,8 @@ function result(taskId: string, step: string, attempt: number, now: number, outc
     now,
     schedulerId: 'sched-1',
     agentId: 'agent-1',
+    // Every compensation here is the refunds agent's; runs are the step's own agent's.
+    agentType: kind === 'compensate' ? 'refunds' : ({ reserve: 'inventory', charge: 'payment', ship: 'shipping' } as Record<string, string>)[step] ?? step,
     outcome: outcome.ok ? { ok: true as const, output: encode(outcome.output) } : { ok: false as const, message: outcome.message, retryable: false, effect: 'none' as const },
   };
 }
@@ -186,7 +189,7 @@ describe('compaction', () => {
     expect(compact.total).toBeLessThanOrEqual(BUDGET_BYTES);
     expect(compact.hash).toBeLessThan(full.hash / 2);
     expect((await r().hkeys(c.store.keys.task('done-1'))).sort()).toEqual(
-      ['id', 'workflow', 'version', 'status', 'seq', 'createdAt', 'finishedAt', 'k:reserve', 'o:reserve', 'k:charge', 'o:charge', 'k:ship', 'o:ship', 'c'].sort(),
+      ['id', 'workflow', 'version', 'status', 'seq', 'createdAt', 'finishedAt', 'client', 'k:reserve', 'o:reserve', 'k:charge', 'o:charge', 'k:ship', 'o:ship', 'c'].sort(),
     );
     expect(await r().hget(c.store.keys.task('done-1'), 'k:charge')).toBe('processed|1|0|10|20');
 

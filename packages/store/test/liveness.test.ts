@@ -33,13 +33,14 @@ function create(store: TaskStore, taskId: string, p: PlanStep[], o: { onFailure?
     plan: p,
     onFailure: o.onFailure ?? 'error',
     ...(o.deadlineMs !== undefined ? { deadlineMs: o.deadlineMs } : {}),
+    client: 'client-1',
     now: o.now ?? T0,
     schedulerId: 'sched-1',
   });
 }
 
 function ok(taskId: string, step: string, attempt: number, now: number) {
-  return { lease: HELD, taskId, step, kind: 'run' as const, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: true as const, output: encode({ step }) } };
+  return { lease: HELD, taskId, step, kind: 'run' as const, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', agentType: 'x', outcome: { ok: true as const, output: encode({ step }) } };
 }
 
 function circuitOpen(taskId: string, step: string, attempt: number, now: number, retryAfterMs: number) {
@@ -52,6 +53,7 @@ function circuitOpen(taskId: string, step: string, attempt: number, now: number,
     now,
     schedulerId: 'sched-1',
     agentId: 'agent-1',
+    agentType: 'x',
     outcome: { ok: false as const, message: 'the circuit breaker is open; the step was not attempted', retryable: true, circuitOpenRetryAfterMs: retryAfterMs, effect: 'none' as const },
   };
 }

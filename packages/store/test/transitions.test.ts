@@ -40,15 +40,18 @@ const input = encode({ orderId: 'o-1', amount: 42 });
 const HELD = { key: 'test:lease:held', token: 'held-token', ms: 600_000 };
 
 function createArgs(taskId: string, p: PlanStep[] = fanPlan, now = T0) {
-  return { lease: HELD, taskId, workflow: 'fan', version: 1, input, plan: p, onFailure: 'error' as const, now, schedulerId: 'sched-1' };
+  return { lease: HELD, taskId, workflow: 'fan', version: 1, input, plan: p, onFailure: 'error' as const, client: 'client-1', now, schedulerId: 'sched-1' };
 }
 
+/** The agent type of each step name these tests use (fanPlan's, and the single-step plans' `s`). */
+const AGENT_OF: Record<string, string> = { a: 'inventory', b: 'payment', c: 'shipping', d: 'notify', s: 'x' };
+
 function ok(taskId: string, step: string, attempt: number, now: number, output: unknown = { from: step }) {
-  return { lease: HELD, taskId, step, kind: 'run' as const, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: true as const, output: encode(output) } };
+  return { lease: HELD, taskId, step, kind: 'run' as const, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', agentType: AGENT_OF[step] ?? step, outcome: { ok: true as const, output: encode(output) } };
 }
 
 function fail(taskId: string, step: string, attempt: number, now: number, message: string, retryable: boolean, effect: 'none' | 'unknown' = 'unknown') {
-  return { lease: HELD, taskId, step, kind: 'run' as const, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', outcome: { ok: false as const, message, retryable, effect } };
+  return { lease: HELD, taskId, step, kind: 'run' as const, attempt, now, schedulerId: 'sched-1', agentId: 'agent-1', agentType: AGENT_OF[step] ?? step, outcome: { ok: false as const, message, retryable, effect } };
 }
 
 /** Every field of the task hash as hex, for "nothing changed" comparisons. */
@@ -127,7 +130,7 @@ describe('createTask', () => {
     const before = await rawTask(store, 'dup-1');
     const dl = await deadlines(store);
     const again = await store.createTask({ ...createArgs('dup-1', fanPlan, T0 + 50), schedulerId: 'sched-2' });
-    expect(again).toEqual({ created: false, status: 'running' });
+    expect(again).toEqual({ created: false, status: 'running', client: 'client-1' });
     expect(await rawTask(store, 'dup-1')).toEqual(before);
     expect(await deadlines(store)).toEqual(dl);
   });
@@ -377,7 +380,7 @@ describe('expireStep', () => {
   it('an unknown task is a noop and its index entry is removed', async () => {
     const store = new TaskStore(r(), ns());
     await r().zadd(store.keys.deadlines, T0, 'ghost|a');
-    expect(await store.expireStep('ghost', 'a', T0 + 1, 1)).toEqual({ action: 'noop', kind: 'run', events: [], dispatch: [] });
+    expect(await store.expireStep('ghost', 'a', T0 + 1, 1)).toEqual({ action: 'noop', kind: 'run', client: 'default', events: [], dispatch: [] });
     expect(await deadlines(store)).toEqual({});
   });
 });
@@ -607,7 +610,7 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     expect(await r().exists(first.key)).toBe(0);
   });
 
-  it("a process's next operation takes over its own lease whose release has not gone out; other processes and duplicate step claims are refused", async () => {
+  it("a process's next operation takes over its own lease whose release has not gone out; other processes' are refused", async () => {
     const namespace = ns();
     const mine = new Leases(r(), namespace);
     const theirs = new Leases(r(), namespace);
@@ -625,10 +628,6 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     expect(await r().get(op1.key)).toBe(op2.token);
     await mine.release(op2);
     expect(await r().exists(op1.key)).toBe(0);
-    // Step leases never take over: a second delivery of a step to the same process is a duplicate.
-    const run1 = mine.step('own-1', 'b', 'run', 5_000);
-    expect(await store.claimStep({ lease: run1, taskId: 'own-1', step: 'b', kind: 'run', attempt: 1, agentId: 'ag' })).toEqual({ claimed: true });
-    expect(await store.claimStep({ lease: mine.step('own-1', 'b', 'run', 5_000), taskId: 'own-1', step: 'b', kind: 'run', attempt: 1, agentId: 'ag' })).toMatchObject({ claimed: false, busy: true });
   });
 
   it("a transition never records a time before the task's last one (a caller that read its clock, then waited for the lease)", async () => {
@@ -645,25 +644,17 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     expect(step('d').startedAt!).toBeGreaterThanOrEqual(Math.max(step('b').finishedAt!, step('c').finishedAt!));
   });
 
-  it('claimStep takes the step lease and records the agent, fenced by the attempt; applying the result frees the lease', async () => {
-    const namespace = ns();
-    const leases = new Leases(r(), namespace);
-    const store = new TaskStore(r(), namespace);
-    await store.createTask(createArgs('claim-1'));
-    const mine = leases.step('claim-1', 'a', 'run', 5_000);
-    // A request for another attempt is stale: nothing written, the lease not taken.
-    expect(await store.claimStep({ lease: mine, taskId: 'claim-1', step: 'a', kind: 'run', attempt: 2, agentId: 'ag-1' })).toMatchObject({ claimed: false, busy: false });
-    expect(await r().exists(mine.key)).toBe(0);
-    expect(await store.claimStep({ lease: mine, taskId: 'claim-1', step: 'a', kind: 'run', attempt: 1, agentId: 'ag-1' })).toEqual({ claimed: true });
-    expect(await r().get(mine.key)).toBe(mine.token);
-    // A second delivery of the same step finds the lease held: a duplicate.
-    const dup = leases.step('claim-1', 'a', 'run', 5_000);
-    expect(await store.claimStep({ lease: dup, taskId: 'claim-1', step: 'a', kind: 'run', attempt: 1, agentId: 'ag-2' })).toMatchObject({ claimed: false, busy: true });
-    expect((await store.getTask('claim-1'))?.steps[0]?.lockedBy).toBe('ag-1');
-    // A stale result (another attempt) leaves the running attempt's lease alone; the applied one deletes it.
-    expect(await store.applyResult(ok('claim-1', 'a', 7, T0 + 50))).toMatchObject({ applied: false });
-    expect(await r().get(mine.key)).toBe(mine.token);
-    expect(await store.applyResult(ok('claim-1', 'a', 1, T0 + 60))).toMatchObject({ applied: true });
-    expect(await r().exists(mine.key)).toBe(0);
+  it('records which agent instance ran an attempt from its result; a result on another agent type\'s subject is forged: counted, nothing applied', async () => {
+    const store = new TaskStore(r(), ns());
+    await store.createTask(createArgs('who-1'));
+    const before = await rawTask(store, 'who-1');
+    // a is inventory's step: payment's agent (or anyone allowed only payment's result subject) cannot report it.
+    const forged = await store.applyResult({ ...ok('who-1', 'a', 1, T0 + 10), agentType: 'payment' });
+    expect(forged).toEqual({ applied: false, forged: true, reason: "the run of step a is agent inventory's, but the result came on agent payment's subject" });
+    expect(await rawTask(store, 'who-1', ['forgedResults'])).toEqual(before);
+    expect(await r().hget(store.keys.task('who-1'), 'forgedResults')).toBe('1');
+    expect(await store.applyResult({ ...ok('who-1', 'a', 1, T0 + 20), agentId: 'inventory-host-7' })).toMatchObject({ applied: true });
+    expect((await store.getTask('who-1'))?.steps[0]).toMatchObject({ status: 'processed', lockedBy: 'inventory-host-7' });
+    expect((await store.getTask('who-1'))?.client).toBe('client-1');
   });
 });

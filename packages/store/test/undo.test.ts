@@ -1,10 +1,11 @@
-// Decision 0009 on a real redis-server: an undo waits for the steps in flight, then compensates every
-// step that may have taken effect — completed, in doubt (timed out, agent died, ended without success
-// after claiming) — in reverse order, and skips only the steps that certainly never reached their service.
+// Decisions 0009 and 0010 on a real redis-server: an undo waits for the steps in flight, then compensates
+// every step that may have taken effect — completed, or in doubt (timed out, agent died, failed after a
+// try that may have reached its service) — in reverse order, and skips only the steps that certainly
+// never reached their service.
 import { describe, expect, it } from 'vitest';
 import { encode, type WorkflowDefinitionInput } from '@triad/protocol';
 import { compilePlan, validateDefinition, type PlanStep } from '@triad/core';
-import { Leases, TaskStore, type Transition } from '../src/index.js';
+import { TaskStore, type Transition } from '../src/index.js';
 import { usePrivateRedis } from './redis-server.js';
 
 const HELD = { key: 'test:lease:held', token: 'held-token', ms: 600_000 };
@@ -36,9 +37,13 @@ const orders = compilePlan(
 function setup(p: PlanStep[] = orders) {
   const namespace = ns();
   const store = new TaskStore(r(), namespace);
-  const leases = new Leases(r(), namespace);
   const create = (taskId: string) =>
-    store.createTask({ lease: HELD, taskId, workflow: 'orders', version: 1, input: encode({}), plan: p, onFailure: 'compensate', now: T0, schedulerId: 's' });
+    store.createTask({ lease: HELD, taskId, workflow: 'orders', version: 1, input: encode({}), plan: p, onFailure: 'compensate', client: 'c', now: T0, schedulerId: 's' });
+  // The agent type the plan names for the phase: the subject a real result would come on.
+  const agentType = (step: string, kind: 'run' | 'compensate'): string => {
+    const spec = p.find((x) => x.n === step);
+    return (kind === 'compensate' ? spec?.c?.a : spec?.a) ?? 'nobody';
+  };
   const result = (taskId: string, step: string, attempt: number, now: number, outcome: 'ok' | 'permanent' | 'retryable', kind: 'run' | 'compensate' = 'run', effect: 'none' | 'unknown' = 'unknown') =>
     store.applyResult({
       lease: HELD,
@@ -49,13 +54,12 @@ function setup(p: PlanStep[] = orders) {
       now,
       schedulerId: 's',
       agentId: 'agent-1',
+      agentType: agentType(step, kind),
       outcome: outcome === 'ok' ? { ok: true, output: encode({ step }) } : { ok: false, message: `${step} ${outcome}`, retryable: outcome === 'retryable', effect },
     });
   const cancel = (taskId: string, now: number) => store.cancelTask({ lease: HELD, taskId, reason: 'operator cancel', now, schedulerId: 's' });
-  const claim = (taskId: string, step: string, attempt: number) =>
-    store.claimStep({ lease: leases.step(taskId, step, 'run', 5_000), taskId, step, kind: 'run', attempt, agentId: `agent-of-${step}` });
   const statuses = async (taskId: string) => Object.fromEntries((await store.getTask(taskId))?.steps.map((s) => [s.name, s.status]) ?? []);
-  return { store, create, result, cancel, claim, statuses };
+  return { store, create, result, cancel, statuses, agentType };
 }
 
 function applied(res: { applied: true; transition: Transition } | { applied: false; reason: string }): Transition {
@@ -104,12 +108,11 @@ describe('an undo waits for the steps in flight', () => {
     expect((await u.store.getTask('c-2'))?.steps.find((s) => s.name === 'charge')).toMatchObject({ status: 'abandoned', effect: 'none' });
   });
 
-  it('a claimed step whose complete-by passes during the undo is in doubt: compensated with effect unknown and no output', async () => {
+  it('a step whose complete-by passes during the undo is in doubt: compensated with effect unknown and no output', async () => {
     const u = setup();
     await u.create('c-3');
     applied(await u.result('c-3', 'reserve', 1, T0 + 10, 'ok'));
     applied(await u.result('c-3', 'fraud', 1, T0 + 20, 'ok'));
-    expect(await u.claim('c-3', 'charge', 1)).toEqual({ claimed: true });
     await u.cancel('c-3', T0 + 30);
     // charge's complete-by (T0 + 20 + 1000) passes with no result: abandoned, in doubt.
     expect((await u.store.expireStep('c-3', 'charge', T0 + 1_019, 1)).action).toBe('noop');
@@ -125,25 +128,38 @@ describe('an undo waits for the steps in flight', () => {
     expect(late.applied).toBe(false);
   });
 
-  it('an unclaimed attempt that expires during the undo never reached an agent: skipped', async () => {
+  it('a step that reported a failure whose tries took no effect, and then expired during the undo, stays skipped', async () => {
     const u = setup();
     await u.create('c-4');
     applied(await u.result('c-4', 'reserve', 1, T0 + 10, 'ok'));
     applied(await u.result('c-4', 'fraud', 1, T0 + 20, 'ok'));
-    await u.cancel('c-4', T0 + 30);
-    const x = await u.store.expireStep('c-4', 'charge', T0 + 1_020, 1);
-    expect(x.dispatch).toEqual([expect.objectContaining({ step: 'reserve', kind: 'compensate' })]);
+    // The agent reported a retryable failure, none of whose tries reached the service; the supervisor
+    // has not decided its next attempt yet when the cancel comes: nothing is in flight.
+    applied(await u.result('c-4', 'charge', 1, T0 + 25, 'retryable', 'run', 'none'));
+    const c = await u.cancel('c-4', T0 + 30);
+    expect(c.dispatch).toEqual([expect.objectContaining({ step: 'reserve', kind: 'compensate' })]);
     expect((await u.store.getTask('c-4'))?.steps.find((s) => s.name === 'charge')).toMatchObject({ status: 'abandoned', effect: 'none' });
+    // Its passed deadline is gone from the index with it: the supervisor finds nothing to do.
+    expect((await u.store.expireStep('c-4', 'charge', T0 + 1_020, 1)).action).toBe('noop');
+  });
+
+  it('an attempt that expires with no result is in doubt even if no agent ever took it: nothing on the bus can tell (decision 0010)', async () => {
+    const u = setup();
+    await u.create('c-5');
+    applied(await u.result('c-5', 'fraud', 1, T0 + 10, 'ok'));
+    const x = await u.store.expireStep('c-5', 'reserve', T0 + 1_000, 1);
+    // maxFailures 1: the timed-out reserve gives up; the undo compensates it (the tombstone makes that safe).
+    expect(x.action).toBe('compensate');
+    expect(x.dispatch).toEqual([expect.objectContaining({ step: 'reserve', kind: 'compensate', effect: 'unknown' })]);
   });
 });
 
 describe('in-doubt steps are compensated, in reverse order', () => {
-  it('a step whose last attempt timed out after a claim, then failed for good, is compensated before the steps it depends on', async () => {
+  it('a step whose last attempt timed out, then failed for good, is compensated before the steps it depends on', async () => {
     const u = setup();
     await u.create('d-1');
     applied(await u.result('d-1', 'reserve', 1, T0 + 10, 'ok'));
     applied(await u.result('d-1', 'fraud', 1, T0 + 20, 'ok'));
-    await u.claim('d-1', 'charge', 1);
     // maxFailures 1: the timed-out charge gives up, and the undo begins in the same transition.
     const x = await u.store.expireStep('d-1', 'charge', T0 + 1_020, 1);
     expect(x.action).toBe('compensate');
@@ -177,8 +193,7 @@ describe('in-doubt steps are compensated, in reverse order', () => {
     await u.create('d-4');
     applied(await u.result('d-4', 'reserve', 1, T0 + 10, 'ok'));
     applied(await u.result('d-4', 'fraud', 1, T0 + 20, 'ok'));
-    // Attempt 1 is claimed and times out (unknown), attempt 2 is refused by the breaker (none): still unknown.
-    await u.claim('d-4', 'charge', 1);
+    // Attempt 1 times out (unknown), attempt 2 is refused by the breaker (none): still unknown.
     const retried = await u.store.expireStep('d-4', 'charge', T0 + 1_020, 1);
     // maxFailures 1 gives up at once here; use a plan with room for a retry instead.
     expect(retried.action).toBe('compensate');
@@ -194,7 +209,6 @@ describe('in-doubt steps are compensated, in reverse order', () => {
     );
     const v = setup(roomy);
     await v.create('d-5');
-    await v.claim('d-5', 'charge', 1);
     expect((await v.store.expireStep('d-5', 'charge', T0 + 1_000, 1)).action).toBe('retry');
     const refused = await v.store.applyResult({
       lease: HELD,
@@ -205,6 +219,7 @@ describe('in-doubt steps are compensated, in reverse order', () => {
       now: T0 + 1_010,
       schedulerId: 's',
       agentId: 'a',
+      agentType: 'payment',
       outcome: { ok: false, message: 'breaker open', retryable: true, circuitOpenRetryAfterMs: 50, effect: 'none' },
     });
     expect(applied(refused).events.map((e) => e.type)).toEqual(['step_parked']);
@@ -235,8 +250,6 @@ describe('in-doubt steps are compensated, in reverse order', () => {
     const u = setup(p);
     await u.create('o-1');
     applied(await u.result('o-1', 'a', 1, T0 + 10, 'ok'));
-    await u.claim('o-1', 'b', 1);
-    await u.claim('o-1', 'c', 1);
     // c fails permanently (in doubt); the undo waits for b, in flight.
     const t = applied(await u.result('o-1', 'c', 1, T0 + 20, 'permanent', 'run', 'unknown'));
     expect(t.dispatch).toEqual([]);

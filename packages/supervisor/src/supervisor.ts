@@ -235,7 +235,7 @@ export class Supervisor {
 
   private async act(taskId: string, step: string, epoch: number, x: Expiry, now: number): Promise<void> {
     const bus = this.o.bus;
-    const work: Promise<unknown>[] = [publishTaskEvents(bus, taskId, x.events.map((e) => toTaskEvent(taskId, e, now)), x.replyTo)];
+    const work: Promise<unknown>[] = [publishTaskEvents(bus, x.client, taskId, x.events.map((e) => toTaskEvent(taskId, e, now)), x.replyTo)];
     if (x.action === 'retry') this.health.retries++;
     else if (x.action === 'compensate') this.health.undos++;
     else if (x.action === 'park') this.health.parked++;
