@@ -71,7 +71,7 @@ describe('docker-compose.yml as local processes', () => {
       }),
     );
     for (const { name, orderIds } of effects) expect(orderIds.sort(), `${name} effects`).toEqual(orders);
-  });
+  }, 180_000);
 
   it('the agents registered the orders workflow once: one version, equal to orders.workflow.json', async () => {
     const list = await cli(['workflows', '--json']);
@@ -81,11 +81,11 @@ describe('docker-compose.yml as local processes', () => {
     const again = await cli(['workflows', 'register', 'apps/example-orders/orders.workflow.json']);
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout.trim()).toBe('orders v1 already registered');
-  });
+  }, 120_000);
 
   it('every service `docker compose up` started passes its healthcheck', async () => {
     for (const name of ['services', 'scheduler', 'supervisor', 'agent']) {
       expect(await stack.healthy(name), `\`${name}\` fails its healthcheck`).toBe(true);
     }
-  });
+  }, 120_000);
 });

@@ -5,7 +5,9 @@
  * file is parsed and checked against the repository (the commands point at real entry points, the
  * build context exists, ...) and against the rules of docs/decisions/0005-containers.md (actors
  * scale: no container_name, no host ports; every service has a healthcheck; JetStream and AOF are
- * on, on named volumes; the actors talk to the compose hostnames; Node >= 22 base images).
+ * on, on named volumes; the actors talk to the compose hostnames; every service URL the example's
+ * agents read, found from the code, reaches a service of the stack; Node >= 22 base images).
+ * test/integration/compose-processes.test.ts runs the file's commands.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join, posix, resolve } from 'node:path';

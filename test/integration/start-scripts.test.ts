@@ -79,7 +79,7 @@ describe('the start:* scripts, one process per actor', () => {
     const state = JSON.parse(r.stdout) as { status: string; steps: { name: string; status: string }[] };
     expect(state.status).toBe('completed');
     expect(state.steps.map((s) => s.name).sort()).toEqual(['charge', 'fraud', 'reserve', 'ship']);
-  });
+  }, 180_000);
 
   it('a restarted agent host registers no new version, and orders.workflow.json is that same version', async () => {
     const third = await start('start:agents', /order-agents ready/);
@@ -90,5 +90,5 @@ describe('the start:* scripts, one process per actor', () => {
     const list = await triad(['workflows', '--json']);
     expect(list.code, list.stderr).toBe(0);
     expect((JSON.parse(list.stdout) as { name: string; versions: number[] }[]).find((w) => w.name === 'orders')?.versions).toEqual([1]);
-  });
+  }, 120_000);
 });
