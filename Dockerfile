@@ -35,7 +35,8 @@ RUN npm run build -- --filter='./apps/*'
 
 # Production dependencies only, then copy what runs: every workspace's package.json, dist/,
 # its own node_modules (if npm did not hoist everything), and the non-TypeScript runtime files
-# (packages/store/lua, apps/cli/bin). node_modules/@triad/* are relative symlinks to the
+# (packages/store/lua, apps/cli/bin, and apps/example-orders/orders.workflow.json for
+# `triad workflows register`). node_modules/@triad/* are relative symlinks to the
 # workspaces, so the layout under /out mirrors /app. Declarations and build info are dropped;
 # the .js.map files stay for readable stack traces (--enable-source-maps).
 RUN npm prune --omit=dev \
@@ -50,10 +51,12 @@ RUN npm prune --omit=dev \
         if [ -e "$ws/$part" ]; then cp -a "$ws/$part" "/out/$ws/$part"; fi; \
       done; \
     done \
+ && cp apps/example-orders/orders.workflow.json /out/apps/example-orders/ \
  && find /out -name node_modules -prune -o \
       \( -name '*.tsbuildinfo' -o -name '*.d.ts' -o -name '*.d.ts.map' \) -type f -print0 \
     | xargs -0 -r rm -f \
  && test -f /out/apps/cli/bin/triad.js \
+ && test -f /out/apps/example-orders/orders.workflow.json \
  && test -d /out/packages/store/lua
 
 # ---------------------------------------------------------------------------------------------
@@ -71,8 +74,8 @@ WORKDIR /app
 COPY --from=build /out/ ./
 
 # Documentation only: the example's stand-in services (INVENTORY_PORT, PAYMENT_PORT,
-# SHIPPING_PORT). The actors listen on nothing.
-EXPOSE 7101 7102 7103
+# SHIPPING_PORT, FRAUD_PORT). The actors listen on nothing.
+EXPOSE 7101 7102 7103 7104
 
 USER node
 

@@ -5,13 +5,16 @@
  * file is parsed and checked against the repository (the commands point at real entry points, the
  * build context exists, ...) and against the rules of docs/decisions/0005-containers.md (actors
  * scale: no container_name, no host ports; every service has a healthcheck; JetStream and AOF are
- * on, on named volumes; the actors talk to the compose hostnames; Node >= 22 base images).
+ * on, on named volumes; the actors talk to the compose hostnames; every service URL the example's
+ * agents read, found from the code, reaches a service of the stack; Node >= 22 base images).
+ * test/integration/compose-processes.test.ts runs the file's commands.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join, posix, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { parse } from 'yaml';
+import { SERVICE_ENDPOINTS, serviceUrlsFromEnv } from '@triad/example-orders';
+import { ComposeFile, isObj, scalar, type Obj } from '../support/compose.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const COMPOSE_PATH = join(ROOT, 'docker-compose.yml');
@@ -29,133 +32,45 @@ const APP_ENTRY_POINTS: Record<string, string> = {
   agent: 'apps/example-orders/dist/agents.js',
   services: 'apps/example-orders/dist/services/main.js',
 };
-/** The example's remote services as the agent reaches them, with the port variable of `services`. */
-const REMOTE_SERVICE_URLS: Record<string, { portEnv: string; defaultPort: string }> = {
-  INVENTORY_URL: { portEnv: 'INVENTORY_PORT', defaultPort: '7101' },
-  PAYMENT_URL: { portEnv: 'PAYMENT_PORT', defaultPort: '7102' },
-  SHIPPING_URL: { portEnv: 'SHIPPING_PORT', defaultPort: '7103' },
-};
+/**
+ * The `*_URL` variables the example's agents read, found by running serviceUrlsFromEnv (what
+ * apps/example-orders/src/agents.ts calls) on an environment that records every variable it is asked for.
+ */
+const AGENT_URL_VARIABLES = ((): string[] => {
+  const read = new Set<string>();
+  const recorder = new Proxy<NodeJS.ProcessEnv>({}, {
+    get: (_target, key) => {
+      if (typeof key === 'string') read.add(key);
+      return undefined;
+    },
+  });
+  serviceUrlsFromEnv(recorder);
+  return [...read].filter((v) => v.endsWith('_URL'));
+})();
 const DEPENDS_ON_CONDITIONS = ['service_started', 'service_healthy', 'service_completed_successfully'];
 const MIN_NODE_MAJOR = 22;
-
-type Obj = Record<string, unknown>;
-
-function isObj(value: unknown): value is Obj {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function readRepoFile(path: string, what: string): string {
   if (!existsSync(path)) throw new Error(`${what} is missing: expected ${path}`);
   return readFileSync(path, 'utf8');
 }
 
-let composeCache: Obj | undefined;
-/** docker-compose.yml parsed the way compose reads it (YAML merge keys `<<:` resolved). */
-function compose(): Obj {
-  if (composeCache) return composeCache;
-  const text = readRepoFile(COMPOSE_PATH, 'docker-compose.yml');
-  let doc: unknown;
-  try {
-    doc = parse(text, { merge: true });
-  } catch (e) {
-    throw new Error(`docker-compose.yml is not valid YAML: ${e instanceof Error ? e.message : String(e)}`);
-  }
-  if (!isObj(doc)) throw new Error('docker-compose.yml must be a YAML mapping at the top level');
-  composeCache = doc;
-  return doc;
+let composeCache: ComposeFile | undefined;
+/** docker-compose.yml parsed the way compose reads it (YAML merge keys `<<:` resolved), not interpolated. */
+function file(): ComposeFile {
+  composeCache ??= ComposeFile.read(COMPOSE_PATH);
+  return composeCache;
 }
-
-function services(): Obj {
-  const s = compose()['services'];
-  if (!isObj(s)) throw new Error('docker-compose.yml has no `services:` mapping');
-  return s;
-}
-
-function service(name: string): Obj {
-  const s = services()[name];
-  if (!isObj(s)) throw new Error(`docker-compose.yml has no service \`${name}\``);
-  return s;
-}
-
-function serviceNames(): string[] {
-  return Object.keys(services());
-}
-
-/** Services built from a Dockerfile in this repository (`build:`). */
-function builtServiceNames(): string[] {
-  return serviceNames().filter((n) => service(n)['build'] !== undefined);
-}
-
-/** Services that `docker compose up` starts (not limited to a profile such as `tools`). */
-function isDefaultProfile(name: string): boolean {
-  const profiles = service(name)['profiles'];
-  return !Array.isArray(profiles) || profiles.length === 0;
-}
-
-/** A YAML scalar as compose reads it (numbers and booleans as their text; anything else as JSON). */
-function scalar(v: unknown): string {
-  return typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v);
-}
-
-/** Splits a compose string command the simple way compose does for plain words. */
-function words(value: unknown): string[] {
-  if (value === undefined || value === null) return [];
-  if (Array.isArray(value)) return value.map((v) => scalar(v));
-  return scalar(value).trim().split(/\s+/).filter((w) => w.length > 0);
-}
-
-/** What the container runs: entrypoint followed by command. */
-function argv(name: string): string[] {
-  const s = service(name);
-  return [...words(s['entrypoint']), ...words(s['command'])];
-}
-
-/** `environment:` as a mapping whatever the syntax (mapping or list of KEY=VALUE). */
-function environment(name: string): Record<string, string | undefined> {
-  const env = service(name)['environment'];
-  const out: Record<string, string | undefined> = {};
-  if (Array.isArray(env)) {
-    for (const entry of env) {
-      const text = String(entry);
-      const eq = text.indexOf('=');
-      if (eq < 0) out[text] = undefined;
-      else out[text.slice(0, eq)] = text.slice(eq + 1);
-    }
-  } else if (isObj(env)) {
-    for (const [k, v] of Object.entries(env)) out[k] = v === null || v === undefined ? undefined : scalar(v);
-  }
-  return out;
-}
-
-/** `depends_on:` as name -> condition whatever the syntax. */
-function dependsOn(name: string): Record<string, string> {
-  const deps = service(name)['depends_on'];
-  const out: Record<string, string> = {};
-  if (Array.isArray(deps)) {
-    for (const d of deps) out[String(d)] = 'service_started';
-  } else if (isObj(deps)) {
-    for (const [k, v] of Object.entries(deps)) {
-      out[k] = isObj(v) && typeof v['condition'] === 'string' ? v['condition'] : 'service_started';
-    }
-  }
-  return out;
-}
-
-/** Volume mounts as { source, target } whatever the syntax. */
-function volumes(name: string): { source: string | undefined; target: string | undefined }[] {
-  const vols = service(name)['volumes'];
-  if (!Array.isArray(vols)) return [];
-  return vols.map((v) => {
-    if (isObj(v)) {
-      return {
-        source: typeof v['source'] === 'string' ? v['source'] : undefined,
-        target: typeof v['target'] === 'string' ? v['target'] : undefined,
-      };
-    }
-    const parts = String(v).split(':');
-    return parts.length === 1 ? { source: undefined, target: parts[0] } : { source: parts[0], target: parts[1] };
-  });
-}
+const compose = (): Obj => file().doc;
+const service = (name: string): Obj => file().service(name);
+const serviceNames = (): string[] => file().serviceNames();
+const builtServiceNames = (): string[] => file().builtServiceNames();
+const isDefaultProfile = (name: string): boolean => file().isDefaultProfile(name);
+const argv = (name: string): string[] => file().argv(name);
+const environment = (name: string): Record<string, string | undefined> => file().environment(name);
+const dependsOn = (name: string): Record<string, string> => file().dependsOn(name);
+const volumes = (name: string): { source: string | undefined; target: string | undefined }[] => file().volumes(name);
+const healthcheckTest = (name: string): string[] | undefined => file().healthcheckTest(name);
 
 function isNamedVolume(source: string | undefined): source is string {
   return source !== undefined && source.length > 0 && !/^[./~]/.test(source);
@@ -171,16 +86,6 @@ function fixedHostPort(entry: unknown): string | undefined {
   const parts = spec.split(':');
   const host = parts.length === 2 ? parts[0] : parts.length === 3 ? parts[1] : undefined;
   return host === undefined || host === '' ? undefined : host;
-}
-
-/** The healthcheck's `test` as a list of words, or undefined when there is none or it is disabled. */
-function healthcheckTest(name: string): string[] | undefined {
-  const hc = service(name)['healthcheck'];
-  if (!isObj(hc) || hc['disable'] === true) return undefined;
-  const test = hc['test'];
-  const list = Array.isArray(test) ? test.map((t) => String(t)) : typeof test === 'string' ? ['CMD-SHELL', test] : [];
-  if (list.length === 0 || list[0] === 'NONE') return undefined;
-  return list;
 }
 
 /** Maps a command's script to the file that must exist in the repository for it to be built. */
@@ -342,6 +247,12 @@ describe('docker-compose.yml', () => {
     it('`agent` waits for healthy example services', () => {
       expect(dependsOn('agent')['services'], '`agent` must depend on `services` with condition: service_healthy').toBe('service_healthy');
     });
+
+    it('`cli` waits for a healthy scheduler and agent (so `docker compose run --rm cli submit orders ... --wait` works on a fresh `up`)', () => {
+      const deps = dependsOn('cli');
+      expect(deps['scheduler'], '`cli` must depend on `scheduler` with condition: service_healthy (it creates the streams a submission goes to)').toBe('service_healthy');
+      expect(deps['agent'], '`cli` must depend on `agent` with condition: service_healthy (healthy once the orders workflow is registered)').toBe('service_healthy');
+    });
   });
 
   describe('configuration', () => {
@@ -357,18 +268,51 @@ describe('docker-compose.yml', () => {
       expect(`${redis.protocol}//${redis.hostname}:${redis.port || '6379'}`, `actor \`${name}\`: REDIS_URL=${String(redisUrl)} must point at the redis service`).toBe('redis://redis:6379');
     });
 
-    it('`agent` reaches the example services on the ports `services` listens on', () => {
-      const agentEnv = environment('agent');
-      const servicesEnv = environment('services');
-      expect(servicesEnv['SERVICES_HOST'], '`services` must listen on all interfaces (SERVICES_HOST=0.0.0.0) to be reachable from the agents').toBe('0.0.0.0');
-      for (const [variable, { portEnv, defaultPort }] of Object.entries(REMOTE_SERVICE_URLS)) {
-        const value = agentEnv[variable];
-        expect(value, `\`agent\` must set ${variable}`).toBeTruthy();
-        const url = new URL(String(value));
-        expect(url.hostname, `\`agent\`: ${variable}=${String(value)} must use the hostname \`services\``).toBe('services');
-        const port = servicesEnv[portEnv] ?? defaultPort;
-        expect(url.port, `\`agent\`: ${variable}=${String(value)} must use port ${port} (${portEnv} of \`services\`)`).toBe(port);
+    it('the example\'s agents read at least one service URL (so the check below checks something)', () => {
+      expect(AGENT_URL_VARIABLES.length, 'serviceUrlsFromEnv read no *_URL variable: the agents find their services some other way, update this test').toBeGreaterThan(0);
+    });
+
+    it('every `*_URL` the example\'s agents read reaches a service of the stack on a port it listens on', () => {
+      const agentServices = serviceNames().filter((n) => nodeScript(argv(n)) === APP_ENTRY_POINTS['agent']);
+      expect(agentServices, `no service runs ${String(APP_ENTRY_POINTS['agent'])}`).not.toEqual([]);
+      const problems: string[] = [];
+      for (const name of agentServices) {
+        const env = environment(name);
+        for (const variable of AGENT_URL_VARIABLES) {
+          const value = env[variable];
+          if (!value) {
+            problems.push(`\`${name}\` does not set ${variable}: its agents would call 127.0.0.1 inside their own container`);
+            continue;
+          }
+          const url = new URL(value);
+          const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+          const target = url.hostname;
+          if (!serviceNames().includes(target) || !isDefaultProfile(target)) {
+            problems.push(`\`${name}\`: ${variable}=${value} names \`${target}\`, which is not a service \`docker compose up\` starts`);
+            continue;
+          }
+          if (!file().containerPorts(target).includes(port)) {
+            problems.push(`\`${name}\`: ${variable}=${value}, but \`${target}\` does not expose port ${port} (exposes ${file().containerPorts(target).join(', ') || 'nothing'})`);
+          }
+          // The port the example services' process listens on for this service (services/main.ts reads the same variables).
+          const endpoint = Object.values(SERVICE_ENDPOINTS).find((e) => e.urlVariable === variable);
+          if (endpoint && nodeScript(argv(target)) === APP_ENTRY_POINTS['services']) {
+            const listens = Number(environment(target)[endpoint.portVariable] ?? endpoint.defaultPort);
+            if (listens !== port) problems.push(`\`${name}\`: ${variable}=${value}, but \`${target}\` listens for it on ${listens} (${endpoint.portVariable})`);
+          }
+        }
       }
+      expect(problems, `service URLs that reach nothing:\n  ${problems.join('\n  ')}`).toEqual([]);
+    });
+
+    it('`services` listens on all interfaces, and its healthcheck checks every port it listens on', () => {
+      const env = environment('services');
+      expect(env['SERVICES_HOST'], '`services` must listen on all interfaces (SERVICES_HOST=0.0.0.0) to be reachable from the agents').toBe('0.0.0.0');
+      const test = (healthcheckTest('services') ?? []).join(' ');
+      const unchecked = Object.values(SERVICE_ENDPOINTS)
+        .map((e) => e.portVariable)
+        .filter((v) => !test.includes(v));
+      expect(unchecked, `the \`services\` healthcheck does not check ${unchecked.join(', ')}`).toEqual([]);
     });
   });
 

@@ -103,6 +103,8 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
     SHIPPING_URL: services.shipping.url,
     FRAUD_URL: services.fraud.url,
     LEDGER_URL: ledger.url,
+    // Tests register the definitions they run (often their own `orders`): the agents must not race them.
+    ORDERS_REGISTER_WORKFLOW: 'false',
     ...o.env,
   };
   // Numbered when the start is asked for, not when it is ready, so processes started together get distinct names.
@@ -208,8 +210,8 @@ export function fastExampleOrders(o: {
   };
 }
 
-/** Runs the triad CLI against a test Triad; resolves with its output and exit code (never rejects). */
-export function cli(t: TestTriad, args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
+/** Runs the triad CLI against a test Triad (or any environment); resolves with its output and exit code (never rejects). */
+export function cli(t: Pick<TestTriad, 'env'>, args: string[]): Promise<{ stdout: string; stderr: string; code: number }> {
   return new Promise((resolve) => {
     execFile(process.execPath, [SCRIPTS.cli, ...args], { cwd: ROOT, env: { ...process.env, ...t.env }, timeout: 60_000 }, (error, stdout, stderr) => {
       const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;

@@ -1,17 +1,43 @@
-/** Runs the example's agents: `node apps/example-orders/dist/agents.js` (service URLs from INVENTORY_URL, PAYMENT_URL, SHIPPING_URL). */
+/**
+ * Runs the example's agents: `node apps/example-orders/dist/agents.js` (service URLs from INVENTORY_URL,
+ * PAYMENT_URL, SHIPPING_URL, FRAUD_URL), and registers the `orders` workflow they serve through a scheduler,
+ * so a deployment of one process per actor can take orders without a separate registration step.
+ */
+import { z } from 'zod';
 import { AgentHost } from '@triad/agent';
 import { connectBus } from '@triad/bus';
 import { runService } from '@triad/service';
 import { orderAgents, serviceUrlsFromEnv } from './order-agents.js';
+import { registerInBackground, type BackgroundRegistration } from './register-workflow.js';
+import { ordersWorkflow } from './workflow.js';
+
+/** ORDERS_REGISTER_WORKFLOW: `false` when the definitions are registered by someone else (an operator, a test). */
+function registerFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
+  const raw = env['ORDERS_REGISTER_WORKFLOW']?.trim() || 'true';
+  const parsed = z.enum(['true', 'false']).safeParse(raw);
+  if (!parsed.success) throw new Error(`ORDERS_REGISTER_WORKFLOW=${JSON.stringify(raw)} is not allowed: use true (the default: register the orders workflow at start) or false`);
+  return parsed.data === 'true';
+}
 
 runService('order-agents', async ({ config, log, onShutdown, healthy }) => {
   const urls = serviceUrlsFromEnv();
+  const register = registerFromEnv();
   const bus = await connectBus({ url: config.natsUrl, namespace: config.namespace, name: 'triad-order-agents' });
   onShutdown(() => bus.close());
   // NATS only: an agent holds no Redis connection (decision 0010).
   const host = new AgentHost({ bus, agents: orderAgents(urls), logger: log });
   await host.start();
   onShutdown(() => host.stop());
-  healthy(() => !bus.nc.isClosed());
+  const definition = ordersWorkflow.toJSON();
+  let registration: BackgroundRegistration | undefined;
+  if (register) {
+    registration = registerInBackground({ natsUrl: config.natsUrl, namespace: config.namespace, definition, log });
+    onShutdown(() => registration?.stop());
+  } else {
+    log.info({ workflow: definition.name }, `ORDERS_REGISTER_WORKFLOW=false: not registering workflow ${definition.name} (register apps/example-orders/orders.workflow.json yourself)`);
+  }
+  // Healthy once the workflow is registered too: a Compose `depends_on: service_healthy` on the agents
+  // then means orders can be submitted (the heartbeat starts within 5 s of the registration).
+  healthy(() => !bus.nc.isClosed() && (registration === undefined || registration.current().state === 'registered'));
   log.info({ urls }, 'order agents calling these services');
 });

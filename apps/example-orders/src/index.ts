@@ -1,5 +1,6 @@
 /** @triad/example-orders — the pattern's example: the orders workflow, its agents and the stand-in services. */
 export { ordersWorkflow } from './workflow.js';
-export { orderAgents, serviceUrlsFromEnv, OrderInputSchema, type OrderInput, type ServiceUrls } from './order-agents.js';
-export { startRemoteService, faultsFromEnv, startExampleServices, type RemoteService, type Faults, type Effect } from './services/index.js';
+export { orderAgents, serviceUrlsFromEnv, SERVICE_ENDPOINTS, OrderInputSchema, type OrderInput, type ServiceUrls, type ServiceEndpointEnv } from './order-agents.js';
+export { registerInBackground, type BackgroundRegistration, type BackgroundRegistrationOptions, type RegistrationState } from './register-workflow.js';
+export { startRemoteService, faultsFromEnv, startExampleServices, envPrefix, EXAMPLE_SERVICES, type RemoteService, type Faults, type Effect } from './services/index.js';
 

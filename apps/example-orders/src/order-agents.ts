@@ -1,5 +1,5 @@
 /**
- * The example's agents: each wraps one remote HTTP service (inventory, payment, shipping), passing the
+ * The example's agents: each wraps one remote HTTP service (inventory, fraud, payment, shipping), passing the
  * step's idempotency key so the service applies the effect once, and the step's AbortSignal so a call
  * stops when the complete-by window closes.
  */
@@ -20,12 +20,31 @@ export interface ServiceUrls {
   fraud: string;
 }
 
+/** The environment variables an agent reads to find one service. */
+export interface ServiceEndpointEnv {
+  /** The service's base URL (e.g. http://services:7104 in Compose). */
+  readonly urlVariable: string;
+  /** Without the URL: the port on 127.0.0.1, the same variable `npm run start:services` listens on. */
+  readonly portVariable: string;
+  readonly defaultPort: number;
+}
+
+/** What each agent reads to reach its service; the Compose test checks the stack against this list. */
+export const SERVICE_ENDPOINTS: Readonly<Record<keyof ServiceUrls, ServiceEndpointEnv>> = {
+  inventory: { urlVariable: 'INVENTORY_URL', portVariable: 'INVENTORY_PORT', defaultPort: 7101 },
+  payment: { urlVariable: 'PAYMENT_URL', portVariable: 'PAYMENT_PORT', defaultPort: 7102 },
+  shipping: { urlVariable: 'SHIPPING_URL', portVariable: 'SHIPPING_PORT', defaultPort: 7103 },
+  fraud: { urlVariable: 'FRAUD_URL', portVariable: 'FRAUD_PORT', defaultPort: 7104 },
+};
+
 export function serviceUrlsFromEnv(env: NodeJS.ProcessEnv = process.env): ServiceUrls {
+  const url = ({ urlVariable, portVariable, defaultPort }: ServiceEndpointEnv): string =>
+    env[urlVariable] ?? `http://127.0.0.1:${env[portVariable] ?? defaultPort}`;
   return {
-    inventory: env['INVENTORY_URL'] ?? `http://127.0.0.1:${env['INVENTORY_PORT'] ?? 7101}`,
-    payment: env['PAYMENT_URL'] ?? `http://127.0.0.1:${env['PAYMENT_PORT'] ?? 7102}`,
-    shipping: env['SHIPPING_URL'] ?? `http://127.0.0.1:${env['SHIPPING_PORT'] ?? 7103}`,
-    fraud: env['FRAUD_URL'] ?? `http://127.0.0.1:${env['FRAUD_PORT'] ?? 7104}`,
+    inventory: url(SERVICE_ENDPOINTS.inventory),
+    payment: url(SERVICE_ENDPOINTS.payment),
+    shipping: url(SERVICE_ENDPOINTS.shipping),
+    fraud: url(SERVICE_ENDPOINTS.fraud),
   };
 }
 
