@@ -7,7 +7,7 @@
  */
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import { ensureConsumer, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
+import { ensureConsumer, ensureStreams, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
 import { StepRequestSchema, decode, encode, errorMessage, isTriadError, silentLogger, type Logger, type StepRequest, type StepResult } from '@triad/protocol';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
 import type { AgentDefinition } from './define.js';
@@ -57,6 +57,10 @@ export class AgentHost {
   private readonly breakers = new Map<string, { policy: CircuitBreakerPolicy; halfOpenAfterMs: number }>();
   private readonly log: Logger;
   private consumers: RunningConsumer[] = [];
+  private stopped = false;
+  /** Resolves once every agent type's consumer is attached (see start). */
+  attached: Promise<void> = Promise.resolve();
+  private isAttached = false;
   private readonly agents: Map<string, AgentDefinition>;
   /** One sender per agent type: each publishes on its own result subject. */
   private readonly results = new Map<string, ResultSender>();
@@ -76,11 +80,22 @@ export class AgentHost {
     }
   }
 
-  async start(): Promise<void> {
+  /**
+   * Starts serving. The consumers attach in the background (`attached`): an agent may start before any
+   * scheduler, and one whose identity may not create streams waits for a scheduler to create them.
+   */
+  start(): Promise<void> {
+    this.attached = this.attach();
+    this.attached.catch((e: unknown) => this.log.error({ err: errorMessage(e) }, 'agent host could not attach to the steps stream'));
+    return Promise.resolve();
+  }
+
+  private async attach(): Promise<void> {
     const { bus } = this.o;
     const n = bus.names;
     const ackWaitMs = this.o.ackWaitMs ?? DEFAULT_ACK_WAIT_MS;
-    await this.waitForStepsStream();
+    await this.streamsReady();
+    if (this.stopped) return;
     for (const agent of this.agents.values()) {
       const durable = n.consumers.agent(agent.name);
       await ensureConsumer(bus, { stream: n.streams.steps, durable, filterSubject: n.subjects.step(agent.name), ackWaitMs });
@@ -91,28 +106,40 @@ export class AgentHost {
       );
     }
     await Promise.all(this.consumers.map((c) => c.ready));
-    this.log.info({ agentId: this.id, agents: [...this.agents.keys()] }, 'agent host started');
+    this.isAttached = true;
+    this.log.info({ agentId: this.id, agents: [...this.agents.keys()] }, 'agent host attached: serving steps');
+  }
+
+  /** Every agent type's consumer is attached: the host is serving steps (its health). */
+  serving(): boolean {
+    return this.isAttached && !this.stopped;
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     await Promise.all(this.consumers.map((c) => c.stop()));
     await Promise.all([...this.results.values()].map((r) => r.drain()));
   }
 
   /**
-   * The schedulers create the streams (an agent identity may not: decision 0010); an agent started
-   * first waits for them, saying what it waits for.
+   * The streams exist, or are made: an agent creates them when its identity may (an unsecured
+   * deployment); one whose identity may not (decision 0010) waits for a scheduler to create them, saying so.
    */
-  private async waitForStepsStream(): Promise<void> {
+  private async streamsReady(): Promise<void> {
     const { bus } = this.o;
     const stream = bus.names.streams.steps;
-    for (let delay = 250, said = false; ; delay = Math.min(delay * 2, 5_000)) {
+    for (let delay = 250, said = false; !this.stopped; delay = Math.min(delay * 2, 5_000)) {
       try {
         await bus.jsm.streams.info(stream);
         return;
       } catch (e) {
         if (!/not found/i.test(errorMessage(e))) throw e;
-        if (!said) this.log.warn({ stream }, 'waiting for the steps stream: start a scheduler in this namespace (it creates the streams)');
+      }
+      try {
+        await ensureStreams(bus);
+        return;
+      } catch (e) {
+        if (!said) this.log.warn({ stream, err: errorMessage(e) }, 'waiting for the steps stream: start a scheduler in this namespace (it creates the streams)');
         said = true;
         await new Promise((r) => setTimeout(r, delay));
       }
