@@ -4,13 +4,17 @@
  * restarts by re-attaching to the consumer.
  */
 import type { JsMsg } from '@nats-io/jetstream';
+import type { MsgHdrs } from '@nats-io/nats-core';
 import { errorMessage, silentLogger, type Logger } from '@triad/protocol';
 import type { Bus } from './connection.js';
+import { unsupportedVersion } from './headers.js';
 import { deadLetter } from './publish.js';
 
 export interface Delivery {
   readonly data: Uint8Array;
   readonly subject: string;
+  /** The message's NATS headers, if it has any (`Triad-Protocol`, `Triad-Reply-To`, `Nats-Msg-Id`). */
+  readonly headers: MsgHdrs | undefined;
   /** 1 on first delivery. */
   readonly deliveryCount: number;
   /** Tells the server the handler is still working (resets the ack wait). */
@@ -68,6 +72,13 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
       m.term();
       return;
     }
+    // A message of another major protocol version is not guessed at: dead-lettered with the reason.
+    const foreign = unsupportedVersion(m.headers);
+    if (foreign) {
+      await deadLetter(bus, o.source, foreign, m.data, deliveryCount);
+      m.term();
+      return;
+    }
     let d: Disposition;
     let acked = false;
     const ackNow = (): void => {
@@ -75,7 +86,7 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
       acked = true;
     };
     try {
-      d = await handler({ data: m.data, subject: m.subject, deliveryCount, working: () => m.working(), ackNow });
+      d = await handler({ data: m.data, subject: m.subject, headers: m.headers, deliveryCount, working: () => m.working(), ackNow });
     } catch (e) {
       if (acked) {
         log.error({ err: errorMessage(e), subject: m.subject }, 'handler failed after acknowledging; the message is not redelivered');

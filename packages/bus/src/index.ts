@@ -5,4 +5,5 @@
 export { connectBus, type Bus, type BusOptions } from './connection.js';
 export { ensureStreams, ensureConsumer, streamSpecs, type TopologyOptions, type ConsumerSpec } from './topology.js';
 export { startConsumer, type Delivery, type Disposition, type ConsumeOptions, type RunningConsumer } from './consumer.js';
-export { publishDurable, deadLetter, publishTaskEvents, sendTaskEvents } from './publish.js';
+export { publishDurable, publishPlain, deadLetter, publishTaskEvents, sendTaskEvents } from './publish.js';
+export { protocolHeaders, unsupportedVersion, PROTOCOL_HEADER, REPLY_TO_HEADER, PROTOCOL_MAJOR } from './headers.js';

@@ -1,18 +1,24 @@
 /** Publishing: JetStream with a message id where duplicates are possible; dead letters; plain NATS for replies. */
-import { headers } from '@nats-io/nats-core';
 import { encode, errorMessage, type DeadLetter, type TaskEvent, type TaskEventBatch } from '@triad/protocol';
 import type { Bus } from './connection.js';
+import { protocolHeaders } from './headers.js';
 
-export async function publishDurable(bus: Bus, subject: string, data: Uint8Array, msgID?: string): Promise<{ duplicate: boolean }> {
-  const ack = await bus.js.publish(subject, data, msgID ? { msgID } : undefined);
+/** A JetStream publish of a protocol message (with its version header), optionally de-duplicated by `msgID`. */
+export async function publishDurable(bus: Bus, subject: string, data: Uint8Array, msgID?: string, extraHeaders?: Record<string, string>): Promise<{ duplicate: boolean }> {
+  const ack = await bus.js.publish(subject, data, { headers: protocolHeaders(extraHeaders), ...(msgID ? { msgID } : {}) });
   return { duplicate: ack.duplicate };
+}
+
+/** A plain NATS publish of a protocol message (with its version header). */
+export function publishPlain(bus: Bus, subject: string, data: Uint8Array): void {
+  bus.nc.publish(subject, data, { headers: protocolHeaders() });
 }
 
 /** Publishes a dead letter with the reason and the original bytes; never throws (it is the last resort). */
 export async function deadLetter(bus: Bus, source: string, reason: string, original: Uint8Array, deliveries: number): Promise<boolean> {
   const dl: DeadLetter = { source, reason, receivedAt: Date.now(), deliveries, original: new Uint8Array(original) };
   try {
-    await bus.js.publish(bus.names.subjects.deadLetter(source.replace(/[.*>\s]/g, '_')), encode(dl, 2_000_000));
+    await bus.js.publish(bus.names.subjects.deadLetter(source.replace(/[.*>\s]/g, '_')), encode(dl, 2_000_000), { headers: protocolHeaders() });
     return true;
   } catch (e) {
     // Nothing left to do but say so: the message will be terminated by the caller anyway.
@@ -41,9 +47,7 @@ export async function publishTaskEvents(bus: Bus, client: string, taskId: string
 export function sendTaskEvents(bus: Bus, client: string, taskId: string, events: readonly TaskEvent[], replyTo?: string): void {
   const bytes = eventBatch(bus, taskId, events, replyTo);
   if (!bytes) return;
-  const h = headers();
-  h.set('Nats-Msg-Id', eventMessageId(client, taskId, events));
-  bus.nc.publish(bus.names.subjects.event(client, taskId), bytes, { headers: h });
+  bus.nc.publish(bus.names.subjects.event(client, taskId), bytes, { headers: protocolHeaders({ 'Nats-Msg-Id': eventMessageId(client, taskId, events) }) });
 }
 
 /**
@@ -59,6 +63,6 @@ function eventBatch(bus: Bus, taskId: string, events: readonly TaskEvent[], repl
   if (events.length === 0) return undefined;
   const batch: TaskEventBatch = { taskId, events: [...events] };
   const bytes = encode(batch);
-  if (replyTo) bus.nc.publish(replyTo, bytes);
+  if (replyTo) publishPlain(bus, replyTo, bytes);
   return bytes;
 }

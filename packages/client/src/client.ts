@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import { DeliverPolicy, type Consumer } from '@nats-io/jetstream';
 import { createInbox } from '@nats-io/nats-core';
-import { connectBus, type Bus } from '@triad/bus';
+import { REPLY_TO_HEADER, connectBus, protocolHeaders, type Bus } from '@triad/bus';
 import {
   ApiReplySchema,
   ClientIdSchema,
@@ -113,7 +113,7 @@ export class TriadClient {
   async request<T>(op: ApiOp, body: unknown): Promise<T> {
     let raw;
     try {
-      raw = await this.bus.nc.request(this.bus.names.subjects.api(op), encode(body), { timeout: this.requestTimeoutMs });
+      raw = await this.bus.nc.request(this.bus.names.subjects.api(op), encode(body), { timeout: this.requestTimeoutMs, headers: protocolHeaders() });
     } catch (e) {
       throw new TriadError(
         ErrorCode.Unavailable,
@@ -196,7 +196,9 @@ export class TriadClient {
     try {
       // Deduplicated per client: another client's submission with the same task id must reach a
       // scheduler, to be refused there with the reason (decision 0010).
-      const ack = await this.bus.js.publish(this.bus.names.subjects.submit(this.clientId), bytes, { msgID: `${this.clientId}:${v.value.taskId}` });
+      // The reply subject goes in a header too: a refusal can then be answered even if the body is unreadable.
+      const h = protocolHeaders(v.value.replyTo ? { [REPLY_TO_HEADER]: v.value.replyTo } : {});
+      const ack = await this.bus.js.publish(this.bus.names.subjects.submit(this.clientId), bytes, { msgID: `${this.clientId}:${v.value.taskId}`, headers: h });
       return { taskId: v.value.taskId, duplicate: ack.duplicate };
     } catch (e) {
       throw new TriadError(

@@ -1,7 +1,10 @@
 /**
- * msgpackr encoding for every message. No shared-structure records (useRecords: false), so any
- * process decodes any message with no prior state. Decoding untrusted bytes never throws: it yields
- * a `Decoded` that is either the validated value or a TriadError saying what was wrong.
+ * msgpackr encoding for every message (protocol v1, docs/protocol.md): msgpack of plain maps, arrays,
+ * strings, numbers, booleans and nil; integers are written as msgpack integers whatever their size
+ * (timestamps included), never as floats; no extension types. No shared-structure records
+ * (useRecords: false), so any process decodes any message with no prior state. Decoding untrusted
+ * bytes never throws: it yields a `Decoded` that is either the validated value or a TriadError saying
+ * what was wrong.
  */
 import { Packr } from 'msgpackr';
 import type { z } from 'zod';
@@ -17,9 +20,39 @@ const packr = new Packr(packrOptions);
 
 export type Decoded<T> = { ok: true; value: T } | { ok: false; error: TriadError };
 
+/**
+ * The value with every integer beyond 32 bits as a BigInt, which msgpackr writes as a msgpack int64 or
+ * uint64 (a plain number there would be written as a float64, which a reader in a typed language
+ * refuses for an integer field). Containers are copied only where something changed.
+ */
+export function integersAsIntegers(value: unknown): unknown {
+  if (typeof value === 'number') {
+    return Number.isSafeInteger(value) && (value > 0xffff_ffff || value < -0x8000_0000) ? BigInt(value) : value;
+  }
+  if (Array.isArray(value)) {
+    let out: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      const v: unknown = value[i];
+      const w = integersAsIntegers(v);
+      if (w !== v) (out ??= value.slice())[i] = w;
+    }
+    return out ?? value;
+  }
+  if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    let out: Record<string, unknown> | undefined;
+    for (const k in value) {
+      const v = (value as Record<string, unknown>)[k];
+      const w = integersAsIntegers(v);
+      if (w !== v) (out ??= { ...(value as Record<string, unknown>) })[k] = w;
+    }
+    return out ?? value;
+  }
+  return value;
+}
+
 /** Encodes a value; refuses (TriadError PAYLOAD_TOO_LARGE) anything over the size limit. */
 export function encode(value: unknown, maxBytes: number = DEFAULT_MAX_MESSAGE_BYTES): Uint8Array {
-  const bytes = packr.pack(value);
+  const bytes = packr.pack(integersAsIntegers(value));
   if (bytes.length > maxBytes) {
     throw new TriadError(
       ErrorCode.PayloadTooLarge,

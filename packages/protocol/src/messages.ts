@@ -1,8 +1,19 @@
-/** Every message that crosses NATS, as zod schemas. The codec validates with these at each boundary. */
+/**
+ * Every message that crosses NATS, as zod schemas: protocol v1 (docs/protocol.md). The codec validates
+ * with these at each boundary. Within v1 a reader ignores fields it does not know (objects are not
+ * strict) and keeps validating the ones it does; an optional field may be absent or nil; a timestamp is
+ * an integer of epoch milliseconds (a msgpack timestamp is read as one too).
+ */
 import { z } from 'zod';
 import { NameSchema, TaskIdSchema } from './names.js';
 
-const epochMs = z.number().int().nonnegative();
+/** An optional field: absent, or nil (read as absent), else valid by `schema`. */
+export function optional<T extends z.ZodType>(schema: T) {
+  return z.preprocess((v) => (v === null ? undefined : v), schema.optional());
+}
+
+/** Epoch milliseconds, an integer; a msgpack timestamp (a Date once decoded) is read as its milliseconds. */
+const epochMs = z.preprocess((v) => (v instanceof Date ? v.getTime() : v), z.number().int().nonnegative());
 /** A NATS subject a client owns (its private reply subject). No wildcards. */
 const SubjectSchema = z
   .string()
@@ -13,7 +24,7 @@ const SubjectSchema = z
 export const WireErrorSchema = z.object({
   code: z.string(),
   message: z.string(),
-  details: z.array(z.string()).optional(),
+  details: optional(z.array(z.string())),
 });
 
 export const SubmissionSchema = z
@@ -21,13 +32,12 @@ export const SubmissionSchema = z
     taskId: TaskIdSchema,
     workflow: NameSchema,
     /** Pin a version; the latest registered version when absent. */
-    version: z.number().int().min(1).optional(),
+    version: optional(z.number().int().min(1)),
     // Optional: the codec drops undefined values, so an absent input must decode as absent.
-    input: z.unknown().optional(),
-    replyTo: SubjectSchema.optional(),
+    input: optional(z.unknown()),
+    replyTo: optional(SubjectSchema),
     submittedAt: epochMs,
-  })
-  .strict();
+  });
 export type Submission = z.output<typeof SubmissionSchema>;
 
 export const StepKindSchema = z.enum(['run', 'compensate']);
@@ -46,25 +56,22 @@ export const StepRequestSchema = z
     /** Stable across attempts: the remote service applies an effect once per key. */
     idempotencyKey: z.string().min(1).max(512),
     /** For a compensation: the idempotency key of the effect it undoes (the step's run key). */
-    undoes: z.string().min(1).max(512).optional(),
+    undoes: optional(z.string().min(1).max(512)),
     /**
      * For a compensation: whether the run's effect is known to have happened ('applied': the run
      * completed) or may have ('unknown': it timed out, its agent died, or it was in flight when the undo
      * began). An undo of an effect that never happened must succeed and leave a tombstone (decision 0009).
      */
-    effect: z.enum(['applied', 'unknown']).optional(),
+    effect: optional(z.enum(['applied', 'unknown'])),
     /** Absolute deadline (epoch ms). Past it the agent stops and sends nothing back. */
     completeBy: epochMs,
     // Optional: the codec drops undefined values, so an absent input must decode as absent.
-    input: z.unknown().optional(),
+    input: optional(z.unknown()),
     /** Outputs of the steps this step declared it needs, by step name. */
     needs: z.record(z.string(), z.unknown()),
-    retry: z
-      .object({ maxAttempts: z.number().int().min(1), initialDelayMs: z.number().int().min(1), maxDelayMs: z.number().int().min(1) })
-      .optional(),
+    retry: optional(z.object({ maxAttempts: z.number().int().min(1), initialDelayMs: z.number().int().min(1), maxDelayMs: z.number().int().min(1) })),
     dispatchedAt: epochMs,
-  })
-  .strict();
+  });
 export type StepRequest = z.output<typeof StepRequestSchema>;
 
 const resultBase = {
@@ -79,7 +86,7 @@ const resultBase = {
 };
 export const StepResultSchema = z.discriminatedUnion('ok', [
   // output is optional: a handler that returns nothing (void) sends no output key.
-  z.object({ ...resultBase, ok: z.literal(true), output: z.unknown().optional() }).strict(),
+  z.object({ ...resultBase, ok: z.literal(true), output: optional(z.unknown()) }),
   z
     .object({
       ...resultBase,
@@ -87,20 +94,19 @@ export const StepResultSchema = z.discriminatedUnion('ok', [
       error: z.object({
         message: z.string().max(4000),
         retryable: z.boolean(),
-        name: z.string().max(200).optional(),
+        name: optional(z.string().max(200)),
         /** The agent's circuit breaker for this service is open: the step was not attempted. */
-        circuitOpen: z.boolean().optional(),
+        circuitOpen: optional(z.boolean()),
         /** With circuitOpen: when the breaker lets a trial call through again. */
-        retryAfterMs: z.number().int().min(0).max(86_400_000).optional(),
+        retryAfterMs: optional(z.number().int().min(0).max(86_400_000)),
         /**
          * What the agent knows of the remote effect: 'none' when no try of this attempt can have taken
          * effect (each failed before reaching the service, or was refused without effect); otherwise
          * 'unknown'. Absent: 'none' if tries is 0, else 'unknown' (decision 0009).
          */
-        effect: z.enum(['none', 'unknown']).optional(),
+        effect: optional(z.enum(['none', 'unknown'])),
       }),
-    })
-    .strict(),
+    }),
 ]);
 export type StepResult = z.output<typeof StepResultSchema>;
 
@@ -164,15 +170,14 @@ export const TaskEventSchema = z
     /** Per-task sequence number, assigned atomically with the transition: events sort by it. */
     seq: z.number().int().nonnegative(),
     type: TaskEventTypeSchema,
-    status: TaskStatusSchema.optional(),
-    step: NameSchema.optional(),
-    attempt: z.number().int().min(1).optional(),
+    status: optional(TaskStatusSchema),
+    step: optional(NameSchema),
+    attempt: optional(z.number().int().min(1)),
     at: epochMs,
     /** Why (an error message, a rejection reason). */
-    reason: z.string().max(4000).optional(),
-    error: WireErrorSchema.optional(),
-  })
-  .strict();
+    reason: optional(z.string().max(4000)),
+    error: optional(WireErrorSchema),
+  });
 export type TaskEvent = z.output<typeof TaskEventSchema>;
 
 /**
@@ -183,8 +188,7 @@ export const TaskEventBatchSchema = z
   .object({
     taskId: z.string().min(1).max(128),
     events: z.array(TaskEventSchema).min(1).max(1_000),
-  })
-  .strict();
+  });
 export type TaskEventBatch = z.output<typeof TaskEventBatchSchema>;
 
 /**
@@ -193,7 +197,7 @@ export type TaskEventBatch = z.output<typeof TaskEventBatchSchema>;
  * if that attempt is still the current one. `epoch` is the supervisor leader's fencing value.
  */
 export const SupervisorCommandSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('retry_step'), taskId: TaskIdSchema, step: NameSchema, kind: StepKindSchema, attempt: z.number().int().min(1), epoch: z.number().int().nonnegative() }).strict(),
+  z.object({ type: z.literal('retry_step'), taskId: TaskIdSchema, step: NameSchema, kind: StepKindSchema, attempt: z.number().int().min(1), epoch: z.number().int().nonnegative() }),
 ]);
 export type SupervisorCommand = z.output<typeof SupervisorCommandSchema>;
 
@@ -203,22 +207,21 @@ export const AlertSchema = z
     /** step_error: a step's ladder ran out; step_failed: it failed permanently; task_deadline: the task's deadline passed. */
     kind: z.enum(['step_error', 'step_failed', 'compensation_failed', 'task_deadline']),
     taskId: z.string(),
-    step: z.string().optional(),
+    step: optional(z.string()),
     failureCount: z.number().int().nonnegative(),
-    lastError: z.string().max(4000).optional(),
+    lastError: optional(z.string().max(4000)),
     raisedAt: epochMs,
-  })
-  .strict();
+  });
 export type Alert = z.output<typeof AlertSchema>;
 
 /** What each supervisor reports after every sweep (health subject, and `triad supervisor`). */
 export const SupervisorHealthSchema = z.object({
   supervisorId: z.string(),
   leading: z.boolean(),
-  leader: z.string().optional(),
+  leader: optional(z.string()),
   epoch: z.number().int().nonnegative(),
-  lastSweepAt: z.number().optional(),
-  sweepMs: z.number().optional(),
+  lastSweepAt: optional(z.number()),
+  sweepMs: optional(z.number()),
   handled: z.number().int().nonnegative(),
   /** Steps past completeBy still waiting to be handled at the end of the last sweep. */
   expiredWaiting: z.number().int().nonnegative(),
@@ -247,25 +250,22 @@ export const DeadLetterSchema = z
     receivedAt: epochMs,
     deliveries: z.number().int().nonnegative(),
     original: z.instanceof(Uint8Array),
-  })
-  .strict();
+  });
 export type DeadLetter = z.output<typeof DeadLetterSchema>;
 
 // ---- request/reply API (client → schedulers) ----
 
-export const RegisterWorkflowRequestSchema = z.object({ definition: z.unknown() }).strict();
-export const GetWorkflowRequestSchema = z.object({ name: NameSchema, version: z.number().int().min(1).optional() }).strict();
-export const ListWorkflowsRequestSchema = z.object({}).strict();
-export const GetTaskRequestSchema = z.object({ taskId: TaskIdSchema }).strict();
-export const CancelTaskRequestSchema = z.object({ taskId: TaskIdSchema, reason: z.string().max(1000).optional() }).strict();
+export const RegisterWorkflowRequestSchema = z.object({ definition: z.unknown() });
+export const GetWorkflowRequestSchema = z.object({ name: NameSchema, version: optional(z.number().int().min(1)) });
+export const ListWorkflowsRequestSchema = z.object({});
+export const GetTaskRequestSchema = z.object({ taskId: TaskIdSchema });
+export const CancelTaskRequestSchema = z.object({ taskId: TaskIdSchema, reason: optional(z.string().max(1000)) });
 export const RetryTaskRequestSchema = z
-  .object({ taskId: TaskIdSchema, step: NameSchema.optional(), input: z.unknown().optional(), replaceInput: z.boolean().default(false) })
-  .strict();
-export const EmptyRequestSchema = z.object({}).strict();
+  .object({ taskId: TaskIdSchema, step: optional(NameSchema), input: optional(z.unknown()), replaceInput: z.boolean().default(false) });
+export const EmptyRequestSchema = z.object({});
 
 export const ListTasksRequestSchema = z
-  .object({ status: TaskStatusSchema.optional(), limit: z.number().int().min(1).max(10_000).default(100) })
-  .strict();
+  .object({ status: optional(TaskStatusSchema), limit: z.number().int().min(1).max(10_000).default(100) });
 
 /** The state of one step as reported to clients. */
 export const StepStateSchema = z.object({
@@ -273,38 +273,38 @@ export const StepStateSchema = z.object({
   agent: z.string(),
   status: StepStatusSchema,
   attempt: z.number().int().nonnegative(),
-  lockedBy: z.string().optional(),
-  completeBy: z.number().optional(),
+  lockedBy: optional(z.string()),
+  completeBy: optional(z.number()),
   failureCount: z.number().int().nonnegative(),
-  startedAt: z.number().optional(),
-  finishedAt: z.number().optional(),
-  output: z.unknown().optional(),
-  error: z.string().optional(),
+  startedAt: optional(z.number()),
+  finishedAt: optional(z.number()),
+  output: optional(z.unknown()),
+  error: optional(z.string()),
   dependsOn: z.array(z.string()),
   /** The step's completion order (compensations run in its reverse). */
-  order: z.number().int().optional(),
+  order: optional(z.number().int()),
   /** Attempts its agent's open circuit breaker refused (they count as failures only past maxCircuitOpen). */
-  circuitCount: z.number().int().nonnegative().optional(),
+  circuitCount: optional(z.number().int().nonnegative()),
   /** When the step gives up whatever its ladder says (epoch ms; set on its first start). */
-  giveUpAt: z.number().optional(),
+  giveUpAt: optional(z.number()),
   /** What is known of its remote effect: none, unknown (may have happened), applied (decision 0009). */
-  effect: z.enum(['none', 'unknown', 'applied']).optional(),
+  effect: optional(z.enum(['none', 'unknown', 'applied'])),
   /** Its compensation, once one has started. */
-  compensation: z
-    .object({
+  compensation: optional(
+    z.object({
       agent: z.string(),
       attempt: z.number().int(),
       failureCount: z.number().int(),
-      completeBy: z.number().optional(),
-      lockedBy: z.string().optional(),
-      startedAt: z.number().optional(),
-      finishedAt: z.number().optional(),
-      error: z.string().optional(),
-      parked: z.boolean().optional(),
-      circuitCount: z.number().int().nonnegative().optional(),
-      giveUpAt: z.number().optional(),
-    })
-    .optional(),
+      completeBy: optional(z.number()),
+      lockedBy: optional(z.string()),
+      startedAt: optional(z.number()),
+      finishedAt: optional(z.number()),
+      error: optional(z.string()),
+      parked: optional(z.boolean()),
+      circuitCount: optional(z.number().int().nonnegative()),
+      giveUpAt: optional(z.number()),
+    }),
+  ),
 });
 export type StepState = z.output<typeof StepStateSchema>;
 
@@ -313,25 +313,25 @@ export const TaskStateSchema = z.object({
   workflow: z.string(),
   version: z.number().int(),
   status: TaskStatusSchema,
-  input: z.unknown().optional(),
-  lockedBy: z.string().optional(),
+  input: optional(z.unknown()),
+  lockedBy: optional(z.string()),
   lockEpoch: z.number().int().nonnegative(),
   /** The sequence number of the task's latest event. */
   seq: z.number().int().nonnegative(),
   createdAt: z.number(),
   updatedAt: z.number(),
-  finishedAt: z.number().optional(),
+  finishedAt: optional(z.number()),
   /** The task's own deadline (epoch ms), when its workflow sets deadlineMs. */
-  deadlineAt: z.number().optional(),
+  deadlineAt: optional(z.number()),
   /** The client that submitted it: its events are under `triad.<ns>.event.<client>.<taskId>` (decision 0010). */
-  client: z.string().optional(),
-  error: z.string().optional(),
+  client: optional(z.string()),
+  error: optional(z.string()),
   steps: z.array(StepStateSchema),
   /**
    * The record was compacted by retention (decision 0007): lockedBy, lockEpoch (reported as 0), the
    * steps' completeBy and lockedBy, and a completed task's input are no longer kept; updatedAt is finishedAt.
    */
-  compacted: z.boolean().optional(),
+  compacted: optional(z.boolean()),
 });
 export type TaskState = z.output<typeof TaskStateSchema>;
 
@@ -347,7 +347,7 @@ export type TaskSummary = z.output<typeof TaskSummarySchema>;
 
 /** Every API reply: a value or a wire error. */
 export const ApiReplySchema = z.union([
-  z.object({ ok: z.literal(true), value: z.unknown() }).strict(),
-  z.object({ ok: z.literal(false), error: WireErrorSchema }).strict(),
+  z.object({ ok: z.literal(true), value: z.unknown() }),
+  z.object({ ok: z.literal(false), error: WireErrorSchema }),
 ]);
 export type ApiReply = z.output<typeof ApiReplySchema>;

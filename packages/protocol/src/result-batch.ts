@@ -15,8 +15,7 @@ export const MAX_RESULTS_PER_BATCH = 256;
 export const StepResultBatchSchema = z
   .object({
     results: z.array(z.custom<Uint8Array>((v) => v instanceof Uint8Array, 'each result of a batch must be binary: an encoded step result')).min(1).max(MAX_RESULTS_PER_BATCH),
-  })
-  .strict();
+  });
 export type StepResultBatch = z.output<typeof StepResultBatchSchema>;
 
 /** One result of a results message: decoded and validated, or the reason it is not, with its bytes. */

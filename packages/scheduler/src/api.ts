@@ -2,8 +2,9 @@
  * The request/reply API clients use (register and read workflows, read tasks), served by every
  * scheduler in one queue group. Requests are validated; every failure is a wire error with a reason.
  */
+import { performance } from 'node:perf_hooks';
 import type { Msg, Subscription } from '@nats-io/nats-core';
-import type { Bus } from '@triad/bus';
+import { PROTOCOL_MAJOR, protocolHeaders, unsupportedVersion, type Bus } from '@triad/bus';
 import { validateDefinition } from '@triad/core';
 import {
   ErrorCode,
@@ -16,22 +17,28 @@ import {
   RegisterWorkflowRequestSchema,
   RetryTaskRequestSchema,
   TriadError,
+  API_OPS,
   decode,
   encode,
   errorMessage,
   silentLogger,
+  type ApiOp,
   type ApiReply,
   type WorkflowDefinition,
   type Logger,
 } from '@triad/protocol';
 import { requireTask, type LeaseClaim, type TaskStore, type WorkflowStore } from '@triad/store';
 import type { Dispatcher } from './dispatcher.js';
+import { Discovery, type EndpointStats } from './discovery.js';
 import type { z } from 'zod';
 
 type Handler = (data: Uint8Array) => Promise<unknown>;
 
 export class ApiServer {
   private sub: Subscription | undefined;
+  private discovery: Discovery | undefined;
+  /** Requests, errors and handling time per operation: the service framework's stats. */
+  private readonly stats = new Map<ApiOp, EndpointStats>(API_OPS.map((op) => [op, { requests: 0, errors: 0, lastError: '', processingNs: 0 }]));
 
   constructor(
     private readonly bus: Bus,
@@ -155,6 +162,20 @@ export class ApiServer {
 
   start(): void {
     const handlers = this.handlers();
+    const n = this.bus.names;
+    this.discovery = new Discovery({
+      nc: this.bus.nc,
+      name: `triad-${n.namespace}`,
+      id: this.schedulerId,
+      version: `${PROTOCOL_MAJOR}.0.0`,
+      description: `Triad scheduler API of namespace ${n.namespace} (docs/protocol.md)`,
+      metadata: { namespace: n.namespace, protocol: `${PROTOCOL_MAJOR}` },
+      queueGroup: n.queueGroup,
+      endpoints: API_OPS.map((op) => ({ op, subject: n.subjects.api(op) })),
+      stats: (op) => this.stats.get(op) ?? { requests: 0, errors: 0, lastError: '', processingNs: 0 },
+      log: this.log,
+    });
+    this.discovery.start();
     this.sub = this.bus.nc.subscribe(this.bus.names.subjects.apiAll, {
       queue: this.bus.names.queueGroup,
       callback: (err, msg) => {
@@ -169,25 +190,39 @@ export class ApiServer {
 
   private async answer(handlers: Record<string, Handler>, msg: Msg): Promise<void> {
     let reply: ApiReply;
+    const started = performance.now();
+    const op = msg.subject.slice(this.bus.names.subjects.apiAll.length - 1) as ApiOp;
+    const stats = this.stats.get(op);
     try {
+      const foreign = unsupportedVersion(msg.headers);
+      if (foreign) throw new TriadError(ErrorCode.InvalidMessage, foreign);
       const h = handlers[msg.subject];
-      if (!h) throw new TriadError(ErrorCode.InvalidMessage, `unknown API operation ${msg.subject}`);
+      if (!h) throw new TriadError(ErrorCode.InvalidMessage, `unknown API operation ${msg.subject}; the operations are ${API_OPS.join(', ')}`);
       reply = { ok: true, value: await h(msg.data) };
     } catch (e) {
       const te = e instanceof TriadError ? e : new TriadError(ErrorCode.Internal, errorMessage(e), { cause: e });
       if (te.code === ErrorCode.Internal) this.log.error({ err: te.message, subject: msg.subject }, 'api request failed');
       reply = { ok: false, error: te.toWire() };
+      if (stats) {
+        stats.errors++;
+        stats.lastError = te.message.slice(0, 500);
+      }
+    }
+    if (stats) {
+      stats.requests++;
+      stats.processingNs += Math.round((performance.now() - started) * 1e6);
     }
     if (msg.reply) {
       try {
-        msg.respond(encode(reply));
+        msg.respond(encode(reply), { headers: protocolHeaders() });
       } catch (e) {
-        msg.respond(encode({ ok: false, error: new TriadError(ErrorCode.PayloadTooLarge, errorMessage(e)).toWire() }));
+        msg.respond(encode({ ok: false, error: new TriadError(ErrorCode.PayloadTooLarge, errorMessage(e)).toWire() }), { headers: protocolHeaders() });
       }
     }
   }
 
   async stop(): Promise<void> {
+    await this.discovery?.stop();
     if (this.sub) await this.sub.drain().catch(() => undefined);
   }
 }

@@ -10,6 +10,8 @@ import {
   ensureStreams,
   publishDurable,
   publishTaskEvents,
+  publishPlain,
+  REPLY_TO_HEADER,
   startConsumer,
   type Bus,
   type Disposition,
@@ -17,9 +19,12 @@ import {
   type TopologyOptions,
 } from '@triad/bus';
 import { compilePlan } from '@triad/core';
+import type { MsgHdrs } from '@nats-io/nats-core';
 import {
   ErrorCode,
+  TaskIdSchema,
   decodeResults,
+  errorMessage,
   SubmissionSchema,
   SupervisorCommandSchema,
   TriadError,
@@ -111,7 +116,7 @@ export class Scheduler {
     const concurrency = this.o.concurrency ?? 64;
     this.consumers = [
       startConsumer(bus, { stream: n.streams.submit, durable: n.consumers.scheduler, source: 'submit', concurrency, logger: this.log }, (d) =>
-        this.onSubmission(d.data, d.deliveryCount, d.subject),
+        this.onSubmission(d.data, d.deliveryCount, d.subject, d.headers),
       ),
       startConsumer(bus, { stream: n.streams.results, durable: n.consumers.results, source: 'result', concurrency, logger: this.log }, (d) =>
         this.onResult(d.data, d.deliveryCount, d.subject),
@@ -137,7 +142,7 @@ export class Scheduler {
    * A submission. Its subject names the submitting client (decision 0010): the task is recorded as
    * that client's, its events go out under it, and its reply subject must be in that client's inbox.
    */
-  async onSubmission(data: Uint8Array, deliveryCount: number, subject: string): Promise<Disposition> {
+  async onSubmission(data: Uint8Array, deliveryCount: number, subject: string, headers?: MsgHdrs): Promise<Disposition> {
     const client = this.o.bus.names.submitter(subject);
     if (!client) {
       this.metrics.submissionsRejected++;
@@ -148,7 +153,7 @@ export class Scheduler {
     if (!d.ok) {
       this.metrics.submissionsRejected++;
       this.metrics.deadLettered++;
-      this.rejectUnparsed(client, data, d.error.message);
+      await this.rejectUnparsed(client, data, d.error, headers);
       return { deadLetter: d.error.message };
     }
     const sub = d.value;
@@ -385,20 +390,35 @@ export class Scheduler {
   }
 
   /** A submission that did not parse: tell the caller if its reply subject and task id can be read. */
-  private rejectUnparsed(client: string, data: Uint8Array, reason: string): void {
-    let raw: unknown;
+  /**
+   * A submission that did not decode or validate: answer it wherever that can be done safely — on the
+   * submitter's reply subject (from the body, else the `Triad-Reply-To` header: it survives a body that
+   * cannot be read), only if it is in the client's own inbox; and in the task's event stream when a
+   * usable task id can be read (the body, else the `Nats-Msg-Id` header `<client>:<taskId>`), so a
+   * waiting client ends with the reason.
+   */
+  private async rejectUnparsed(client: string, data: Uint8Array, err: TriadError, headers?: MsgHdrs): Promise<void> {
+    let raw: { taskId?: unknown; replyTo?: unknown } = {};
     try {
-      raw = unpackTrusted(data);
+      const v = unpackTrusted(data);
+      if (v !== null && typeof v === 'object') raw = v;
     } catch {
+      // not msgpack: only the headers can say where to answer
+    }
+    const msgId = headers?.get('Nats-Msg-Id') ?? '';
+    const idFromHeader = msgId.startsWith(`${client}:`) ? msgId.slice(client.length + 1) : undefined;
+    const taskId = [raw.taskId, idFromHeader].find((x): x is string => typeof x === 'string' && TaskIdSchema.safeParse(x).success);
+    const inbox = `${this.o.bus.names.subjects.inboxPrefix(client)}.`;
+    const replyTo = [raw.replyTo, headers?.get(REPLY_TO_HEADER)].find((x): x is string => typeof x === 'string' && x.startsWith(inbox) && !/[\s*>]/.test(x));
+    if (taskId !== undefined) {
+      await this.reject(client, taskId, err, replyTo).catch((e: unknown) => this.log.warn({ err: errorMessage(e), taskId }, 'rejection not published'));
       return;
     }
-    if (raw === null || typeof raw !== 'object') return;
-    const { taskId, replyTo } = raw as { taskId?: unknown; replyTo?: unknown };
-    if (typeof taskId !== 'string' || typeof replyTo !== 'string' || !replyTo.startsWith(`${this.o.bus.names.subjects.inboxPrefix(client)}.`)) return;
-    const ev: TaskEvent = { taskId: taskId.slice(0, 128) || 'unknown', seq: 0, type: 'rejected', at: Date.now(), reason: reason.slice(0, 4000) };
+    if (replyTo === undefined) return;
+    const ev: TaskEvent = { taskId: 'unknown', seq: 0, type: 'rejected', at: Date.now(), reason: err.message.slice(0, 4000), error: err.toWire() };
     try {
       const batch: TaskEventBatch = { taskId: ev.taskId, events: [ev] };
-      this.o.bus.nc.publish(replyTo, encode(batch));
+      publishPlain(this.o.bus, replyTo, encode(batch));
     } catch {
       // an unusable reply subject: the dead letter still records the reason
     }

@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
-import { ensureStreams, publishDurable, publishTaskEvents, type Bus } from '@triad/bus';
+import { ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
 import { encode, errorMessage, isTriadError, silentLogger, type Logger, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type TaskStore } from '@triad/store';
 
@@ -285,7 +285,7 @@ export class Supervisor {
     const h = this.health;
     const bus = this.o.bus;
     try {
-      bus.nc.publish(bus.names.subjects.health, encode({ ...h }));
+      publishPlain(bus, bus.names.subjects.health, encode({ ...h }));
       await this.o.tasks.redis.hset(this.o.tasks.keys.supervisorStatus, this.id, JSON.stringify({ ...h, at: Date.now() }));
     } catch (e) {
       this.log.debug({ err: errorMessage(e) }, 'health not published');

@@ -1,0 +1,102 @@
+/**
+ * The schedulers' API as a NATS service: each scheduler answers the service framework's discovery
+ * subjects (`$SRV.PING`, `$SRV.INFO`, `$SRV.STATS`, each also `.<name>` and `.<name>.<id>`) with the
+ * framework's JSON, so `nats micro ls/info/stats` list it. Served here rather than by @nats-io/services,
+ * whose only release (3.0.0-25) pins a pre-release nats-core that our connection cannot share (decision
+ * 0011).
+ */
+import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
+import { errorMessage, type ApiOp, type Logger } from '@triad/protocol';
+
+/** Per-endpoint counters, as the service framework's stats report them. */
+export interface EndpointStats {
+  requests: number;
+  errors: number;
+  lastError: string;
+  /** Total handling time, ns. */
+  processingNs: number;
+}
+
+export interface DiscoveryOptions {
+  nc: NatsConnection;
+  /** The service's name: `triad-<namespace>` (letters, digits, `-`, `_`). */
+  name: string;
+  /** This instance (the scheduler's id). */
+  id: string;
+  version: string;
+  description: string;
+  metadata: Record<string, string>;
+  queueGroup: string;
+  endpoints: readonly { op: ApiOp; subject: string }[];
+  stats: (op: ApiOp) => EndpointStats;
+  log: Logger;
+}
+
+const VERBS = ['PING', 'INFO', 'STATS'] as const;
+type Verb = (typeof VERBS)[number];
+
+/** An endpoint's name in the framework's alphabet: `task.get` → `task_get`. */
+export function endpointName(op: ApiOp): string {
+  return op.replace(/\./g, '_');
+}
+
+export class Discovery {
+  private subs: Subscription[] = [];
+  private readonly started = new Date().toISOString();
+
+  constructor(private readonly o: DiscoveryOptions) {}
+
+  start(): void {
+    for (const verb of VERBS) {
+      for (const subject of [`$SRV.${verb}`, `$SRV.${verb}.${this.o.name}`, `$SRV.${verb}.${this.o.name}.${this.o.id}`]) {
+        this.subs.push(this.o.nc.subscribe(subject, { callback: (err, msg) => (err ? this.o.log.warn({ err: errorMessage(err) }, 'discovery subscription error') : this.answer(verb, msg)) }));
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.subs.map((s) => s.drain().catch(() => undefined)));
+  }
+
+  private answer(verb: Verb, msg: Msg): void {
+    if (!msg.reply) return;
+    try {
+      msg.respond(new TextEncoder().encode(JSON.stringify(this.body(verb))));
+    } catch (e) {
+      this.o.log.warn({ err: errorMessage(e) }, 'discovery reply failed');
+    }
+  }
+
+  /** The framework's response bodies (io.nats.micro.v1.*). */
+  body(verb: Verb): Record<string, unknown> {
+    const base = { name: this.o.name, id: this.o.id, version: this.o.version, metadata: this.o.metadata };
+    if (verb === 'PING') return { type: 'io.nats.micro.v1.ping_response', ...base };
+    if (verb === 'INFO') {
+      return {
+        type: 'io.nats.micro.v1.info_response',
+        ...base,
+        description: this.o.description,
+        endpoints: this.o.endpoints.map((e) => ({ name: endpointName(e.op), subject: e.subject, queue_group: this.o.queueGroup, metadata: null })),
+      };
+    }
+    return {
+      type: 'io.nats.micro.v1.stats_response',
+      ...base,
+      started: this.started,
+      endpoints: this.o.endpoints.map((e) => {
+        const s = this.o.stats(e.op);
+        return {
+          name: endpointName(e.op),
+          subject: e.subject,
+          queue_group: this.o.queueGroup,
+          num_requests: s.requests,
+          num_errors: s.errors,
+          last_error: s.lastError,
+          processing_time: s.processingNs,
+          average_processing_time: s.requests > 0 ? Math.round(s.processingNs / s.requests) : 0,
+          data: null,
+        };
+      }),
+    };
+  }
+}

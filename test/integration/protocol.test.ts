@@ -1,0 +1,138 @@
+// Protocol v1 on real processes (docs/protocol.md): every message carries Triad-Protocol 1; a message of
+// another major version is dead-lettered with that reason; a submission that cannot be read is still
+// answered on its reply subject (Triad-Reply-To header) and in its task's event stream (Nats-Msg-Id); a
+// step request with a field this agent does not know still runs; the API is a NATS service with discovery.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { headers } from '@nats-io/nats-core';
+import { PROTOCOL_HEADER, REPLY_TO_HEADER, protocolHeaders } from '@triad/bus';
+import { DeadLetterSchema, decode, encode, type StepRequest } from '@triad/protocol';
+import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { startTriad, type TestTriad } from '../support/triad.js';
+
+const td = withTeardown(afterAll);
+let nats: NatsServer;
+let redis: RedisServer;
+let t: TestTriad;
+
+beforeAll(async () => {
+  [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
+  t = await startTriad(td, { nats, redis });
+});
+
+async function deadLetterWith(text: string): Promise<{ source: string; reason: string }> {
+  const bus = t.client.bus;
+  return waitFor(
+    async () => {
+      const info = await bus.jsm.streams.info(bus.names.streams.deadLetters).catch(() => undefined);
+      for (let seq = 1; seq <= (info?.state.last_seq ?? 0); seq++) {
+        const m = await bus.jsm.streams.getMessage(bus.names.streams.deadLetters, { seq }).catch(() => undefined);
+        const d = m ? decode(m.data, DeadLetterSchema, 'dead letter') : undefined;
+        if (d?.ok && d.value.reason.includes(text)) return d.value;
+      }
+      return undefined;
+    },
+    { timeoutMs: 15_000, what: `a dead letter whose reason contains "${text}"` },
+  );
+}
+
+describe('versions', () => {
+  it('every message Triad publishes says Triad-Protocol 1', async () => {
+    const state = await t.client.run('orders', { orderId: 'v-1', amount: 1 }, { timeoutMs: 30_000 });
+    const bus = t.client.bus;
+    const m = await bus.jsm.streams.getMessage(bus.names.streams.events, { last_by_subj: bus.names.subjects.event(t.client.clientId, state.taskId) });
+    expect(m?.header.get(PROTOCOL_HEADER)).toBe('1');
+  });
+
+  it('a message of another major version is dead-lettered with that reason; the consumer goes on', async () => {
+    const bus = t.client.bus;
+    const h = headers();
+    h.set(PROTOCOL_HEADER, '2');
+    await bus.js.publish(bus.names.subjects.submit(t.client.clientId), encode({ taskId: 'v2-1', workflow: 'orders', input: {}, submittedAt: Date.now() }), { headers: h, msgID: 'v2-1' });
+    const dl = await deadLetterWith('Triad protocol "2"');
+    expect(dl.source).toBe('submit');
+    expect(dl.reason).toMatch(/it speaks protocol 1/);
+    expect((await t.client.run('orders', { orderId: 'after-v2', amount: 1 }, { timeoutMs: 30_000 })).status).toBe('completed');
+  });
+});
+
+describe('clear answers for every bad submission', () => {
+  it('a body that is not msgpack is answered on the Triad-Reply-To subject and in the task event stream, so wait() ends with the reason', async () => {
+    const bus = t.client.bus;
+    const reply = t.client.replySubject();
+    const garbage = new Uint8Array([0xc1, 0xc1, 0xc1]);
+    await bus.js.publish(bus.names.subjects.submit(t.client.clientId), garbage, { headers: protocolHeaders({ [REPLY_TO_HEADER]: reply.subject }), msgID: `${t.client.clientId}:garbled-1` });
+    const first = await reply.events[Symbol.asyncIterator]().next();
+    reply.close();
+    expect(first.value).toMatchObject({ taskId: 'garbled-1', type: 'rejected' });
+    expect(first.value?.reason).toMatch(/not valid msgpack/);
+    await expect(t.client.wait('garbled-1', { timeoutMs: 10_000 })).rejects.toThrow(/submission is not valid msgpack/);
+  });
+
+  it('a submission with an unknown extension type is refused with the reason, not dropped', async () => {
+    const bus = t.client.bus;
+    const reply = t.client.replySubject();
+    // The map of a valid submission with one more entry, input: an ext 8 value of type 0x55 (no reader knows it).
+    const map = encode({ taskId: 'ext-1', workflow: 'orders', submittedAt: Date.now() });
+    expect(map[0]).toBe(0x83);
+    const withExt = Buffer.concat([Buffer.from([0x84]), Buffer.from(map).subarray(1), Buffer.from(encode('input')), Buffer.from([0xd7, 0x55, 0, 0, 0, 0, 0, 0, 0, 1])]);
+    await bus.js.publish(bus.names.subjects.submit(t.client.clientId), withExt, { headers: protocolHeaders({ [REPLY_TO_HEADER]: reply.subject }), msgID: `${t.client.clientId}:ext-1` });
+    const first = await reply.events[Symbol.asyncIterator]().next();
+    reply.close();
+    expect(first.value).toMatchObject({ taskId: 'ext-1', type: 'rejected' });
+    expect(first.value?.reason).toMatch(/not valid msgpack \(.*[Ee]xtension/);
+  });
+});
+
+describe('an older reader gets a newer message', () => {
+  it('a step request with a field this agent does not know still runs', async () => {
+    await t.client.registerWorkflow({ name: 'newer', steps: [{ name: 'only', agent: 'inventory', budgetMs: 120_000 }] });
+    const { taskId } = await t.client.submit('newer', { orderId: 'newer-1', amount: 1 });
+    await waitFor(async () => ((await t.client.getTask(taskId)).steps[0]?.status === 'processing' ? true : undefined), { timeoutMs: 15_000, what: 'the step to start' });
+    // The scheduler sent attempt 1; a newer scheduler would add fields. Send attempt 1 again with one
+    // (JetStream dedup is by message id, so use a new one): the agent runs it, the effect is applied once.
+    const task = await t.client.getTask(taskId);
+    const step = task.steps[0]!;
+    const req: StepRequest & { priority: string } = {
+      taskId,
+      workflow: 'newer',
+      version: task.version,
+      step: 'only',
+      agent: 'inventory',
+      kind: 'run',
+      attempt: 1,
+      idempotencyKey: `${t.namespace}/${taskId}/only`,
+      completeBy: step.completeBy!,
+      input: { orderId: 'newer-1', amount: 1 },
+      needs: {},
+      dispatchedAt: Date.now(),
+      priority: 'high',
+    };
+    await t.client.bus.js.publish(t.client.bus.names.subjects.step('inventory'), encode(req), { headers: protocolHeaders(), msgID: `newer-${taskId}` });
+    const done = await t.client.wait(taskId, { timeoutMs: 30_000 });
+    expect(done.status).toBe('completed');
+    expect(t.services.inventory.effects().filter((e) => e.idempotencyKey === req.idempotencyKey)).toHaveLength(1);
+  });
+});
+
+describe('the API is a NATS service', () => {
+  it('answers $SRV.PING, INFO and STATS like the service framework, listing every operation and counting requests', async () => {
+    const nc = t.client.bus.nc;
+    const name = `triad-${t.namespace}`;
+    const json = (b: Uint8Array): Record<string, unknown> => JSON.parse(new TextDecoder().decode(b)) as Record<string, unknown>;
+    const ping = json((await nc.request(`$SRV.PING.${name}`, new Uint8Array(), { timeout: 5_000 })).data);
+    expect(ping).toMatchObject({ type: 'io.nats.micro.v1.ping_response', name, version: '1.0.0', metadata: { namespace: t.namespace, protocol: '1' } });
+    const info = json((await nc.request(`$SRV.INFO.${name}.${String(ping['id'])}`, new Uint8Array(), { timeout: 5_000 })).data);
+    expect(info['type']).toBe('io.nats.micro.v1.info_response');
+    expect((info['endpoints'] as { name: string; subject: string }[]).find((e) => e.name === 'task_get')).toMatchObject({ subject: t.client.bus.names.subjects.api('task.get') });
+    await t.client.listWorkflows();
+    const stats = await waitFor(
+      async () => {
+        const s = json((await nc.request(`$SRV.STATS.${name}.${String(ping['id'])}`, new Uint8Array(), { timeout: 5_000 })).data);
+        const list = (s['endpoints'] as { name: string; num_requests: number }[]).find((e) => e.name === 'workflow_list');
+        return list && list.num_requests > 0 ? s : undefined;
+      },
+      { timeoutMs: 10_000, what: 'the scheduler to count a workflow.list request' },
+    );
+    expect(stats['type']).toBe('io.nats.micro.v1.stats_response');
+  });
+});
