@@ -352,7 +352,9 @@ export class Scheduler {
     }
     if (raw === null || typeof raw !== 'object') return;
     const { taskId, replyTo } = raw as { taskId?: unknown; replyTo?: unknown };
-    if (typeof taskId !== 'string' || typeof replyTo !== 'string') return;
+    // Only a reply subject the schema allows: NATS closes the connection of a client that publishes to
+    // an over-long subject (the control line limit), which would cut off everything this scheduler does.
+    if (typeof taskId !== 'string' || typeof replyTo !== 'string' || !SubmissionSchema.shape.replyTo.safeParse(replyTo).success) return;
     const ev: TaskEvent = { taskId: taskId.slice(0, 128) || 'unknown', seq: 0, type: 'rejected', at: Date.now(), reason: reason.slice(0, 4000) };
     try {
       const batch: TaskEventBatch = { taskId: ev.taskId, events: [ev] };
