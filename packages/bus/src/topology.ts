@@ -28,6 +28,13 @@ export interface TopologyOptions {
   maxMessageBytes?: number;
 }
 
+/**
+ * Room a dead letter needs beyond the message it carries: its reason (at most DEAD_LETTER_REASON_CHARS
+ * characters of up to 4 bytes each) and its other fields. Without it, the dead letter of a message near
+ * the streams' limit would itself be refused, and the message lost.
+ */
+export const DEAD_LETTER_OVERHEAD_BYTES = 32 * 1024;
+
 type StreamSpec = Pick<StreamConfig, 'name' | 'subjects' | 'retention' | 'max_age' | 'duplicate_window' | 'max_msg_size' | 'discard'>;
 
 export function streamSpecs(bus: Bus, o: TopologyOptions = {}): StreamSpec[] {
@@ -43,13 +50,13 @@ export function streamSpecs(bus: Bus, o: TopologyOptions = {}): StreamSpec[] {
     max_msg_size: maxMsg,
     discard: DiscardPolicy.Old,
   });
-  const log = (name: string, subjects: string[], maxAgeMs: number): StreamSpec => ({
+  const log = (name: string, subjects: string[], maxAgeMs: number, maxMsgSize = maxMsg): StreamSpec => ({
     name,
     subjects,
     retention: RetentionPolicy.Limits,
     max_age: nanos(maxAgeMs),
     duplicate_window: nanos(Math.min(maxAgeMs, 2 * 60_000)),
-    max_msg_size: maxMsg,
+    max_msg_size: maxMsgSize,
     discard: DiscardPolicy.Old,
   });
   return [
@@ -59,7 +66,7 @@ export function streamSpecs(bus: Bus, o: TopologyOptions = {}): StreamSpec[] {
     work(n.commands, [s.command]),
     log(n.events, [s.eventAll], o.eventsMaxAgeMs ?? 24 * HOUR),
     log(n.alerts, [s.alert], o.alertsMaxAgeMs ?? 7 * 24 * HOUR),
-    log(n.deadLetters, [s.deadLetterAll], o.deadLettersMaxAgeMs ?? 7 * 24 * HOUR),
+    log(n.deadLetters, [s.deadLetterAll], o.deadLettersMaxAgeMs ?? 7 * 24 * HOUR, maxMsg + DEAD_LETTER_OVERHEAD_BYTES),
   ];
 }
 
