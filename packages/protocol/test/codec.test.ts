@@ -8,6 +8,7 @@ import {
   DeadLetterSchema,
   DEFAULT_MAX_MESSAGE_BYTES,
   ErrorCode,
+  MAX_NESTING_DEPTH,
   GetTaskRequestSchema,
   GetWorkflowRequestSchema,
   ListTasksRequestSchema,
@@ -222,6 +223,26 @@ describe('decode never throws on untrusted bytes', () => {
     expect(e.message).toContain('extra');
     const bad = expectError(decode(encode({ ...stepRequest, step: 'bad.step' }), StepRequestSchema, 'step request'), ErrorCode.InvalidMessage);
     expect(bad.details.some((d) => d.startsWith('step:'))).toBe(true);
+  });
+
+  it('values nested deeper than MAX_NESTING_DEPTH → INVALID_MESSAGE, the same whether or not the decoder stack would hold', () => {
+    const nest = (depth: number): unknown => {
+      let v: unknown = 'leaf';
+      for (let i = 0; i < depth; i++) v = [v];
+      return v;
+    };
+    // The submission map is level 1, so its input may nest MAX_NESTING_DEPTH - 1 levels.
+    const at = (depth: number): Uint8Array => encode({ taskId: 't-1', workflow: 'orders', input: nest(depth - 1), submittedAt: T0 });
+    expect(decode(at(MAX_NESTING_DEPTH), SubmissionSchema, 'submission').ok).toBe(true);
+    const over = expectError(decode(at(MAX_NESTING_DEPTH + 1), SubmissionSchema, 'submission'), ErrorCode.InvalidMessage);
+    expect(over.message).toBe(`submission is nested more than ${MAX_NESTING_DEPTH} levels deep (maps and arrays); flatten it`);
+    // Far deeper than any stack: msgpackr's recursion overflows, and the answer is the same.
+    const abyss = new Uint8Array(100_001).fill(0x91);
+    abyss[100_000] = 0xc0;
+    expect(expectError(decode(abyss, SubmissionSchema, 'submission'), ErrorCode.InvalidMessage).message).toBe(over.message);
+    const item = decodeResults(encode({ results: [abyss] }));
+    expect(item.ok && item.value.items[0]?.ok === false && item.value.items[0].error.message).toMatch(/step result 1 of a batch is nested more than/);
+    expect(!decodeResults(abyss).ok).toBe(true);
   });
 
   it('oversized bytes → PAYLOAD_TOO_LARGE without being parsed', () => {
