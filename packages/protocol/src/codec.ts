@@ -88,11 +88,21 @@ function nestsDeeperThan(value: unknown, limit: number): boolean {
   return false;
 }
 
+/**
+ * The most issues a rejection lists, and the longest one may be: a message with thousands of bad or
+ * unknown fields still gets a reason that fits in a reply, an event and a dead letter.
+ */
+export const MAX_LISTED_ISSUES = 100;
+export const MAX_ISSUE_CHARS = 1_000;
+
 /** Validates an already-decoded value (e.g. CLI JSON input) with the same error shape as decode(). */
 export function validate<S extends z.ZodType>(raw: unknown, schema: S, what: string): Decoded<z.output<S>> {
   const parsed = schema.safeParse(raw);
   if (parsed.success) return { ok: true, value: parsed.data };
-  const details = parsed.error.issues.map((i) => `${i.path.length > 0 ? i.path.join('.') : '(root)'}: ${i.message}`);
+  const { issues } = parsed.error;
+  const clip = (s: string): string => (s.length > MAX_ISSUE_CHARS ? `${s.slice(0, MAX_ISSUE_CHARS)}… (${s.length} characters)` : s);
+  const details = issues.slice(0, MAX_LISTED_ISSUES).map((i) => clip(`${i.path.length > 0 ? i.path.join('.') : '(root)'}: ${i.message}`));
+  if (issues.length > MAX_LISTED_ISSUES) details.push(`… and ${issues.length - MAX_LISTED_ISSUES} more issues`);
   return {
     ok: false,
     error: new TriadError(ErrorCode.InvalidMessage, `${what} is invalid: ${details.join('; ')}`, { details }),

@@ -8,6 +8,8 @@ import {
   DeadLetterSchema,
   DEFAULT_MAX_MESSAGE_BYTES,
   ErrorCode,
+  MAX_ISSUE_CHARS,
+  MAX_LISTED_ISSUES,
   MAX_NESTING_DEPTH,
   GetTaskRequestSchema,
   GetWorkflowRequestSchema,
@@ -37,6 +39,7 @@ import {
   names,
   unpackTrusted,
   validate,
+  WorkflowDefinitionSchema,
   type Decoded,
   type Names,
 } from '../src/index.js';
@@ -243,6 +246,19 @@ describe('decode never throws on untrusted bytes', () => {
     const item = decodeResults(encode({ results: [abyss] }));
     expect(item.ok && item.value.items[0]?.ok === false && item.value.items[0].error.message).toMatch(/step result 1 of a batch is nested more than/);
     expect(!decodeResults(abyss).ok).toBe(true);
+  });
+
+  it('a reason stays bounded however many fields are bad: issues clipped, at most MAX_LISTED_ISSUES listed', () => {
+    const unknown = Object.fromEntries(Array.from({ length: 50_000 }, (_, i) => [`k${i}`, null]));
+    const wide = expectError(decode(encode({ ...stepRequest, ...unknown }), StepRequestSchema, 'step request'), ErrorCode.InvalidMessage);
+    expect(wide.details).toHaveLength(1);
+    expect(wide.details[0]).toMatch(/^\(root\): Unrecognized keys: "k0", "k1"/);
+    expect(wide.details[0]!.length).toBeLessThan(MAX_ISSUE_CHARS + 40);
+    const steps = Array.from({ length: 250 }, (_, i) => ({ name: `9bad${i}`, agent: 'x' }));
+    const many = expectError(validate({ name: 'w', steps }, WorkflowDefinitionSchema, 'workflow definition'), ErrorCode.InvalidMessage);
+    expect(many.details).toHaveLength(MAX_LISTED_ISSUES + 1);
+    expect(many.details[0]).toMatch(/^steps\.0\.name: /);
+    expect(many.details[MAX_LISTED_ISSUES]).toBe(`… and ${250 - MAX_LISTED_ISSUES} more issues`);
   });
 
   it('oversized bytes → PAYLOAD_TOO_LARGE without being parsed', () => {
