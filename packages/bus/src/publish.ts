@@ -19,7 +19,7 @@ export async function deadLetter(bus: Bus, source: string, reason: string, origi
     await bus.js.publish(bus.names.subjects.deadLetter(source.replace(/[.*>\s]/g, '_')), encode(dl, 2_000_000));
     return true;
   } catch (e) {
-    // Nothing left to do but say so: the message will be terminated by the caller anyway.
+    // The caller puts the message back for a later delivery (and drops it only past the redelivery limit).
     process.emitWarning(`dead letter for ${source} could not be published: ${errorMessage(e)}`);
     return false;
   }

@@ -244,16 +244,20 @@ export class Scheduler {
 
   private async applyBatched(item: ResultItem, deliveryCount: number): Promise<void> {
     const { bus } = this.o;
+    // A dead letter that was not stored fails the batch, which is then redelivered whole (not lost).
+    const deadLettered = async (reason: string): Promise<void> => {
+      if (!(await deadLetter(bus, 'result', reason, item.bytes, deliveryCount))) throw new Error(`the dead letter of a batched result was not stored: ${reason}`);
+    };
     if (!item.ok) {
       this.metrics.deadLettered++;
-      await deadLetter(bus, 'result', item.error.message, item.bytes, deliveryCount);
+      await deadLettered(item.error.message);
       return;
     }
     for (let tries = 0; ; tries++) {
       const d = await this.applyResult(item.value, deliveryCount);
       if (d === 'ack') return;
       if ('deadLetter' in d) {
-        await deadLetter(bus, 'result', d.deadLetter, item.bytes, deliveryCount);
+        await deadLettered(d.deadLetter);
         return;
       }
       if (tries >= 4) {
