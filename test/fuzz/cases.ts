@@ -1,5 +1,5 @@
 /** The fuzz run's messages: drafts for every target from one seed, turned into bytes, interleaved across subjects. */
-import { draftsFor, materialize, type Draft, type SizeLimits } from './generators.js';
+import { HUGE_KINDS, draftsFor, materialize, type Draft, type SizeLimits } from './generators.js';
 import type { Target } from './targets.js';
 
 export interface FuzzCase {
@@ -24,9 +24,9 @@ export interface CaseOptions {
   inbox: string;
 }
 
-/** Huge messages per target: five (one of each kind) once a target gets 50 messages, fewer before. */
+/** Huge messages per target: one of each kind once a target gets 50 messages, fewer before. */
 export function hugePerTarget(count: number): number {
-  return Math.min(5, Math.floor(count / 10));
+  return Math.min(HUGE_KINDS, Math.floor(count / 10));
 }
 
 export function buildCases(o: CaseOptions): FuzzCase[] {
