@@ -28,8 +28,10 @@ function report(summary: FuzzSummary): void {
 
 async function main(): Promise<number> {
   let o: CliOptions;
+  let seed: number;
   try {
     o = parseOptions(process.argv.slice(2));
+    seed = seedFromEnv();
   } catch (e) {
     console.error((e as Error).message);
     return 2;
@@ -38,7 +40,6 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const seed = seedFromEnv();
   console.error(`fuzz: seed ${seed} (FC_SEED=${seed} reproduces this run)`);
   const td = new Teardown();
   let summary: FuzzSummary;
