@@ -72,19 +72,31 @@ export function streamSpecs(bus: Bus, o: TopologyOptions = {}): StreamSpec[] {
 
 /** JetStream API error 10058: stream name in use with a different configuration. */
 const STREAM_NAME_EXIST = 10058;
+/**
+ * JetStream API error 10065: the subjects overlap an existing stream's. Also what an actor gets when it
+ * adds a stream while another actor's add of the same stream is still being applied (actors start
+ * together): tried again, and the second try finds the stream.
+ */
+const SUBJECTS_OVERLAP = 10065;
 
 export async function ensureStreams(bus: Bus, o: TopologyOptions = {}): Promise<void> {
   for (const spec of streamSpecs(bus, o)) {
     const cfg: Partial<StreamConfig> & { name: string } = { ...spec, storage: StorageType.File, num_replicas: 1 };
-    try {
-      await bus.jsm.streams.add(cfg);
-    } catch (e) {
-      if (e instanceof JetStreamApiError && e.code === STREAM_NAME_EXIST) {
-        const { name, ...update } = cfg;
-        delete update.storage; // storage cannot change on an existing stream
-        delete update.retention;
-        await bus.jsm.streams.update(name, update);
-      } else throw e;
+    for (let tries = 1; ; tries++) {
+      try {
+        await bus.jsm.streams.add(cfg);
+        break;
+      } catch (e) {
+        if (e instanceof JetStreamApiError && e.code === STREAM_NAME_EXIST) {
+          const { name, ...update } = cfg;
+          delete update.storage; // storage cannot change on an existing stream
+          delete update.retention;
+          await bus.jsm.streams.update(name, update);
+          break;
+        }
+        if (!(e instanceof JetStreamApiError && e.code === SUBJECTS_OVERLAP && tries < 3)) throw e;
+        await new Promise((r) => setTimeout(r, 100 * tries));
+      }
     }
   }
 }
