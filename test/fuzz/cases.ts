@@ -22,11 +22,13 @@ export interface CaseOptions {
   limits: (t: Target) => SizeLimits;
   /** Reply subjects are `<inbox>.<case id>`. */
   inbox: string;
+  /** At most this many huge messages per target (default: one of each kind). */
+  hugePerTarget?: number;
 }
 
-/** Huge messages per target: one of each kind once a target gets 50 messages, fewer before. */
-export function hugePerTarget(count: number): number {
-  return Math.min(HUGE_KINDS, Math.floor(count / 10));
+/** Huge messages per target: one of each kind (or `max`) once a target gets 50 messages, fewer before. */
+export function hugePerTarget(count: number, max = HUGE_KINDS): number {
+  return Math.min(max, HUGE_KINDS, Math.floor(count / 10));
 }
 
 export function buildCases(o: CaseOptions): FuzzCase[] {
@@ -34,7 +36,7 @@ export function buildCases(o: CaseOptions): FuzzCase[] {
   const perTarget = o.targets.map((target, i) => {
     const count = Math.floor(o.messages / t) + (i < o.messages % t ? 1 : 0);
     // One seed per target, derived from the run's, so each target's messages are reproducible on their own.
-    return draftsFor(target, { seed: (o.seed + (i + 1) * 1_000_003) | 0, count, huge: hugePerTarget(count), now: o.now, limits: o.limits(target) });
+    return draftsFor(target, { seed: (o.seed + (i + 1) * 1_000_003) | 0, count, huge: hugePerTarget(count, o.hugePerTarget), now: o.now, limits: o.limits(target) });
   });
   // Round-robin over the targets, so every consumer is stormed at once.
   const cases: FuzzCase[] = [];

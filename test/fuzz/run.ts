@@ -21,6 +21,8 @@ export interface FuzzOptions {
   seed: number;
   /** Messages in flight at once (default 32). */
   concurrency?: number;
+  /** Huge messages per subject, at most (default: one of each kind, five). */
+  hugePerSubject?: number;
   /** How long Triad may take to drain its streams and end the accepted tasks (default 60 s). */
   settleTimeoutMs?: number;
   /** Progress lines (default: none). */
@@ -113,6 +115,7 @@ export async function runFuzz(td: Teardown, o: FuzzOptions): Promise<FuzzSummary
     now: Date.now(),
     limits: (t) => ({ protocol: DEFAULT_MAX_MESSAGE_BYTES, transport: transportLimit(t) }),
     inbox,
+    ...(o.hugePerSubject === undefined ? {} : { hugePerTarget: o.hugePerSubject }),
   });
   const bytes = cases.reduce((sum, c) => sum + c.bytes.length, 0);
   log(`fuzz: ${cases.length} messages (${(bytes / 1e6).toFixed(1)} MB) on ${new Set(cases.map((c) => c.target.name)).size} subjects, namespace ${n.namespace}; Triad started and messages built in ${Date.now() - started} ms`);
