@@ -68,7 +68,8 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
   const handle = async (m: JsMsg): Promise<void> => {
     const deliveryCount = m.info.deliveryCount;
     if (deliveryCount > maxDeliveries) {
-      await deadLetter(bus, o.source, `redelivered ${deliveryCount - 1} times without success (limit ${maxDeliveries})`, m.data, deliveryCount);
+      const stored = await deadLetter(bus, o.source, `redelivered ${deliveryCount - 1} times without success (limit ${maxDeliveries})`, m.data, deliveryCount);
+      if (!stored) log.error({ subject: m.subject, deliveryCount }, 'dead letter not stored past the redelivery limit: message dropped');
       m.term();
       return;
     }
@@ -100,10 +101,13 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
     if (acked || d === 'defer') return;
     if (d === 'ack') m.ack();
     else if ('nakDelayMs' in d) m.nak(d.nakDelayMs);
-    else {
-      await deadLetter(bus, o.source, d.deadLetter, m.data, deliveryCount);
+    else if (await deadLetter(bus, o.source, d.deadLetter, m.data, deliveryCount)) {
       // term() without a reason: nats-server 2.9 silently ignores a term carrying one.
       m.term();
+    } else {
+      // The dead letter was not stored (NATS busy or away): put the message back, to be dead-lettered
+      // on a later delivery rather than lost. A dead letter whose ack alone was lost is stored twice.
+      m.nak(Math.min(5_000, 100 * 2 ** Math.min(deliveryCount, 6)));
     }
   };
 

@@ -13,15 +13,18 @@ export async function publishDurable(bus: Bus, subject: string, data: Uint8Array
 export function publishPlain(bus: Bus, subject: string, data: Uint8Array): void {
   bus.nc.publish(subject, data, { headers: protocolHeaders() });
 }
+/** The longest reason a dead letter keeps (a message with thousands of bad fields lists them all). */
+export const DEAD_LETTER_REASON_CHARS = 4_000;
 
 /** Publishes a dead letter with the reason and the original bytes; never throws (it is the last resort). */
 export async function deadLetter(bus: Bus, source: string, reason: string, original: Uint8Array, deliveries: number): Promise<boolean> {
-  const dl: DeadLetter = { source, reason, receivedAt: Date.now(), deliveries, original: new Uint8Array(original) };
+  const kept = reason.length > DEAD_LETTER_REASON_CHARS ? `${reason.slice(0, DEAD_LETTER_REASON_CHARS)}… (${reason.length} characters)` : reason;
+  const dl: DeadLetter = { source, reason: kept, receivedAt: Date.now(), deliveries, original: new Uint8Array(original) };
   try {
     await bus.js.publish(bus.names.subjects.deadLetter(source.replace(/[.*>\s]/g, '_')), encode(dl, 2_000_000), { headers: protocolHeaders() });
     return true;
   } catch (e) {
-    // Nothing left to do but say so: the message will be terminated by the caller anyway.
+    // The caller puts the message back for a later delivery (and drops it only past the redelivery limit).
     process.emitWarning(`dead letter for ${source} could not be published: ${errorMessage(e)}`);
     return false;
   }

@@ -28,6 +28,13 @@ export interface TopologyOptions {
   maxMessageBytes?: number;
 }
 
+/**
+ * Room a dead letter needs beyond the message it carries: its reason (at most DEAD_LETTER_REASON_CHARS
+ * characters of up to 4 bytes each) and its other fields. Without it, the dead letter of a message near
+ * the streams' limit would itself be refused, and the message lost.
+ */
+export const DEAD_LETTER_OVERHEAD_BYTES = 32 * 1024;
+
 type StreamSpec = Pick<StreamConfig, 'name' | 'subjects' | 'retention' | 'max_age' | 'duplicate_window' | 'max_msg_size' | 'discard'>;
 
 export function streamSpecs(bus: Bus, o: TopologyOptions = {}): StreamSpec[] {
@@ -43,13 +50,13 @@ export function streamSpecs(bus: Bus, o: TopologyOptions = {}): StreamSpec[] {
     max_msg_size: maxMsg,
     discard: DiscardPolicy.Old,
   });
-  const log = (name: string, subjects: string[], maxAgeMs: number): StreamSpec => ({
+  const log = (name: string, subjects: string[], maxAgeMs: number, maxMsgSize = maxMsg): StreamSpec => ({
     name,
     subjects,
     retention: RetentionPolicy.Limits,
     max_age: nanos(maxAgeMs),
     duplicate_window: nanos(Math.min(maxAgeMs, 2 * 60_000)),
-    max_msg_size: maxMsg,
+    max_msg_size: maxMsgSize,
     discard: DiscardPolicy.Old,
   });
   return [
@@ -59,25 +66,37 @@ export function streamSpecs(bus: Bus, o: TopologyOptions = {}): StreamSpec[] {
     work(n.commands, [s.command]),
     log(n.events, [s.eventAll], o.eventsMaxAgeMs ?? 24 * HOUR),
     log(n.alerts, [s.alert], o.alertsMaxAgeMs ?? 7 * 24 * HOUR),
-    log(n.deadLetters, [s.deadLetterAll], o.deadLettersMaxAgeMs ?? 7 * 24 * HOUR),
+    log(n.deadLetters, [s.deadLetterAll], o.deadLettersMaxAgeMs ?? 7 * 24 * HOUR, maxMsg + DEAD_LETTER_OVERHEAD_BYTES),
   ];
 }
 
 /** JetStream API error 10058: stream name in use with a different configuration. */
 const STREAM_NAME_EXIST = 10058;
+/**
+ * JetStream API error 10065: the subjects overlap an existing stream's. Also what an actor gets when it
+ * adds a stream while another actor's add of the same stream is still being applied (actors start
+ * together): tried again, and the second try finds the stream.
+ */
+const SUBJECTS_OVERLAP = 10065;
 
 export async function ensureStreams(bus: Bus, o: TopologyOptions = {}): Promise<void> {
   for (const spec of streamSpecs(bus, o)) {
     const cfg: Partial<StreamConfig> & { name: string } = { ...spec, storage: StorageType.File, num_replicas: 1 };
-    try {
-      await bus.jsm.streams.add(cfg);
-    } catch (e) {
-      if (e instanceof JetStreamApiError && e.code === STREAM_NAME_EXIST) {
-        const { name, ...update } = cfg;
-        delete update.storage; // storage cannot change on an existing stream
-        delete update.retention;
-        await bus.jsm.streams.update(name, update);
-      } else throw e;
+    for (let tries = 1; ; tries++) {
+      try {
+        await bus.jsm.streams.add(cfg);
+        break;
+      } catch (e) {
+        if (e instanceof JetStreamApiError && e.code === STREAM_NAME_EXIST) {
+          const { name, ...update } = cfg;
+          delete update.storage; // storage cannot change on an existing stream
+          delete update.retention;
+          await bus.jsm.streams.update(name, update);
+          break;
+        }
+        if (!(e instanceof JetStreamApiError && e.code === SUBJECTS_OVERLAP && tries < 3)) throw e;
+        await new Promise((r) => setTimeout(r, 100 * tries));
+      }
     }
   }
 }

@@ -75,23 +75,67 @@ export function decode<S extends z.ZodType>(
       error: new TriadError(ErrorCode.PayloadTooLarge, `${what} is ${bytes.length} bytes, over the limit of ${maxBytes}`),
     };
   }
+  const raw = unpackUntrusted(bytes, what);
+  return raw.ok ? validate(raw.value, schema, what) : raw;
+}
+
+/**
+ * How deep maps and arrays may nest in a message. Decoding and encoding recurse once per level, so a
+ * deeper value would decode or not depending on the stack of the process at hand, and one that decodes
+ * might not encode again (the scheduler re-encodes inputs and outputs): refused at the boundary instead.
+ */
+export const MAX_NESTING_DEPTH = 128;
+
+/**
+ * Unpacks untrusted bytes without validating them against a schema: the value, or a TriadError saying
+ * they are not msgpack or nest deeper than MAX_NESTING_DEPTH. Never throws.
+ */
+export function unpackUntrusted(bytes: Uint8Array, what: string): Decoded<unknown> {
+  const tooDeep = (): Decoded<unknown> => ({
+    ok: false,
+    error: new TriadError(ErrorCode.InvalidMessage, `${what} is nested more than ${MAX_NESTING_DEPTH} levels deep (maps and arrays); flatten it`),
+  });
   let raw: unknown;
   try {
     raw = packr.unpack(bytes);
   } catch (e) {
+    if (e instanceof RangeError && /call stack/i.test(e.message)) return tooDeep();
     return {
       ok: false,
       error: new TriadError(ErrorCode.InvalidMessage, `${what} is not valid msgpack (${(e as Error).message}); encode messages with @triad/protocol's encode()`, { cause: e }),
     };
   }
-  return validate(raw, schema, what);
+  return nestsDeeperThan(raw, MAX_NESTING_DEPTH) ? tooDeep() : { ok: true, value: raw };
 }
+
+/** Whether maps and arrays nest more than `limit` levels in a decoded value (a flat map is 1). Iterative. */
+function nestsDeeperThan(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [v, depth] = next;
+    if (v === null || typeof v !== 'object' || ArrayBuffer.isView(v) || v instanceof Date) continue;
+    if (depth > limit) return true;
+    const children = Array.isArray(v) || v instanceof Set ? [...(v as Iterable<unknown>)] : v instanceof Map ? [...v.values()] : Object.values(v);
+    for (const child of children) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+/**
+ * The most issues a rejection lists, and the longest one may be: a message with thousands of bad or
+ * unknown fields still gets a reason that fits in a reply, an event and a dead letter.
+ */
+export const MAX_LISTED_ISSUES = 100;
+export const MAX_ISSUE_CHARS = 1_000;
 
 /** Validates an already-decoded value (e.g. CLI JSON input) with the same error shape as decode(). */
 export function validate<S extends z.ZodType>(raw: unknown, schema: S, what: string): Decoded<z.output<S>> {
   const parsed = schema.safeParse(raw);
   if (parsed.success) return { ok: true, value: parsed.data };
-  const details = parsed.error.issues.map((i) => `${i.path.length > 0 ? i.path.join('.') : '(root)'}: ${i.message}`);
+  const { issues } = parsed.error;
+  const clip = (s: string): string => (s.length > MAX_ISSUE_CHARS ? `${s.slice(0, MAX_ISSUE_CHARS)}… (${s.length} characters)` : s);
+  const details = issues.slice(0, MAX_LISTED_ISSUES).map((i) => clip(`${i.path.length > 0 ? i.path.join('.') : '(root)'}: ${i.message}`));
+  if (issues.length > MAX_LISTED_ISSUES) details.push(`… and ${issues.length - MAX_LISTED_ISSUES} more issues`);
   return {
     ok: false,
     error: new TriadError(ErrorCode.InvalidMessage, `${what} is invalid: ${details.join('; ')}`, { details }),

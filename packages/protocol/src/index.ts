@@ -89,7 +89,7 @@ export {
   type TaskSummary,
   type ApiReply,
 } from './messages.js';
-export { encode, decode, decodeOrThrow, validate, unpackTrusted, integersAsIntegers, DEFAULT_MAX_MESSAGE_BYTES, type Decoded } from './codec.js';
+export { encode, decode, decodeOrThrow, validate, unpackTrusted, unpackUntrusted, integersAsIntegers, DEFAULT_MAX_MESSAGE_BYTES, MAX_NESTING_DEPTH, MAX_LISTED_ISSUES, MAX_ISSUE_CHARS, type Decoded } from './codec.js';
 export { loadConfig, ConfigSchema, type Config } from './config.js';
 export { silentLogger, type Logger } from './logger.js';
 export { decodeResults, StepResultBatchSchema, MAX_RESULTS_PER_BATCH, type StepResultBatch, type ResultItem } from './result-batch.js';

@@ -5,7 +5,7 @@
  * scheduler validates, applies and dead-letters each on its own, with its own bytes.
  */
 import { z } from 'zod';
-import { DEFAULT_MAX_MESSAGE_BYTES, unpackTrusted, validate, type Decoded } from './codec.js';
+import { DEFAULT_MAX_MESSAGE_BYTES, unpackUntrusted, validate, type Decoded } from './codec.js';
 import { ErrorCode, TriadError } from './errors.js';
 import { StepResultSchema, type StepResult } from './messages.js';
 
@@ -29,15 +29,9 @@ export function decodeResults(bytes: Uint8Array, maxBytes: number = DEFAULT_MAX_
   if (bytes.length > maxBytes) {
     return { ok: false, error: new TriadError(ErrorCode.PayloadTooLarge, `step result message is ${bytes.length} bytes, over the limit of ${maxBytes}`) };
   }
-  let raw: unknown;
-  try {
-    raw = unpackTrusted(bytes);
-  } catch (e) {
-    return {
-      ok: false,
-      error: new TriadError(ErrorCode.InvalidMessage, `step result is not valid msgpack (${(e as Error).message}); encode messages with @triad/protocol's encode()`, { cause: e }),
-    };
-  }
+  const unpacked = unpackUntrusted(bytes, 'step result');
+  if (!unpacked.ok) return unpacked;
+  const raw = unpacked.value;
   if (raw !== null && typeof raw === 'object' && 'results' in raw) {
     const batch = validate(raw, StepResultBatchSchema, 'step result batch');
     if (!batch.ok) return batch;
@@ -49,12 +43,8 @@ export function decodeResults(bytes: Uint8Array, maxBytes: number = DEFAULT_MAX_
 }
 
 function item(bytes: Uint8Array, what: string): ResultItem {
-  let raw: unknown;
-  try {
-    raw = unpackTrusted(bytes);
-  } catch (e) {
-    return { ok: false, bytes, error: new TriadError(ErrorCode.InvalidMessage, `${what} is not valid msgpack (${(e as Error).message})`, { cause: e }) };
-  }
-  const d = validate(raw, StepResultSchema, what);
+  const raw = unpackUntrusted(bytes, what);
+  if (!raw.ok) return { ok: false, bytes, error: raw.error };
+  const d = validate(raw.value, StepResultSchema, what);
   return d.ok ? { ok: true, value: d.value, bytes } : { ok: false, error: d.error, bytes };
 }

@@ -8,6 +8,9 @@ import {
   DeadLetterSchema,
   DEFAULT_MAX_MESSAGE_BYTES,
   ErrorCode,
+  MAX_ISSUE_CHARS,
+  MAX_LISTED_ISSUES,
+  MAX_NESTING_DEPTH,
   GetTaskRequestSchema,
   GetWorkflowRequestSchema,
   ListTasksRequestSchema,
@@ -36,6 +39,7 @@ import {
   names,
   unpackTrusted,
   validate,
+  WorkflowDefinitionSchema,
   type Decoded,
   type Names,
 } from '../src/index.js';
@@ -222,6 +226,39 @@ describe('decode never throws on untrusted bytes', () => {
     expect(d.ok && d.value).toEqual(stepRequest);
     const bad = expectError(decode(encode({ ...stepRequest, step: 'bad.step' }), StepRequestSchema, 'step request'), ErrorCode.InvalidMessage);
     expect(bad.details.some((d) => d.startsWith('step:'))).toBe(true);
+  });
+
+  it('values nested deeper than MAX_NESTING_DEPTH → INVALID_MESSAGE, the same whether or not the decoder stack would hold', () => {
+    const nest = (depth: number): unknown => {
+      let v: unknown = 'leaf';
+      for (let i = 0; i < depth; i++) v = [v];
+      return v;
+    };
+    // The submission map is level 1, so its input may nest MAX_NESTING_DEPTH - 1 levels.
+    const at = (depth: number): Uint8Array => encode({ taskId: 't-1', workflow: 'orders', input: nest(depth - 1), submittedAt: T0 });
+    expect(decode(at(MAX_NESTING_DEPTH), SubmissionSchema, 'submission').ok).toBe(true);
+    const over = expectError(decode(at(MAX_NESTING_DEPTH + 1), SubmissionSchema, 'submission'), ErrorCode.InvalidMessage);
+    expect(over.message).toBe(`submission is nested more than ${MAX_NESTING_DEPTH} levels deep (maps and arrays); flatten it`);
+    // Far deeper than any stack: msgpackr's recursion overflows, and the answer is the same.
+    const abyss = new Uint8Array(100_001).fill(0x91);
+    abyss[100_000] = 0xc0;
+    expect(expectError(decode(abyss, SubmissionSchema, 'submission'), ErrorCode.InvalidMessage).message).toBe(over.message);
+    const item = decodeResults(encode({ results: [abyss] }));
+    expect(item.ok && item.value.items[0]?.ok === false && item.value.items[0].error.message).toMatch(/step result 1 of a batch is nested more than/);
+    expect(!decodeResults(abyss).ok).toBe(true);
+  });
+
+  it('a reason stays bounded however many fields are bad: issues clipped, at most MAX_LISTED_ISSUES listed', () => {
+    const unknown = Object.fromEntries(Array.from({ length: 50_000 }, (_, i) => [`k${i}`, null]));
+    const wide = expectError(decode(encode({ ...stepRequest, ...unknown }), StepRequestSchema, 'step request'), ErrorCode.InvalidMessage);
+    expect(wide.details).toHaveLength(1);
+    expect(wide.details[0]).toMatch(/^\(root\): Unrecognized keys: "k0", "k1"/);
+    expect(wide.details[0]!.length).toBeLessThan(MAX_ISSUE_CHARS + 40);
+    const steps = Array.from({ length: 250 }, (_, i) => ({ name: `9bad${i}`, agent: 'x' }));
+    const many = expectError(validate({ name: 'w', steps }, WorkflowDefinitionSchema, 'workflow definition'), ErrorCode.InvalidMessage);
+    expect(many.details).toHaveLength(MAX_LISTED_ISSUES + 1);
+    expect(many.details[0]).toMatch(/^steps\.0\.name: /);
+    expect(many.details[MAX_LISTED_ISSUES]).toBe(`… and ${250 - MAX_LISTED_ISSUES} more issues`);
   });
 
   it('oversized bytes → PAYLOAD_TOO_LARGE without being parsed', () => {

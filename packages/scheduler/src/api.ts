@@ -9,6 +9,8 @@ import { validateDefinition } from '@triad/core';
 import {
   ErrorCode,
   GetTaskRequestSchema,
+  MAX_ISSUE_CHARS,
+  MAX_LISTED_ISSUES,
   GetWorkflowRequestSchema,
   ListTasksRequestSchema,
   CancelTaskRequestSchema,
@@ -24,6 +26,7 @@ import {
   silentLogger,
   type ApiOp,
   type ApiReply,
+  type WireError,
   type WorkflowDefinition,
   type Logger,
 } from '@triad/protocol';
@@ -202,7 +205,7 @@ export class ApiServer {
     } catch (e) {
       const te = e instanceof TriadError ? e : new TriadError(ErrorCode.Internal, errorMessage(e), { cause: e });
       if (te.code === ErrorCode.Internal) this.log.error({ err: te.message, subject: msg.subject }, 'api request failed');
-      reply = { ok: false, error: te.toWire() };
+      reply = { ok: false, error: bounded(te.toWire()) };
       if (stats) {
         stats.errors++;
         stats.lastError = te.message.slice(0, 500);
@@ -225,6 +228,17 @@ export class ApiServer {
     await this.discovery?.stop();
     if (this.sub) await this.sub.drain().catch(() => undefined);
   }
+}
+
+/**
+ * An error as it fits in a reply: errors can quote the request (a definition's problems name its steps),
+ * so a huge request would otherwise get a reply too large to send instead of the reason.
+ */
+function bounded(w: WireError): WireError {
+  const clip = (s: string, max: number): string => (s.length > max ? `${s.slice(0, max)}… (${s.length} characters)` : s);
+  const details = w.details ?? [];
+  const more = details.length > MAX_LISTED_ISSUES ? [`… and ${details.length - MAX_LISTED_ISSUES} more`] : [];
+  return { code: w.code, message: clip(w.message, 8 * MAX_ISSUE_CHARS), details: [...details.slice(0, MAX_LISTED_ISSUES).map((d) => clip(d, MAX_ISSUE_CHARS)), ...more] };
 }
 
 export function unknownWorkflow(name: string, version?: number): TriadError {

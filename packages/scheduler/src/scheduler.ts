@@ -282,16 +282,20 @@ export class Scheduler {
 
   private async applyBatched(item: ResultItem, agentType: string, subject: string, deliveryCount: number): Promise<void> {
     const { bus } = this.o;
+    // A dead letter that was not stored fails the batch, which is then redelivered whole (not lost).
+    const deadLettered = async (reason: string): Promise<void> => {
+      if (!(await deadLetter(bus, 'result', reason, item.bytes, deliveryCount))) throw new Error(`the dead letter of a batched result was not stored: ${reason}`);
+    };
     if (!item.ok) {
       this.metrics.deadLettered++;
-      await deadLetter(bus, 'result', item.error.message, item.bytes, deliveryCount);
+      await deadLettered(item.error.message);
       return;
     }
     for (let tries = 0; ; tries++) {
       const d = await this.applyResult(item.value, agentType, deliveryCount);
       if (d === 'ack' || d === 'defer') return;
       if ('deadLetter' in d) {
-        await deadLetter(bus, 'result', d.deadLetter, item.bytes, deliveryCount);
+        await deadLettered(d.deadLetter);
         return;
       }
       if (tries >= 4) {
@@ -409,7 +413,11 @@ export class Scheduler {
     const idFromHeader = msgId.startsWith(`${client}:`) ? msgId.slice(client.length + 1) : undefined;
     const taskId = [raw.taskId, idFromHeader].find((x): x is string => typeof x === 'string' && TaskIdSchema.safeParse(x).success);
     const inbox = `${this.o.bus.names.subjects.inboxPrefix(client)}.`;
-    const replyTo = [raw.replyTo, headers?.get(REPLY_TO_HEADER)].find((x): x is string => typeof x === 'string' && x.startsWith(inbox) && !/[\s*>]/.test(x));
+    // Only a reply subject the schema allows, in the client's inbox: NATS closes the connection of a client
+    // that publishes to an over-long subject (its control line limit), which would cut off this scheduler.
+    const replyTo = [raw.replyTo, headers?.get(REPLY_TO_HEADER)].find(
+      (x): x is string => typeof x === 'string' && x.startsWith(inbox) && SubmissionSchema.shape.replyTo.safeParse(x).success,
+    );
     if (taskId !== undefined) {
       await this.reject(client, taskId, err, replyTo).catch((e: unknown) => this.log.warn({ err: errorMessage(e), taskId }, 'rejection not published'));
       return;
