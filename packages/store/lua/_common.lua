@@ -109,10 +109,11 @@ local function take_lock(taskKey, schedulerId)
 end
 
 -- An operator alert, recorded by the transition that makes it necessary (decision 0009): in the open
--- alerts (closed by a retry of the task) and in the outbox the leader supervisor publishes from. Needs
--- ctx.alertsKey and ctx.outboxKey (the calling script's KEYS).
-local function record_alert(ctx, kind, step, failureCount, lastError)
-  local alert = { id = ctx.taskId .. ':' .. (step or TASK_DEADLINE) .. ':' .. kind .. ':' .. failureCount, kind = kind, taskId = ctx.taskId,
+-- alerts (closed by a retry of the task) and in the outbox the leader supervisor publishes from. Its id,
+-- `<taskId>:<step>:<kind>:<attempt>`, is unique per give-up (a retried step that fails again is a new
+-- alert, never dropped as a repeat). Needs ctx.alertsKey and ctx.outboxKey (the calling script's KEYS).
+local function record_alert(ctx, kind, step, failureCount, lastError, attempt)
+  local alert = { id = ctx.taskId .. ':' .. (step or TASK_DEADLINE) .. ':' .. kind .. ':' .. (attempt or 0), kind = kind, taskId = ctx.taskId,
     step = step, failureCount = failureCount, raisedAt = ctx.now }
   if lastError then alert.lastError = string.sub(lastError, 1, 4000) end
   local json = cjson.encode(alert)
@@ -328,7 +329,7 @@ local function give_up(ctx, spec, rec, kind, why, lastError, permanent)
     rec.status = 'compensation_failed'
     push_event(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.attempt, lastError)
     finish_task(ctx, 'compensation_failed', 'compensation of ' .. spec.n .. ' ' .. why)
-    record_alert(ctx, 'compensation_failed', spec.n, ph.failureCount, lastError)
+    record_alert(ctx, 'compensation_failed', spec.n, ph.failureCount, lastError, ph.attempt)
     return 'error'
   end
   rec.status = permanent and 'failed' or 'error'
@@ -340,7 +341,7 @@ local function give_up(ctx, spec, rec, kind, why, lastError, permanent)
   end
   abandon_in_flight(ctx, reason)
   finish_task(ctx, 'failed', reason)
-  record_alert(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.failureCount, lastError)
+  record_alert(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.failureCount, lastError, ph.attempt)
   return 'error'
 end
 

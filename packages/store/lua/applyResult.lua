@@ -70,7 +70,7 @@ end
 -- Fencing: which phase this result ends, if any.
 local drain = false
 if kind == 'compensate' then
-  if taskStatus ~= 'compensating' or rec.status ~= 'compensating' or not rec.comp or rec.comp.attempt ~= attempt or rec.comp.parked then
+  if taskStatus ~= 'compensating' or rec.status ~= 'compensating' or not rec.comp or rec.comp.attempt ~= attempt or rec.comp.parked or rec.comp.reported then
     return stale('compensation of ' .. stepName .. ' is not running at attempt ' .. attempt .. ' (task ' .. taskStatus .. ', step ' .. rec.status .. ')')
   end
 else
@@ -78,6 +78,8 @@ else
   if rec.attempt ~= attempt or rec.status ~= 'processing' then
     return stale('step ' .. stepName .. ' is ' .. rec.status .. ' at attempt ' .. rec.attempt .. ', result is for attempt ' .. attempt)
   end
+  -- One result per attempt: a second one (a duplicate delivery) after a reported failure is stale too.
+  if rec.reported then return stale('step ' .. stepName .. ' already reported attempt ' .. attempt .. ' failed') end
   drain = taskStatus == 'compensating'
 end
 

@@ -4,7 +4,9 @@
   task that failed while being undone — optionally with a corrected task input. The phase starts again
   at once with a new attempt and a fresh failure budget (failures, breaker refusals, give-up time); the
   task is running (or compensating) again, its deadline lifted, and all its open alerts are closed.
-  Restarting a run also restarts the task's other abandoned steps (they were stopped with it).
+  Restarting a run of a failed task restarts every step it stopped: the failed or errored one and the
+  abandoned ones, whichever is named (they were stopped together; leaving one stopped would leave the
+  task running with nothing to run). A run retry of a running task restarts the named step only.
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] open alerts (hash)
   KEYS[5] the scheduler's task lease   KEYS[6] compaction index
@@ -74,10 +76,12 @@ if compensation then
   push_event(ctx, 'step_retried', spec.n, comp.attempt, 'operator retry of the compensation', newStatus)
 else
   newStatus = 'running'
-  -- The named step and every step abandoned with the task start again (their dependencies are processed).
+  -- The named step, and in a failed task every step stopped with it, start again (their dependencies
+  -- are processed: each had started).
+  local STOPPED = { failed = true, error = true, abandoned = true }
   for _, s in ipairs(plan_of(ctx)) do
     local r = recs[s.n]
-    if s.n == spec.n or r.status == 'abandoned' then
+    if s.n == spec.n or (taskStatus == 'failed' and STOPPED[r.status]) then
       reset(r)
       r.status = 'pending'
       touch(ctx, s.n)
@@ -89,8 +93,12 @@ else
   for _, e in ipairs(ctx.events) do
     if e.step == spec.n and e.type == 'step_started' then e.type, e.reason, e.status = 'step_retried', 'operator retry', newStatus end
   end
-  redis.call('HDEL', taskKey, 'deadlineAt')
-  redis.call('ZREM', deadlinesKey, deadline_member(taskId, TASK_DEADLINE))
+  -- A task that failed (by its deadline or otherwise) gets a new life without its deadline; a running
+  -- task keeps it.
+  if taskStatus == 'failed' then
+    redis.call('HDEL', taskKey, 'deadlineAt')
+    redis.call('ZREM', deadlinesKey, deadline_member(taskId, TASK_DEADLINE))
+  end
 end
 if taskStatus ~= newStatus then
   redis.call('HSET', taskKey, 'status', newStatus)

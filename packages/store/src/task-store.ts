@@ -198,7 +198,7 @@ export class TaskStore {
     if (h['input']) t.input = h['input'];
     for (const p of plan) {
       const rec = JSON.parse(h[`s:${p.n}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>;
-      if (rec.status === 'compensating' && p.c && rec.comp && !rec.comp.parked && rec.comp.completeBy !== undefined) {
+      if (rec.status === 'compensating' && p.c && rec.comp && !rec.comp.parked && !rec.comp.reported && rec.comp.completeBy !== undefined) {
         // The compensation gets the step's own output only when the run is known to have completed.
         const applied = rec.effect === 'applied';
         t.dispatch.push({ step: p.n, agent: p.c.a, kind: 'compensate', attempt: rec.comp.attempt, completeBy: rec.comp.completeBy, needs: applied ? [p.n] : [], effect: applied ? 'applied' : 'unknown' });

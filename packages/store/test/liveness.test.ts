@@ -99,7 +99,7 @@ describe('a breaker that stays open still ends the step', () => {
     const e2 = await store.expireStep('cb-1', 'a', T0 + 1_540, 1);
     expect(e2).toMatchObject({ action: 'error', failureCount: 2 });
     expect((await store.getTask('cb-1'))?.status).toBe('failed');
-    expect(await store.openAlerts()).toEqual([expect.objectContaining({ id: 'cb-1:a:step_error:2', kind: 'step_error', step: 'a' })]);
+    expect(await store.openAlerts()).toEqual([expect.objectContaining({ id: 'cb-1:a:step_error:4', kind: 'step_error', step: 'a' })]);
     expect(await deadlines(store)).toEqual({});
   });
 });

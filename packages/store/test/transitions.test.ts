@@ -245,7 +245,7 @@ describe('applyResult', () => {
     expect((await stepOf(store, 'perm-1', 'c')).status).toBe('abandoned');
     // The alert is written by the transition itself: open, and in the outbox for the supervisor to publish.
     expect(await store.openAlerts()).toEqual([
-      { id: 'perm-1:b:step_failed:0', kind: 'step_failed', taskId: 'perm-1', step: 'b', failureCount: 0, lastError: 'card declined', raisedAt: T0 + 200 },
+      { id: 'perm-1:b:step_failed:1', kind: 'step_failed', taskId: 'perm-1', step: 'b', failureCount: 0, lastError: 'card declined', raisedAt: T0 + 200 },
     ]);
     expect((await store.pendingAlerts(10)).map((p) => p.alert)).toEqual(await store.openAlerts());
     const t = await store.getTask('perm-1');

@@ -281,10 +281,10 @@ describe('the alert is recorded by the transition that needs it', () => {
     const t = applied(await u.result('a-1', 'reserve', 1, T0 + 40, 'permanent', 'compensate'));
     expect(t.status).toBe('compensation_failed');
     expect(await u.store.openAlerts()).toEqual([
-      { id: 'a-1:reserve:compensation_failed:0', kind: 'compensation_failed', taskId: 'a-1', step: 'reserve', failureCount: 0, lastError: 'reserve permanent', raisedAt: T0 + 40 },
+      { id: 'a-1:reserve:compensation_failed:1', kind: 'compensation_failed', taskId: 'a-1', step: 'reserve', failureCount: 0, lastError: 'reserve permanent', raisedAt: T0 + 40 },
     ]);
     const pending = await u.store.pendingAlerts(10);
-    expect(pending.map((p) => p.alert.id)).toEqual(['a-1:reserve:compensation_failed:0']);
+    expect(pending.map((p) => p.alert.id)).toEqual(['a-1:reserve:compensation_failed:1']);
     await u.store.alertsPublished(pending.map((p) => p.entry));
     expect(await u.store.pendingAlerts(10)).toEqual([]);
     // Published alerts stay open until the operator's retry closes them.
