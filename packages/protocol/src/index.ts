@@ -93,3 +93,13 @@ export { encode, decode, decodeOrThrow, validate, unpackTrusted, unpackUntrusted
 export { loadConfig, ConfigSchema, type Config } from './config.js';
 export { silentLogger, type Logger } from './logger.js';
 export { decodeResults, StepResultBatchSchema, MAX_RESULTS_PER_BATCH, type StepResultBatch, type ResultItem } from './result-batch.js';
+export {
+  API,
+  RegisterWorkflowReplySchema,
+  RegisteredWorkflowSchema,
+  WorkflowSummarySchema,
+  RetryTaskReplySchema,
+  CancelTaskReplySchema,
+  SupervisorStatusSchema,
+} from './api.js';
+export { protocolJsonSchemas } from './json-schemas.js';

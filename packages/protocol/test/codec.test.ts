@@ -249,8 +249,9 @@ describe('decode never throws on untrusted bytes', () => {
   });
 
   it('a reason stays bounded however many fields are bad: issues clipped, at most MAX_LISTED_ISSUES listed', () => {
+    // Definitions stay strict (messages ignore unknown fields): 50,000 of them make one clipped issue.
     const unknown = Object.fromEntries(Array.from({ length: 50_000 }, (_, i) => [`k${i}`, null]));
-    const wide = expectError(decode(encode({ ...stepRequest, ...unknown }), StepRequestSchema, 'step request'), ErrorCode.InvalidMessage);
+    const wide = expectError(validate({ name: 'w', steps: [{ name: 'a', agent: 'x' }], ...unknown }, WorkflowDefinitionSchema, 'workflow definition'), ErrorCode.InvalidMessage);
     expect(wide.details).toHaveLength(1);
     expect(wide.details[0]).toMatch(/^\(root\): Unrecognized keys: "k0", "k1"/);
     expect(wide.details[0]!.length).toBeLessThan(MAX_ISSUE_CHARS + 40);
