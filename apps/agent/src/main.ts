@@ -24,14 +24,14 @@ export async function loadAgents(modules: readonly string[]): Promise<AgentDefin
   return [...found.values()];
 }
 
-runService('agent-host', async ({ config, log, onShutdown, healthy }) => {
+runService('agent-host', async ({ config, log, onShutdown, healthy, fail }) => {
   const modules = process.argv.slice(2);
   if (modules.length === 0) throw new Error('name at least one module that exports agents: node apps/agent/dist/main.js ./my-agents.js');
   const agents = await loadAgents(modules);
   if (agents.length === 0) throw new Error(`no agents found in ${modules.join(', ')}: export them made with defineAgent()`);
-  const bus = await connectBus({ url: config.natsUrl, namespace: config.namespace, name: 'triad-agent' });
+  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-agent', onFatal: fail });
   onShutdown(() => bus.close());
-  const redis = connectRedis(config.redisUrl);
+  const redis = await connectRedis(config.redis, {}, { onFatal: fail });
   onShutdown(() => void redis.disconnect());
   const host = new AgentHost({ bus, state: { tasks: new TaskStore(redis, config.namespace), leases: new Leases(redis, config.namespace) }, agents, logger: log });
   await host.start();

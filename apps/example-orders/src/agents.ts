@@ -5,11 +5,11 @@ import { runService } from '@triad/service';
 import { Leases, TaskStore, connectRedis } from '@triad/store';
 import { orderAgents, serviceUrlsFromEnv } from './order-agents.js';
 
-runService('order-agents', async ({ config, log, onShutdown, healthy }) => {
+runService('order-agents', async ({ config, log, onShutdown, healthy, fail }) => {
   const urls = serviceUrlsFromEnv();
-  const bus = await connectBus({ url: config.natsUrl, namespace: config.namespace, name: 'triad-order-agents' });
+  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-order-agents', onFatal: fail });
   onShutdown(() => bus.close());
-  const redis = connectRedis(config.redisUrl);
+  const redis = await connectRedis(config.redis, {}, { onFatal: fail });
   onShutdown(() => void redis.disconnect());
   const host = new AgentHost({ bus, state: { tasks: new TaskStore(redis, config.namespace), leases: new Leases(redis, config.namespace) }, agents: orderAgents(urls), logger: log });
   await host.start();

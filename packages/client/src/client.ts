@@ -5,6 +5,8 @@
  *
  * @example
  *   const client = await TriadClient.connect({ natsUrl: 'nats://127.0.0.1:4222', namespace: 'default' });
+ *   // or with the settings of the environment (NATS_URL, NATS_CREDS, NATS_TLS_CA, TRIAD_NAMESPACE, ...):
+ *   const fromEnv = await TriadClient.connect(clientOptionsFromEnv());
  *   await client.registerWorkflow(ordersDefinition);
  *   const { taskId } = await client.submit('orders', { orderId: 'o1', amount: 42 });
  *   const state = await client.wait(taskId, { timeoutMs: 30_000 });
@@ -15,6 +17,7 @@ import { createInbox } from '@nats-io/nats-core';
 import { connectBus, type Bus } from '@triad/bus';
 import {
   ApiReplySchema,
+  DEFAULT_NATS_URL,
   ErrorCode,
   SubmissionSchema,
   TaskEventBatchSchema,
@@ -33,9 +36,16 @@ import {
   type TaskStatus,
   type TaskSummary,
   type WorkflowDefinitionInput,
+  type NatsConnectionOptions,
 } from '@triad/protocol';
 
-export interface ClientOptions {
+/**
+ * Where and how to connect. The NATS credentials and TLS files are the same settings as the
+ * environment's (NATS_CREDS, NATS_NKEY_SEED, NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_TLS_CA/CERT/KEY):
+ * at most one auth method; clientOptionsFromEnv() reads them all.
+ */
+export interface ClientOptions extends Omit<NatsConnectionOptions, 'url'> {
+  /** One NATS server URL, or several comma-separated; default nats://127.0.0.1:4222. */
   natsUrl?: string;
   namespace?: string;
   name?: string;
@@ -74,14 +84,16 @@ export class TriadClient {
   ) {}
 
   static async connect(o: ClientOptions = {}): Promise<TriadClient> {
+    const { natsUrl, namespace, name, requestTimeoutMs, waitForServer, ...nats } = o;
     const bus = await connectBus({
-      url: o.natsUrl ?? 'nats://127.0.0.1:4222',
-      namespace: o.namespace ?? 'default',
-      name: o.name ?? `triad-client-${process.pid}`,
-      connectTimeoutMs: o.requestTimeoutMs ?? 10_000,
-      failFast: !o.waitForServer,
+      ...nats,
+      url: natsUrl ?? DEFAULT_NATS_URL,
+      namespace: namespace ?? 'default',
+      name: name ?? `triad-client-${process.pid}`,
+      connectTimeoutMs: requestTimeoutMs ?? 10_000,
+      failFast: !waitForServer,
     });
-    return new TriadClient(bus, o.requestTimeoutMs ?? 10_000);
+    return new TriadClient(bus, requestTimeoutMs ?? 10_000);
   }
 
   get namespace(): string {

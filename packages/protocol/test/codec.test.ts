@@ -369,13 +369,15 @@ describe('name and task id patterns', () => {
 
 describe('loadConfig', () => {
   it('applies defaults for an empty environment (empty strings count as unset)', () => {
-    expect(loadConfig({})).toEqual({ natsUrl: 'nats://127.0.0.1:4222', redisUrl: 'redis://127.0.0.1:6379', namespace: 'default', logLevel: 'info' });
+    expect(loadConfig({})).toEqual({ natsUrl: 'nats://127.0.0.1:4222', redisUrl: 'redis://127.0.0.1:6379', namespace: 'default', logLevel: 'info', nats: {}, redis: {} });
     expect(loadConfig({ NATS_URL: '', REDIS_URL: '' }).redisUrl).toBe('redis://127.0.0.1:6379');
     expect(loadConfig({ REDIS_URL: 'rediss://cache:6380', TRIAD_NAMESPACE: 'prod', TRIAD_LOG_LEVEL: 'debug', NATS_URL: 'nats://n:4222' })).toEqual({
       natsUrl: 'nats://n:4222',
       redisUrl: 'rediss://cache:6380',
       namespace: 'prod',
       logLevel: 'debug',
+      nats: { url: 'nats://n:4222' },
+      redis: { url: 'rediss://cache:6380' },
     });
   });
 
@@ -389,7 +391,7 @@ describe('loadConfig', () => {
         const err = e as TriadError;
         for (const v of vars) {
           expect(err.message).toContain(v);
-          expect(err.details.some((d) => d.startsWith(`${v}:`))).toBe(true);
+          expect(err.details.some((d) => d.startsWith(v))).toBe(true);
         }
         expect(err.details).toHaveLength(vars.length);
       }
