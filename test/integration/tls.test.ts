@@ -183,6 +183,18 @@ describe('Redis with a password, and over TLS with a private CA', () => {
     await waitFor(() => r.status === 'end', { timeoutMs: 10_000, what: 'the client to stop retrying', lastSeen: () => r.status });
   });
 
+  it('Redis paused at start (no answer, no error): connectRedis still returns, and commands run once it resumes', async () => {
+    const redis = await startRedis({ teardown: td, aof: false, password: REDIS_PASSWORD });
+    redis.pause();
+    let r: Redis;
+    try {
+      r = await open(withPassword(redis.url, '', REDIS_PASSWORD));
+    } finally {
+      redis.resume();
+    }
+    expect(await r.ping()).toBe('PONG');
+  });
+
   it('a supervisor with the wrong Redis password exits at start, naming REDIS_URL', async () => {
     const p = await startProcess({
       name: 'supervisor-wrong-password',

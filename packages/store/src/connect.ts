@@ -29,6 +29,12 @@ export interface RedisHandlers {
 
 const CA_WHAT = 'the path of a PEM file with the CA certificate that signed the Redis server certificate';
 
+/**
+ * The longest connectRedis waits for the first outcome: a paused or unreachable Redis gives neither
+ * ready nor an error, and an actor does not wait for Redis to start (its commands queue meanwhile).
+ */
+const FIRST_OUTCOME_WAIT_MS = 5_000;
+
 /** Where a URL points, without its credentials (for messages). */
 function whereOf(url: string): string {
   try {
@@ -70,8 +76,8 @@ export function explainRedisRefusal(e: unknown, s: RedisSettings): TriadError | 
 }
 
 /**
- * Connects and waits for the first outcome: ready, or a refusal (rejects with it), or an outage (returns
- * at once; the client keeps retrying and a later refusal goes to `onFatal`).
+ * Connects and waits for the first outcome: ready, or a refusal (rejects with it), or an outage — an
+ * error, or no answer within 5 s — (returns; the client keeps retrying and a later refusal goes to `onFatal`).
  */
 export async function connectRedis(target: string | RedisConnectionOptions, options: RedisOptions = {}, handlers: RedisHandlers = {}): Promise<Redis> {
   const settings = parseRedisSettings(typeof target === 'string' ? { url: target } : target);
@@ -104,8 +110,14 @@ export async function connectRedis(target: string | RedisConnectionOptions, opti
   });
   return new Promise<Redis>((resolve, reject) => {
     let settled = false;
+    const timer = setTimeout(() => {
+      if (settled) return;
+      settle();
+      resolve(redis);
+    }, FIRST_OUTCOME_WAIT_MS);
     const settle = (): void => {
       settled = true;
+      clearTimeout(timer);
       redis.off('ready', onReady);
     };
     const onReady = (): void => {
