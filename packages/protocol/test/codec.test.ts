@@ -417,7 +417,7 @@ describe('name and task id patterns', () => {
 
 describe('loadConfig', () => {
   it('applies defaults for an empty environment (empty strings count as unset)', () => {
-    expect(loadConfig({})).toEqual({ natsUrl: 'nats://127.0.0.1:4222', redisUrl: 'redis://127.0.0.1:6379', namespace: 'default', clientId: 'default', logLevel: 'info' });
+    expect(loadConfig({})).toEqual({ natsUrl: 'nats://127.0.0.1:4222', redisUrl: 'redis://127.0.0.1:6379', namespace: 'default', clientId: 'default', logLevel: 'info', nats: {}, redis: {} });
     expect(loadConfig({ NATS_URL: '', REDIS_URL: '' }).redisUrl).toBe('redis://127.0.0.1:6379');
     expect(loadConfig({ REDIS_URL: 'rediss://cache:6380', TRIAD_NAMESPACE: 'prod', TRIAD_LOG_LEVEL: 'debug', NATS_URL: 'nats://n:4222', TRIAD_CLIENT_ID: 'shop-1' })).toEqual({
       natsUrl: 'nats://n:4222',
@@ -425,6 +425,8 @@ describe('loadConfig', () => {
       namespace: 'prod',
       clientId: 'shop-1',
       logLevel: 'debug',
+      nats: { url: 'nats://n:4222' },
+      redis: { url: 'rediss://cache:6380' },
     });
   });
 
@@ -438,7 +440,7 @@ describe('loadConfig', () => {
         const err = e as TriadError;
         for (const v of vars) {
           expect(err.message).toContain(v);
-          expect(err.details.some((d) => d.startsWith(`${v}:`))).toBe(true);
+          expect(err.details.some((d) => d.startsWith(v))).toBe(true);
         }
         expect(err.details).toHaveLength(vars.length);
       }
