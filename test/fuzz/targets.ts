@@ -4,22 +4,7 @@
  * the schemas themselves (oracle.ts).
  */
 import fc from 'fast-check';
-import {
-  API_OPS,
-  DEFAULT_CLIENT_ID,
-  CancelTaskRequestSchema,
-  EmptyRequestSchema,
-  GetTaskRequestSchema,
-  GetWorkflowRequestSchema,
-  ListTasksRequestSchema,
-  ListWorkflowsRequestSchema,
-  RegisterWorkflowRequestSchema,
-  RetryTaskRequestSchema,
-  TaskStatusSchema,
-  encode,
-  type ApiOp,
-  type Names,
-} from '@triad/protocol';
+import { API, API_OPS, DEFAULT_CLIENT_ID, TaskStatusSchema, encode, type ApiOp, type Names } from '@triad/protocol';
 import type { z } from 'zod';
 
 /** The order agents `startTriad` runs: the only agent types with a consumer on the steps stream. */
@@ -52,17 +37,6 @@ export type Target = TargetBase &
 export type JetStreamTarget = Extract<Target, { transport: 'jetstream' }>;
 
 /** The schema each API operation's request is judged by. A new operation fails to compile until added. */
-export const API_REQUEST_SCHEMAS: Record<ApiOp, z.ZodType> = {
-  'workflow.register': RegisterWorkflowRequestSchema,
-  'workflow.get': GetWorkflowRequestSchema,
-  'workflow.list': ListWorkflowsRequestSchema,
-  'task.get': GetTaskRequestSchema,
-  'task.list': ListTasksRequestSchema,
-  'task.retry': RetryTaskRequestSchema,
-  'task.cancel': CancelTaskRequestSchema,
-  'alert.list': EmptyRequestSchema,
-  'supervisor.status': EmptyRequestSchema,
-};
 
 const name = fc.stringMatching(/^[A-Za-z][A-Za-z0-9_-]{0,15}$/);
 /** Task ids of tasks that do not exist (the `fz-` prefix is never used by a real submission here). */
@@ -207,7 +181,7 @@ export function targets(n: Names, now: number): Target[] {
         epoch: fc.integer({ min: 0, max: 1_000 }),
       }),
     },
-    ...API_OPS.map((op): Target => ({ name: `api.${op}`, kind: 'api', transport: 'request', op, schema: API_REQUEST_SCHEMAS[op], subject: s.api(op), sample: apiSample(op) })),
+    ...API_OPS.map((op): Target => ({ name: `api.${op}`, kind: 'api', transport: 'request', op, schema: API[op].request, subject: s.api(op), sample: apiSample(op) })),
     { name: 'api.unknown', kind: 'api-unknown', transport: 'request', subject: s.apiAll.replace(/>$/, 'fuzz.nothing'), sample: fc.constant({}) },
   ];
 }

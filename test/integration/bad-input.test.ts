@@ -2,10 +2,10 @@
 // unknown workflows are dead-lettered with a reason (and the submitter told when it can be), while
 // every other task keeps running. Two namespaces on one NATS and Redis never see each other.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DeliverPolicy } from '@nats-io/jetstream';
 import { ResultSender } from '@triad/agent';
-import { DeadLetterSchema, ErrorCode, TriadError, decode, encode, type DeadLetter, type StepResult } from '@triad/protocol';
+import { ErrorCode, TriadError, encode, type StepResult } from '@triad/protocol';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { waitForDeadLetter } from '../support/dead-letters.js';
 import { startTriad, type TestTriad } from '../support/triad.js';
 
 const td = withTeardown(afterAll);
@@ -18,26 +18,6 @@ beforeAll(async () => {
   triad = await startTriad(td, { nats, redis });
 });
 
-/** Reads every dead letter of the namespace so far. */
-async function deadLetters(t: TestTriad): Promise<DeadLetter[]> {
-  const bus = t.client.bus;
-  const info = await bus.jsm.streams.info(bus.names.streams.deadLetters);
-  if (info.state.messages === 0) return [];
-  const c = await bus.js.consumers.get(bus.names.streams.deadLetters, { deliver_policy: DeliverPolicy.All });
-  const out: DeadLetter[] = [];
-  for (let i = 0; i < info.state.messages; i++) {
-    const m = await c.next({ expires: 2_000 });
-    if (!m) break;
-    const d = decode(m.data, DeadLetterSchema, 'dead letter', 3_000_000);
-    if (d.ok) out.push(d.value);
-  }
-  return out;
-}
-
-async function waitForDeadLetter(t: TestTriad, match: (d: DeadLetter) => boolean, what: string): Promise<DeadLetter> {
-  return waitFor(async () => (await deadLetters(t)).find(match), { timeoutMs: 15_000, what });
-}
-
 describe('bad input', () => {
   it('dead-letters malformed bytes on the submit subject with the reason and the original bytes; other tasks run', async () => {
     const bus = triad.client.bus;
@@ -45,7 +25,7 @@ describe('bad input', () => {
     await bus.js.publish(bus.names.subjects.submit(triad.client.clientId), garbage, { msgID: 'garbage-1' });
     const state = await triad.client.run('orders', { orderId: 'after-garbage', amount: 1 }, { timeoutMs: 30_000 });
     expect(state.status).toBe('completed');
-    const dl = await waitForDeadLetter(triad, (d) => d.source === 'submit' && d.original.length === garbage.length, 'the garbage dead letter');
+    const dl = await waitForDeadLetter(triad.client.bus, (d) => d.source === 'submit' && d.original.length === garbage.length, 'the garbage dead letter');
     expect(dl.reason).toMatch(/not valid msgpack/);
     expect([...dl.original]).toEqual([...garbage]);
   });
@@ -59,7 +39,7 @@ describe('bad input', () => {
     reply.close();
     expect(first.value).toMatchObject({ taskId: 'bad-schema-1', type: 'rejected' });
     expect((first.value as { reason: string }).reason).toMatch(/workflow/);
-    const dl = await waitForDeadLetter(triad, (d) => d.reason.includes('submission is invalid'), 'the wrong-schema dead letter');
+    const dl = await waitForDeadLetter(triad.client.bus, (d) => d.reason.includes('submission is invalid'), 'the wrong-schema dead letter');
     expect(dl.reason).toMatch(/submittedAt/);
   });
 
@@ -68,7 +48,7 @@ describe('bad input', () => {
     // Over Triad's 1,000,000-byte limit but under the stream's maximum, so only the scheduler can refuse it.
     const big = encode({ taskId: 'big-1', workflow: 'orders', input: 'x'.repeat(1_001_000), submittedAt: Date.now() }, 2_000_000);
     await bus.js.publish(bus.names.subjects.submit(triad.client.clientId), big, { msgID: 'big-1' });
-    const dl = await waitForDeadLetter(triad, (d) => d.source === 'submit' && d.reason.includes('over the limit'), 'the oversized dead letter');
+    const dl = await waitForDeadLetter(triad.client.bus, (d) => d.source === 'submit' && d.reason.includes('over the limit'), 'the oversized dead letter');
     expect(dl.original.length).toBe(big.length);
     // The client refuses to even send one.
     await expect(triad.client.submit('orders', { blob: 'x'.repeat(1_100_000) })).rejects.toMatchObject({ code: ErrorCode.PayloadTooLarge });
@@ -79,9 +59,9 @@ describe('bad input', () => {
     await bus.js.publish(bus.names.subjects.result('payment'), encode({ taskId: 'x', ok: 'maybe' }), { msgID: 'bad-result-1' });
     await bus.js.publish(bus.names.subjects.step('payment'), new Uint8Array([1, 2, 3]), { msgID: 'bad-step-1' });
     await bus.js.publish(bus.names.subjects.command, encode({ type: 'explode' }), { msgID: 'bad-cmd-1' });
-    await waitForDeadLetter(triad, (d) => d.source === 'result' && d.reason.includes('step result is invalid'), 'the bad result dead letter');
-    await waitForDeadLetter(triad, (d) => d.source === 'step.payment' && d.reason.includes('is not valid msgpack'), 'the bad step request dead letter');
-    await waitForDeadLetter(triad, (d) => d.source === 'command' && d.reason.includes('supervisor command is invalid'), 'the bad command dead letter');
+    await waitForDeadLetter(triad.client.bus, (d) => d.source === 'result' && d.reason.includes('step result is invalid'), 'the bad result dead letter');
+    await waitForDeadLetter(triad.client.bus, (d) => d.source === 'step.payment' && d.reason.includes('is not valid msgpack'), 'the bad step request dead letter');
+    await waitForDeadLetter(triad.client.bus, (d) => d.source === 'command' && d.reason.includes('supervisor command is invalid'), 'the bad command dead letter');
     const state = await triad.client.run('orders', { orderId: 'after-bad-messages', amount: 3 }, { timeoutMs: 30_000 });
     expect(state.status).toBe('completed');
   });
@@ -110,7 +90,7 @@ describe('bad input', () => {
       expect(t.status).toBe('completed');
       expect(t.steps[0]).toMatchObject({ status: 'processed', output: { doubled: i * 2 } });
     });
-    const dl = await waitForDeadLetter(triad, (d) => d.source === 'result' && d.reason.includes('step result 13 of a batch is invalid'), 'the malformed batch item');
+    const dl = await waitForDeadLetter(triad.client.bus, (d) => d.source === 'result' && d.reason.includes('step result 13 of a batch is invalid'), 'the malformed batch item');
     expect([...dl.original]).toEqual([...junk]);
   });
 
@@ -119,7 +99,7 @@ describe('bad input', () => {
     expect(err).toBeInstanceOf(TriadError);
     expect((err as TriadError).code).toBe(ErrorCode.UnknownWorkflow);
     expect((err as TriadError).message).toMatch(/register it first/);
-    await waitForDeadLetter(triad, (d) => d.reason.includes('unknown workflow "no-such-workflow"'), 'the unknown-workflow dead letter');
+    await waitForDeadLetter(triad.client.bus, (d) => d.reason.includes('unknown workflow "no-such-workflow"'), 'the unknown-workflow dead letter');
   });
 
   it('refuses an invalid input for an agent as a permanent failure with the reason (the order is undone, nothing hangs)', async () => {

@@ -3,8 +3,9 @@
 // step's own agent type, a task id belongs to the client that used it first — and agents speak only NATS.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TriadClient } from '@triad/client';
-import { DeadLetterSchema, StepResultSchema, decode, encode, type StepResult } from '@triad/protocol';
+import { StepResultSchema, encode, type StepResult } from '@triad/protocol';
 import { freePort, startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { waitForDeadLetter } from '../support/dead-letters.js';
 import { startTriad, type TestTriad } from '../support/triad.js';
 
 const td = withTeardown(afterAll);
@@ -18,21 +19,7 @@ beforeAll(async () => {
 });
 
 async function deadLetter(match: (reason: string) => boolean, what: string): Promise<string> {
-  const bus = t.client.bus;
-  return waitFor(
-    async () => {
-      const info = await bus.jsm.streams.info(bus.names.streams.deadLetters).catch(() => undefined);
-      const last = info?.state.last_seq ?? 0;
-      for (let seq = 1; seq <= last; seq++) {
-        const m = await bus.jsm.streams.getMessage(bus.names.streams.deadLetters, { seq }).catch(() => undefined);
-        if (!m) continue;
-        const d = decode(m.data, DeadLetterSchema, 'dead letter');
-        if (d.ok && match(d.value.reason)) return d.value.reason;
-      }
-      return undefined;
-    },
-    { timeoutMs: 15_000, what },
-  );
+  return (await waitForDeadLetter(t.client.bus, (d) => match(d.reason), what)).reason;
 }
 
 async function otherClient(clientId: string): Promise<TriadClient> {

@@ -5,8 +5,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { headers } from '@nats-io/nats-core';
 import { PROTOCOL_HEADER, REPLY_TO_HEADER, protocolHeaders } from '@triad/bus';
-import { DeadLetterSchema, decode, encode, type StepRequest } from '@triad/protocol';
+import { encode, type StepRequest } from '@triad/protocol';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { waitForDeadLetter } from '../support/dead-letters.js';
 import { startTriad, type TestTriad } from '../support/triad.js';
 
 const td = withTeardown(afterAll);
@@ -20,19 +21,7 @@ beforeAll(async () => {
 });
 
 async function deadLetterWith(text: string): Promise<{ source: string; reason: string }> {
-  const bus = t.client.bus;
-  return waitFor(
-    async () => {
-      const info = await bus.jsm.streams.info(bus.names.streams.deadLetters).catch(() => undefined);
-      for (let seq = 1; seq <= (info?.state.last_seq ?? 0); seq++) {
-        const m = await bus.jsm.streams.getMessage(bus.names.streams.deadLetters, { seq }).catch(() => undefined);
-        const d = m ? decode(m.data, DeadLetterSchema, 'dead letter') : undefined;
-        if (d?.ok && d.value.reason.includes(text)) return d.value;
-      }
-      return undefined;
-    },
-    { timeoutMs: 15_000, what: `a dead letter whose reason contains "${text}"` },
-  );
+  return waitForDeadLetter(t.client.bus, (d) => d.reason.includes(text), `a dead letter whose reason contains "${text}"`);
 }
 
 describe('versions', () => {

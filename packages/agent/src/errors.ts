@@ -11,10 +11,9 @@ export interface StepErrorOptions {
   notApplied?: boolean;
 }
 
-/** A failure that retrying cannot fix (invalid input, a declined card): reported to the scheduler at once. */
-export class PermanentError extends Error {
-  override name = 'PermanentError';
-  readonly retryable = false;
+/** A failure a handler reports on purpose; `notApplied` says its try certainly took no effect. */
+abstract class StepFailure extends Error {
+  abstract readonly retryable: boolean;
   readonly notApplied: boolean;
 
   constructor(message: string, options: StepErrorOptions = {}) {
@@ -23,16 +22,16 @@ export class PermanentError extends Error {
   }
 }
 
+/** A failure that retrying cannot fix (invalid input, a declined card): reported to the scheduler at once. */
+export class PermanentError extends StepFailure {
+  override name = 'PermanentError';
+  readonly retryable = false;
+}
+
 /** A failure worth retrying (any plain Error is one too); use it to say the effect was not applied. */
-export class RetryableError extends Error {
+export class RetryableError extends StepFailure {
   override name = 'RetryableError';
   readonly retryable = true;
-  readonly notApplied: boolean;
-
-  constructor(message: string, options: StepErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.notApplied = options.notApplied === true;
-  }
 }
 
 /** True when an error says it must not be retried: a PermanentError or any error with `retryable: false`. */

@@ -27,6 +27,26 @@ local function task_now(taskKey, now)
   return now
 end
 
+-- The supervisors' fence (decision 0004): the epoch stored in `epochKey` when the caller's `epoch` is
+-- older (a newer leader exists: the caller writes nothing), else nil.
+local function newer_epoch(epochKey, epoch)
+  local current = tonumber(redis.call('GET', epochKey) or '0')
+  if tonumber(epoch) < current then return current end
+  return nil
+end
+
+-- The opening of the supervisor's per-deadline transitions: refused at a stale epoch; a deadline whose
+-- task is gone (removed by retention) drops its index entry. Returns the reply to end with, or nil.
+local function supervisor_guard(taskKey, deadlinesKey, epochKey, epoch, member)
+  local current = newer_epoch(epochKey, epoch)
+  if current then return { STALE_EPOCH, cjson.encode({ epoch = current }) } end
+  if redis.call('EXISTS', taskKey) == 0 then
+    redis.call('ZREM', deadlinesKey, member)
+    return { UNKNOWN_TASK, '{}' }
+  end
+  return nil
+end
+
 local function decode_step(raw)
   if not raw then return nil end
   return cjson.decode(raw)

@@ -96,8 +96,8 @@ local function compact_task(taskKey)
   return true
 end
 
-local current = tonumber(redis.call('GET', KEYS[2]) or '0')
-if tonumber(ARGV[4]) < current then return { STALE_EPOCH, current } end
+local current = newer_epoch(KEYS[2], ARGV[4])
+if current then return { STALE_EPOCH, current } end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
 local compacted = 0
 for _, id in ipairs(due) do

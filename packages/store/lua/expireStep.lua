@@ -29,13 +29,8 @@ local taskKey, deadlinesKey, epochKey = KEYS[1], KEYS[2], KEYS[3]
 local taskId, stepName, epoch = ARGV[1], ARGV[2], tonumber(ARGV[4])
 local member = deadline_member(taskId, stepName)
 
-local current = tonumber(redis.call('GET', epochKey) or '0')
-if epoch < current then return { STALE_EPOCH, cjson.encode({ epoch = current }) } end
-
-if redis.call('EXISTS', taskKey) == 0 then
-  redis.call('ZREM', deadlinesKey, member)
-  return { UNKNOWN_TASK, '{}' }
-end
+local refused = supervisor_guard(taskKey, deadlinesKey, epochKey, epoch, member)
+if refused then return refused end
 local rec = decode_step(redis.call('HGET', taskKey, 's:' .. stepName))
 local taskStatus = redis.call('HGET', taskKey, 'status')
 local noop = cjson.encode({ action = 'noop' })

@@ -20,12 +20,8 @@ local taskKey, deadlinesKey, epochKey = KEYS[1], KEYS[2], KEYS[3]
 local taskId, epoch = ARGV[1], tonumber(ARGV[3])
 local member = deadline_member(taskId, TASK_DEADLINE)
 
-local current = tonumber(redis.call('GET', epochKey) or '0')
-if epoch < current then return { STALE_EPOCH, cjson.encode({ epoch = current }) } end
-if redis.call('EXISTS', taskKey) == 0 then
-  redis.call('ZREM', deadlinesKey, member)
-  return { UNKNOWN_TASK, '{}' }
-end
+local refused = supervisor_guard(taskKey, deadlinesKey, epochKey, epoch, member)
+if refused then return refused end
 local noop = cjson.encode({ action = 'noop' })
 local deadlineAt = tonumber(redis.call('HGET', taskKey, 'deadlineAt'))
 if redis.call('HGET', taskKey, 'status') ~= 'running' or not deadlineAt then

@@ -14,8 +14,8 @@
 ]]
 --@include _common
 
-local current = tonumber(redis.call('GET', KEYS[3]) or '0')
-if tonumber(ARGV[4]) < current then return { STALE_EPOCH, current } end
+local current = newer_epoch(KEYS[3], ARGV[4])
+if current then return { STALE_EPOCH, current } end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, id in ipairs(due) do
   redis.call('DEL', ARGV[1] .. '{' .. id .. '}')
