@@ -103,11 +103,13 @@ export async function compareState(w: World & { sys: RealSystem }, after: Map<st
   const alerts = await readAlerts(w.sys);
   const show = (a: { id: string; kind: string; step?: string; failureCount: number; raisedAt: number }) => `${a.id} ${a.kind} ${a.step ?? '-'} ${a.failureCount} @${a.raisedAt}`;
   diff(out, 'open alerts', [...alerts.open.values()].map(show).sort(), [...model.openAlerts.values()].map(show).sort());
+  // The outbox is a set: the same alert raised twice in one millisecond (a retry that fails again at
+  // once) is one entry, and publishing deduplicates by alert id anyway (decision 0009 §4).
   diff(
     out,
     'alert outbox',
-    alerts.outbox.map((e) => `${show(e.alert)} score ${e.score}`).sort(),
-    model.outbox.map((a) => `${show(a)} score ${a.raisedAt}`).sort(),
+    [...new Set(alerts.outbox.map((e) => `${show(e.alert)} score ${e.score}`))].sort(),
+    [...new Set(model.outbox.map((a) => `${show(a)} score ${a.raisedAt}`))].sort(),
   );
   return out;
 }

@@ -49,4 +49,15 @@ export const REGRESSIONS: Regression[] = [
       { t: 'sweep', publish: true },
     ],
   },
+  {
+    name: 'the same alert raised twice in one millisecond is one outbox entry',
+    why: 'found (FC_SEED=205, 206; 201, 202 with a retryable failure): a step fails permanently, the operator retries it at once and it fails again with the same failureCount — the same alert id and time; the outbox (a set of alert JSON) holds it once, which is what decision 0009 §4 needs (publishing deduplicates by alert id); the model kept a list (the model was wrong)',
+    ops: [
+      { t: 'submit', choice: { shape: 2, ...fast }, publish: true },
+      { t: 'result', pick: 0, outcome: { type: 'permanent', effect: 'none' }, lag: 0, publish: true },
+      { t: 'retry', pick: 0, step: null, any: false, lag: 0, publish: true },
+      { t: 'result', pick: 0, outcome: { type: 'permanent', effect: 'none' }, lag: 0, publish: true },
+      { t: 'publishAlerts' },
+    ],
+  },
 ];
