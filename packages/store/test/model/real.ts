@@ -2,7 +2,7 @@
 // model-based test compares with the model: each task's record, the deadline index, alerts, and a raw
 // snapshot of every key of the namespace (to prove a rejected write changed nothing).
 import type { Redis } from 'ioredis';
-import type { TaskState } from '@triad/protocol';
+import { AlertSchema, type Alert, type TaskState } from '@triad/protocol';
 import type { PlanStep } from '@triad/core';
 import { TaskStore, type LeaseClaim } from '../../src/index.js';
 import type { StepRecord } from '../../src/task-view.js';
@@ -74,20 +74,18 @@ export function readCompact(sys: RealSystem): Promise<Map<string, number>> {
   return zsetMap(sys.redis, sys.store.keys.compact);
 }
 
-export interface RealAlert {
-  id: string;
-  kind: string;
-  taskId: string;
-  step?: string;
-  failureCount: number;
-  raisedAt: number;
+/** An alert as a transition wrote it, checked against the wire schema (the leader publishes it as is). */
+function alertOf(json: unknown, where: string): Alert {
+  const parsed = AlertSchema.safeParse(json);
+  if (!parsed.success) throw new Error(`real: the alert ${JSON.stringify(json)} in ${where} is not a valid Alert message: ${parsed.error.message}`);
+  return parsed.data;
 }
 
 /** Open alerts (by id) and the outbox (its entries, oldest first, each with its score). */
-export async function readAlerts(sys: RealSystem): Promise<{ open: Map<string, RealAlert>; outbox: { alert: RealAlert; score: number }[] }> {
-  const open = new Map<string, RealAlert>();
-  for (const [id, json] of Object.entries(await sys.redis.hgetall(sys.store.keys.alerts))) open.set(id, JSON.parse(json) as RealAlert);
-  const outbox = [...(await zsetMap(sys.redis, sys.store.keys.alertOutbox))].map(([json, score]) => ({ alert: JSON.parse(json) as RealAlert, score }));
+export async function readAlerts(sys: RealSystem): Promise<{ open: Map<string, Alert>; outbox: { alert: Alert; score: number }[] }> {
+  const open = new Map<string, Alert>();
+  for (const a of await sys.store.openAlerts()) open.set(a.id, alertOf(a, 'the open alerts'));
+  const outbox = [...(await zsetMap(sys.redis, sys.store.keys.alertOutbox))].map(([json, score]) => ({ alert: alertOf(JSON.parse(json), 'the outbox'), score }));
   return { open, outbox };
 }
 
