@@ -1,6 +1,7 @@
-// Starts a real nats-server (JetStream on by default) on free ports with its own store directory.
+// Starts a real nats-server (JetStream on by default) on free ports with its own store directory, and
+// optionally a configuration file (users, tokens, nkeys, an operator, TLS).
 import { get } from 'node:http';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { requireBinary } from './binaries.js';
@@ -9,6 +10,7 @@ import { natsInfo } from './nats-protocol.js';
 import { freePorts } from './ports.js';
 import { type ServerControl, ManagedServer } from './server.js';
 import type { Teardown } from './teardown.js';
+import { waitFor } from './wait.js';
 
 export interface StartNatsOptions {
   /** `-js` with `-sd <dataDir>`; default true. */
@@ -17,6 +19,11 @@ export interface StartNatsOptions {
   teardown?: Teardown;
   /** Per start attempt; default 20 s (JetStream recovers its store before it serves). */
   readyTimeoutMs?: number;
+  /**
+   * nats-server configuration text (e.g. an `authorization {…}` or `tls {…}` block), written to a file
+   * in the data directory and passed with `-c`; the harness's flags (host, ports, name, store) win over it.
+   */
+  config?: string;
 }
 
 /** A nats-server; `signal` also serves nats-server's SIGHUP (reload) and SIGUSR2 (lame-duck mode). */
@@ -29,6 +36,11 @@ export interface NatsServer extends ServerControl {
   /** Passed as -sd; nats-server keeps JetStream state in `<dataDir>/jetstream`. */
   readonly dataDir: string;
   readonly serverName: string;
+  /**
+   * Replaces the `config` text and reloads it (SIGHUP), resolving once the server says it reloaded:
+   * e.g. to drop a user while clients are connected.
+   */
+  reload(config: string): Promise<void>;
 }
 
 interface NatsPorts {
@@ -44,6 +56,12 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsServer
   // Identity check: INFO carries server_name, so an unrelated server on a reused port is never mistaken for ours.
   const serverName = uniqueNamespace('nats');
   const dataDir = await mkdtemp(join(tmpdir(), 'triad-nats-'));
+  const configFile = join(dataDir, 'nats-server.conf');
+  // With a configuration file, the name and the store go in it too: a reload compares the file with the
+  // running settings and refuses to drop a server_name or JetStream that only a flag had set.
+  const configText = (config: string): string =>
+    [`server_name: "${serverName}"`, ...(jetstream ? [`jetstream {\n  store_dir: "${dataDir}"\n}`] : []), config, ''].join('\n');
+  if (opts.config !== undefined) await writeFile(configFile, configText(opts.config), { mode: 0o600 });
   const server = new ManagedServer<NatsPorts>(
     {
       kind: 'nats-server',
@@ -57,7 +75,7 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsServer
       // -a also binds the monitoring listener (its host defaults to the client host), so nothing listens beyond loopback.
       args: ({ port, monitorPort }, dir) => [
         '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort),
-        '--server_name', serverName, '-sd', dir, ...(jetstream ? ['-js'] : []),
+        ...(opts.config !== undefined ? ['-c', configFile] : ['--server_name', serverName, '-sd', dir, ...(jetstream ? ['-js'] : [])]),
       ],
       probe: async ({ port, monitorPort }) => {
         const info = await natsInfo(`nats://127.0.0.1:${port}`, { timeoutMs: PROBE_TIMEOUT_MS });
@@ -78,6 +96,15 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsServer
     dataDir,
     serverName,
     ...server.controls(),
+    reload: async (config) => {
+      if (opts.config === undefined) throw new Error('reload() needs a server started with a `config`');
+      const reloaded = (): number => server.log().split('Reloaded server configuration').length;
+      const before = reloaded();
+      await writeFile(configFile, configText(config));
+      server.signal('SIGHUP');
+      // A refused configuration ("Failed to reload server configuration: …") shows in the log tail of the timeout.
+      await waitFor(() => reloaded() > before, { timeoutMs: 10_000, what: 'nats-server to reload its configuration', lastSeen: () => server.log().slice(-1000) });
+    },
   };
 }
 

@@ -1,5 +1,6 @@
-// Starts a real redis-server (AOF with fsync on every write by default) on a free port with its own directory.
-import { mkdtemp } from 'node:fs/promises';
+// Starts a real redis-server (AOF with fsync on every write by default) on a free port with its own directory;
+// optionally secured: a password or ACL users, and TLS only.
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { requireBinary } from './binaries.js';
@@ -15,11 +16,25 @@ export interface StartRedisOptions {
   teardown?: Teardown;
   /** Per start attempt; default 20 s. */
   readyTimeoutMs?: number;
+  /** `--requirepass`: the default user's password. */
+  password?: string;
+  /**
+   * ACL rules, one user per line (`user alice on >pw ~* +@all`), written to an `--aclfile`. Name in
+   * `probeAuth` a user the harness may PING and INFO with.
+   */
+  aclUsers?: readonly string[];
+  /** The login of the harness's own readiness probes; default: the default user with `password`. */
+  probeAuth?: { user?: string; password: string };
+  /**
+   * TLS only (`--port 0 --tls-port`): the server's certificate and key, and the CA (PEM files) its
+   * clients trust. Clients need not send a certificate (`--tls-auth-clients no`).
+   */
+  tls?: { certFile: string; keyFile: string; caFile: string };
 }
 
 /** A redis-server; restart() replays its AOF; while paused, connections are accepted by the kernel but nothing answers. */
 export interface RedisServer extends ServerControl {
-  /** redis://127.0.0.1:PORT — stays the same across restart(). */
+  /** redis://127.0.0.1:PORT (rediss:// with `tls`), without credentials — stays the same across restart(). */
   readonly url: string;
   readonly port: number;
   /** Passed as --dir; with AOF, Redis 7 keeps its files in `<dir>/appendonlydir`. */
@@ -32,6 +47,18 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
   const binary = requireBinary('redis-server');
   const aof = opts.aof ?? true;
   const dir = await mkdtemp(join(tmpdir(), 'triad-redis-'));
+  const scheme = opts.tls === undefined ? 'redis' : 'rediss';
+  const security: string[] = [];
+  if (opts.password !== undefined) security.push('--requirepass', opts.password);
+  if (opts.aclUsers !== undefined) {
+    const aclFile = join(dir, 'users.acl');
+    await writeFile(aclFile, `${opts.aclUsers.join('\n')}\n`, { mode: 0o600 });
+    security.push('--aclfile', aclFile);
+  }
+  const probe = {
+    ...(opts.probeAuth !== undefined ? { auth: opts.probeAuth } : opts.password !== undefined ? { auth: { password: opts.password } } : {}),
+    ...(opts.tls !== undefined ? { tls: { ca: await readFile(opts.tls.caFile, 'utf8') } } : {}),
+  };
   const server = new ManagedServer<{ port: number }>(
     {
       kind: 'redis-server',
@@ -39,15 +66,19 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
       readyTimeoutMs: opts.readyTimeoutMs ?? 20_000,
       allocatePorts: async () => ({ port: await freePort() }),
       args: ({ port }, serverDir) => [
-        '--port', String(port), '--bind', '127.0.0.1', '--dir', serverDir, '--save', '',
-        '--appendonly', aof ? 'yes' : 'no', ...(aof ? ['--appendfsync', 'always'] : []), '--daemonize', 'no',
+        ...(opts.tls === undefined
+          ? ['--port', String(port)]
+          : ['--port', '0', '--tls-port', String(port), '--tls-cert-file', opts.tls.certFile, '--tls-key-file', opts.tls.keyFile,
+             '--tls-ca-cert-file', opts.tls.caFile, '--tls-auth-clients', 'no']),
+        '--bind', '127.0.0.1', '--dir', serverDir, '--save', '',
+        '--appendonly', aof ? 'yes' : 'no', ...(aof ? ['--appendfsync', 'always'] : []), '--daemonize', 'no', ...security,
       ],
       probe: async ({ port }, pid) => {
-        const url = `redis://127.0.0.1:${port}`;
+        const url = `${scheme}://127.0.0.1:${port}`;
         // -LOADING while the AOF is replayed: not ready yet.
-        if ((await redisReply(url, ['PING'], { timeoutMs: PROBE_TIMEOUT_MS })) !== 'PONG') return false;
+        if ((await redisReply(url, ['PING'], { timeoutMs: PROBE_TIMEOUT_MS, ...probe })) !== 'PONG') return false;
         // Identity check: an unrelated Redis on a reused port would also say PONG.
-        const info = await redisReply(url, ['INFO', 'server'], { timeoutMs: PROBE_TIMEOUT_MS });
+        const info = await redisReply(url, ['INFO', 'server'], { timeoutMs: PROBE_TIMEOUT_MS, ...probe });
         return typeof info === 'string' && new RegExp(`^process_id:${pid}\\r?$`, 'm').test(info);
       },
     },
@@ -56,7 +87,7 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
   await server.launch(opts.teardown);
   const { port } = server.ports;
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: `${scheme}://127.0.0.1:${port}`,
     port,
     dir,
     ...server.controls(),

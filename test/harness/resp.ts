@@ -8,6 +8,10 @@ export type RespValue = string | number | null | RedisReplyError | RespValue[];
 export interface RedisCommandOptions {
   /** Whole round trip, connect included; default 5000 ms. */
   timeoutMs?: number;
+  /** Log in first (AUTH); an error reply to it rejects with RedisReplyError. */
+  auth?: { user?: string; password: string };
+  /** Speak TLS (a rediss:// server), trusting this CA (PEM). */
+  tls?: { ca: string };
 }
 
 type Arg = string | number;
@@ -18,7 +22,12 @@ type Arg = string | number;
  * Error replies resolve (probes need to see '-LOADING'); arrays reject, use `redisReply` for those.
  */
 export async function redisCommand(url: string, ...args: Arg[]): Promise<string> {
-  const { first, value } = await roundTrip(url, args, {});
+  return redisCommandWith(url, {}, ...args);
+}
+
+/** redisCommand with options (a login, TLS). */
+export async function redisCommandWith(url: string, opts: RedisCommandOptions, ...args: Arg[]): Promise<string> {
+  const { first, value } = await roundTrip(url, args, opts);
   switch (first[0]) {
     case '$':
       return value === null ? first : String(value);
@@ -45,17 +54,26 @@ async function roundTrip(
   if (args.length === 0) throw new Error('redis command needs at least a command name');
   const { host, port } = hostAndPort(url);
   const timeoutMs = opts.timeoutMs ?? 5_000;
+  const login = opts.auth === undefined ? undefined : opts.auth.user === undefined ? ['AUTH', opts.auth.password] : ['AUTH', opts.auth.user, opts.auth.password];
   return exchange({
     host,
     port,
     timeoutMs,
     what: `redis ${String(args[0])} reply from ${url}`,
-    request: encodeCommand(args),
+    request: login === undefined ? encodeCommand(args) : Buffer.concat([encodeCommand(login), encodeCommand(args)]),
+    ...(opts.tls === undefined ? {} : { tls: opts.tls }),
     parse: (received) => {
-      const parsed = parseReply(received, 0);
+      let start = 0;
+      if (login !== undefined) {
+        const loggedIn = parseReply(received, 0);
+        if (loggedIn === undefined) return undefined;
+        if (loggedIn.value instanceof RedisReplyError) throw loggedIn.value;
+        start = loggedIn.end;
+      }
+      const parsed = parseReply(received, start);
       if (parsed === undefined) return undefined;
-      const lineEnd = received.indexOf('\r\n');
-      return { first: received.toString('utf8', 0, lineEnd), value: parsed.value };
+      const lineEnd = received.indexOf('\r\n', start);
+      return { first: received.toString('utf8', start, lineEnd), value: parsed.value };
     },
   });
 }

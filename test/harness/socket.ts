@@ -1,5 +1,6 @@
-// One short TCP conversation with a deadline: connect, send, read until the reply is complete, hang up.
+// One short TCP (or TLS) conversation with a deadline: connect, send, read until the reply is complete, hang up.
 import { connect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { HarnessTimeoutError, messageOf } from './errors.js';
 
 export interface ExchangeOptions<T> {
@@ -11,6 +12,8 @@ export interface ExchangeOptions<T> {
   what: string;
   /** Written as soon as the connection is up; omit when the server speaks first. */
   request?: string | Buffer;
+  /** Speak TLS from the first byte, trusting this CA (PEM); the server is not asked for a client certificate. */
+  tls?: { ca: string };
   /** Sees every byte received so far; returns the result once complete, `undefined` to keep reading. May write, may throw. */
   parse(received: Buffer, socket: Socket): T | undefined;
 }
@@ -19,7 +22,7 @@ export function exchange<T>(opts: ExchangeOptions<T>): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let received = Buffer.alloc(0);
     let settled = false;
-    const socket = connect({ host: opts.host, port: opts.port });
+    const socket = opts.tls === undefined ? connect({ host: opts.host, port: opts.port }) : tlsConnect({ host: opts.host, port: opts.port, ca: opts.tls.ca });
     const finish = (error: Error | undefined, value?: T): void => {
       if (settled) return;
       settled = true;
@@ -31,7 +34,7 @@ export function exchange<T>(opts: ExchangeOptions<T>): Promise<T> {
     const timer = setTimeout(() => {
       finish(new HarnessTimeoutError(`timed out after ${opts.timeoutMs}ms waiting for ${opts.what}`));
     }, opts.timeoutMs);
-    socket.once('connect', () => {
+    socket.once(opts.tls === undefined ? 'connect' : 'secureConnect', () => {
       if (opts.request !== undefined) socket.write(opts.request);
     });
     socket.on('data', (chunk: Buffer) => {

@@ -86,6 +86,8 @@ describe('clear answers for every bad submission', () => {
 describe('an older reader gets a newer message', () => {
   it('a step request with a field this agent does not know still runs', async () => {
     await t.client.registerWorkflow({ name: 'newer', steps: [{ name: 'only', agent: 'inventory', budgetMs: 120_000 }] });
+    // The first call takes 2 s, so the step is still running when the newer request arrives.
+    t.services.inventory.setFaults({ latencyMs: 2_000 });
     const { taskId } = await t.client.submit('newer', { orderId: 'newer-1', amount: 1 });
     await waitFor(async () => ((await t.client.getTask(taskId)).steps[0]?.status === 'processing' ? true : undefined), { timeoutMs: 15_000, what: 'the step to start' });
     // The scheduler sent attempt 1; a newer scheduler would add fields. Send attempt 1 again with one
@@ -107,10 +109,17 @@ describe('an older reader gets a newer message', () => {
       dispatchedAt: Date.now(),
       priority: 'high',
     };
+    t.services.inventory.setFaults({ latencyMs: 0 });
     await t.client.bus.js.publish(t.client.bus.names.subjects.step('inventory'), encode(req), { headers: protocolHeaders(), msgID: `newer-${taskId}` });
     const done = await t.client.wait(taskId, { timeoutMs: 30_000 });
     expect(done.status).toBe('completed');
-    expect(t.services.inventory.effects().filter((e) => e.idempotencyKey === req.idempotencyKey)).toHaveLength(1);
+    // Both requests ran (two calls reached the service), and the effect was applied once.
+    const effects = t.services.inventory.effects().filter((e) => e.idempotencyKey === req.idempotencyKey);
+    expect(effects).toHaveLength(1);
+    await waitFor(() => (t.services.inventory.effects().find((e) => e.idempotencyKey === req.idempotencyKey)?.calls === 2 ? true : undefined), {
+      timeoutMs: 10_000,
+      what: 'the newer request to have been run too (a second call for the key)',
+    });
   });
 });
 

@@ -5,10 +5,11 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
-import { TriadClient } from '@triad/client';
+import type { Redis } from 'ioredis';
+import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow, startRemoteService, type Faults, type RemoteService } from '@triad/example-orders';
-import type { LadderInput, RetryPolicy, WorkflowDefinitionInput } from '@triad/protocol';
+import { redisOptionsFromEnv, type LadderInput, type RetryPolicy, type WorkflowDefinitionInput } from '@triad/protocol';
+import { connectRedis } from '@triad/store';
 import { startProcess, uniqueNamespace, type ActorProcess, type Teardown } from '../harness/index.js';
 
 /** The repository root (the folder with turbo.json), from the source or the compiled test/dist copy. */
@@ -60,7 +61,10 @@ export interface TriadOptions {
   serviceRandom?: (service: ServiceName) => () => number;
   faults?: Partial<Record<ServiceName, Partial<Faults>>>;
   registerOrders?: boolean;
-  /** Extra environment for every actor process. */
+  /**
+   * Extra environment for every actor process — and for the test's own client and Redis connection,
+   * which read it as the actors do (e.g. NATS_USER, NATS_TLS_CA, REDIS_URL with a password, REDIS_TLS_CA).
+   */
   env?: Record<string, string>;
 }
 
@@ -113,7 +117,8 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
     namespace,
     env,
     client: undefined as unknown as TriadClient,
-    redis: new Redis(servers.redis.url, { maxRetriesPerRequest: null }).on('error', () => undefined),
+    // The same connect path as the actors', with the same settings.
+    redis: await connectRedis(redisOptionsFromEnv(env), { connectionName: 'triad-test' }),
     services,
     schedulers: [],
     supervisors: [],
@@ -159,7 +164,7 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
   for (let i = 0; i < (o.agentProcesses ?? 1); i++) starts.push(t.startAgents());
   if (o.supervisor !== false) for (let i = 0; i < (o.supervisors ?? 1); i++) starts.push(t.startSupervisor(o.supervisor ?? {}));
   await Promise.all(starts);
-  t.client = await TriadClient.connect({ natsUrl: servers.nats.url, namespace });
+  t.client = await TriadClient.connect(clientOptionsFromEnv(env));
   td.add(() => t.client.close());
   if (o.registerOrders !== false) await t.client.registerWorkflow(ordersWorkflow);
   return t;

@@ -23,13 +23,13 @@ export async function loadAgents(modules: readonly string[]): Promise<AgentDefin
   return [...found.values()];
 }
 
-runService('agent-host', async ({ config, log, onShutdown, healthy }) => {
+runService('agent-host', async ({ config, log, onShutdown, healthy, fail }) => {
   const modules = process.argv.slice(2);
   if (modules.length === 0) throw new Error('name at least one module that exports agents: node apps/agent/dist/main.js ./my-agents.js');
   const agents = await loadAgents(modules);
   if (agents.length === 0) throw new Error(`no agents found in ${modules.join(', ')}: export them made with defineAgent()`);
   // NATS only: an agent holds no Redis connection (decision 0010).
-  const bus = await connectBus({ url: config.natsUrl, namespace: config.namespace, name: 'triad-agent' });
+  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-agent', onFatal: fail });
   onShutdown(() => bus.close());
   const host = new AgentHost({ bus, agents, logger: log });
   await host.start();

@@ -4,6 +4,7 @@
  * Triad. `node apps/bench/dist/baseline-echo.js` (NATS_URL, BENCH_NAMESPACE, BENCH_ECHO_CONCURRENCY, BENCH_NO_ASYNC_TRACES).
  */
 import { jetstream } from '@nats-io/jetstream';
+import { natsOptionsFromEnv } from '@triad/protocol';
 import { baselineConnection, baselineNames, pump } from './pump.js';
 
 async function main(): Promise<void> {
@@ -11,7 +12,7 @@ async function main(): Promise<void> {
   if (!namespace) throw new Error('BENCH_NAMESPACE is not set');
   const concurrency = Number(process.env['BENCH_ECHO_CONCURRENCY'] ?? 32);
   const n = baselineNames(namespace);
-  const nc = await baselineConnection(process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222', namespace, 'bench-baseline-echo', process.env['BENCH_NO_ASYNC_TRACES'] === '1');
+  const nc = await baselineConnection(natsOptionsFromEnv(process.env), namespace, 'bench-baseline-echo', process.env['BENCH_NO_ASYNC_TRACES'] === '1');
   const js = jetstream(nc, { timeout: 10_000 });
   const consumer = await js.consumers.get(n.reqStream, 'echo');
   const p = await pump(

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
+import { DEFAULT_NATS_URL, type NatsConnectionOptions } from '@triad/protocol';
 import { REPO_ROOT } from './actors.js';
 import { spawnChild } from './procs.js';
 import { baselineConnection, baselineNames, pump } from './pump.js';
@@ -17,7 +18,7 @@ import { perStep, readCounters } from './counters.js';
 import { cpuWindow, type CpuShare, type ProcessRef } from './cpu.js';
 
 export interface BaselineOptions {
-  natsUrl: string;
+  nats: NatsConnectionOptions;
   namespace: string;
   chains: number;
   hops: number;
@@ -53,7 +54,7 @@ export interface BaselineResult {
 
 export async function measureBaseline(o: BaselineOptions): Promise<BaselineResult> {
   const n = baselineNames(o.namespace);
-  const nc = await baselineConnection(o.natsUrl, o.namespace, 'bench-baseline-driver', o.noAsyncTraces);
+  const nc = await baselineConnection(o.nats, o.namespace, 'bench-baseline-driver', o.noAsyncTraces);
   const jsm = await jetstreamManager(nc, { timeout: 10_000 });
   const js = jetstream(nc, { timeout: 10_000 });
   // The same stream settings as Triad's work queues (packages/bus/src/topology.ts).
@@ -67,7 +68,8 @@ export async function measureBaseline(o: BaselineOptions): Promise<BaselineResul
 
   const echo = spawnChild('baseline-echo', process.execPath, [join(REPO_ROOT, 'apps/bench/dist/baseline-echo.js')], {
     cwd: REPO_ROOT,
-    env: { NATS_URL: o.natsUrl, BENCH_NAMESPACE: o.namespace, BENCH_ECHO_CONCURRENCY: String(o.echoConcurrency), BENCH_NO_ASYNC_TRACES: o.noAsyncTraces ? '1' : '' },
+    // The NATS credentials and TLS settings, if any, come with the environment the bench runs in.
+    env: { NATS_URL: o.nats.url ?? DEFAULT_NATS_URL, BENCH_NAMESPACE: o.namespace, BENCH_ECHO_CONCURRENCY: String(o.echoConcurrency), BENCH_NO_ASYNC_TRACES: o.noAsyncTraces ? '1' : '' },
   });
   let failure: unknown;
   try {

@@ -9,7 +9,17 @@
  * floor is, if anything, low.
  */
 import { compilePlan, validateDefinition } from '@triad/core';
-import { StepRequestSchema, SubmissionSchema, decode, decodeResults, encode, type RegisteredWorkflow, type StepResult, type TaskEventBatch } from '@triad/protocol';
+import {
+  StepRequestSchema,
+  SubmissionSchema,
+  decode,
+  decodeResults,
+  encode,
+  type RedisConnectionOptions,
+  type RegisteredWorkflow,
+  type StepResult,
+  type TaskEventBatch,
+} from '@triad/protocol';
 import { stepRequests } from '@triad/scheduler';
 import { Leases, TaskStore, connectRedis, toTaskEvent, type Transition } from '@triad/store';
 import { removeKeys } from './cleanup.js';
@@ -28,9 +38,15 @@ export interface FloorResult {
 
 const IN_FLIGHT = 64;
 
-export async function measureTransitionFloor(redisUrl: string, namespace: string, tasks: number, steps: number, redisServer: readonly ProcessRef[]): Promise<FloorResult> {
+export async function measureTransitionFloor(
+  redisConnection: RedisConnectionOptions,
+  namespace: string,
+  tasks: number,
+  steps: number,
+  redisServer: readonly ProcessRef[],
+): Promise<FloorResult> {
   const ns = `${namespace}-floor`;
-  const redis = connectRedis(redisUrl, { connectionName: 'triad-bench-floor' });
+  const redis = await connectRedis(redisConnection, { connectionName: 'triad-bench-floor' });
   try {
     const store = new TaskStore(redis, ns);
     const leases = new Leases(redis, ns);

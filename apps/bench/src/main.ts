@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Redis } from 'ioredis';
 import { TriadClient } from '@triad/client';
-import { errorMessage } from '@triad/protocol';
+import { errorMessage, redactUrl } from '@triad/protocol';
 import { connectRedis, keys } from '@triad/store';
 import { Actors, REPO_ROOT } from './actors.js';
 import { runBatch } from './batch.js';
@@ -65,7 +65,7 @@ async function scanOnTargets(o: Options, servers: Servers, tmp: string, namespac
     for (const size of o.scanSizes) {
       const r = await startRedis(`redis-scan-${size}`, tmp);
       started.push(r);
-      const c = connectRedis(r.url, { connectionName: 'triad-bench-scan' });
+      const c = await connectRedis(r.url, { connectionName: 'triad-bench-scan' });
       conns.push(c);
       targets.push({ size, redis: c });
     }
@@ -89,13 +89,13 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
   progress(o.useEnv ? 'using NATS_URL / REDIS_URL' : 'starting nats-server and redis-server on free ports');
   const servers: Servers = o.useEnv ? envServers() : await startServers(tmp);
   cleanups.push(() => servers.stop());
-  progress(`NATS ${servers.natsUrl}, Redis ${servers.redisUrl}, namespace ${namespace}`);
+  progress(`NATS ${servers.natsUrl}, Redis ${redactUrl(servers.redisUrl)}, namespace ${namespace}`);
 
   if (has('throughput')) {
     progress(`baseline: ${o.tasks} chains × ${o.steps} JetStream round trips through a second process`);
     const baseline = (noAsyncTraces: boolean) =>
       measureBaseline({
-        natsUrl: servers.natsUrl,
+        nats: servers.nats,
         namespace,
         chains: o.tasks,
         hops: o.steps,
@@ -130,9 +130,10 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
   };
   await actors.agents(['noop'], o.agents);
 
-  const client = await TriadClient.connect({ natsUrl: servers.natsUrl, namespace, name: 'triad-bench' });
+  const { url: natsUrl, ...natsAuth } = servers.nats;
+  const client = await TriadClient.connect({ ...natsAuth, ...(natsUrl !== undefined ? { natsUrl } : {}), namespace, name: 'triad-bench' });
   cleanups.push(() => client.close());
-  const redis: Redis = connectRedis(servers.redisUrl, { connectionName: 'triad-bench' });
+  const redis: Redis = await connectRedis(servers.redis, { connectionName: 'triad-bench' });
   cleanups.push(() => Promise.resolve(redis.disconnect()));
   // Registered after the client and Redis (cleanups run in reverse), so both are still open here.
   if (!servers.own) {
@@ -162,7 +163,7 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
     }
     if (o.floorTasks > 0) {
       progress(`transition floor: ${o.floorTasks} tasks × ${o.steps} steps of state work without messages, in this process`);
-      results.floor = await measureTransitionFloor(servers.redisUrl, namespace, o.floorTasks, o.steps, servers.processes.filter((p) => p.name === 'redis-server'));
+      results.floor = await measureTransitionFloor(servers.redis, namespace, o.floorTasks, o.steps, servers.processes.filter((p) => p.name === 'redis-server'));
     }
   }
   if (has('memory')) {

@@ -6,15 +6,21 @@
 import type { Consumer, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
-import { connectBus } from '@triad/bus';
+import { connectBus, loadNatsCredentials } from '@triad/bus';
+import { parseNatsSettings, type NatsConnectionOptions } from '@triad/protocol';
 
 /**
  * The baseline's NATS connection: the very one Triad's actors open (connectBus, so the baseline follows
  * any change to their client settings), or a plain one with `noAsyncTraces` for comparison.
  */
-export async function baselineConnection(url: string, namespace: string, name: string, noAsyncTraces: boolean): Promise<NatsConnection> {
-  if (noAsyncTraces) return connect({ servers: url, name, noAsyncTraces: true });
-  return (await connectBus({ url, namespace, name, failFast: true })).nc;
+export async function baselineConnection(nats: NatsConnectionOptions, namespace: string, name: string, noAsyncTraces: boolean): Promise<NatsConnection> {
+  if (noAsyncTraces) {
+    // The same servers, credentials and TLS as connectBus, with nats.js' defaults otherwise.
+    const settings = parseNatsSettings(nats);
+    const { authenticator, tls } = await loadNatsCredentials(settings);
+    return connect({ servers: settings.servers, name, noAsyncTraces: true, ...(authenticator ? { authenticator } : {}), ...(tls ? { tls } : {}) });
+  }
+  return (await connectBus({ ...nats, namespace, name, failFast: true })).nc;
 }
 
 export interface Pump {

@@ -3,6 +3,7 @@
  * or the ones NATS_URL / REDIS_URL name when `--use-env` is given.
  */
 import { spawnSync } from 'node:child_process';
+import { loadConfig, type NatsConnectionOptions, type RedisConnectionOptions } from '@triad/protocol';
 import { join } from 'node:path';
 import { createServer, connect, type Server } from 'node:net';
 import { spawnChild, type Child } from './procs.js';
@@ -12,6 +13,9 @@ import { sleep } from './timing.js';
 export interface Servers {
   natsUrl: string;
   redisUrl: string;
+  /** How the bench's own connections reach them (with --use-env: the environment's credentials and TLS too). */
+  nats: NatsConnectionOptions;
+  redis: RedisConnectionOptions;
   /** nats-server's HTTP monitoring endpoint (for message counts), when known. */
   natsMonitorUrl?: string;
   /** Whether this run started them (and so may flush and stop them). */
@@ -84,9 +88,13 @@ export async function startServers(tmpDir: string): Promise<Servers> {
     await Promise.all([nats.stop(), redis.stop()]);
     throw e;
   }
+  const natsUrl = `nats://127.0.0.1:${natsPort}`;
+  const redisUrl = `redis://127.0.0.1:${redisPort}`;
   return {
-    natsUrl: `nats://127.0.0.1:${natsPort}`,
-    redisUrl: `redis://127.0.0.1:${redisPort}`,
+    natsUrl,
+    redisUrl,
+    nats: { url: natsUrl },
+    redis: { url: redisUrl },
     natsMonitorUrl: `http://127.0.0.1:${monitorPort}`,
     own: true,
     processes: [
@@ -119,11 +127,15 @@ export async function startRedis(name: string, tmpDir: string): Promise<{ url: s
   return { url: `redis://127.0.0.1:${port}`, stop: () => redis.stop() };
 }
 
+/** The servers of the environment, with its NATS credentials and TLS settings (checked as every actor checks them). */
 export function envServers(): Servers {
   const monitor = process.env['NATS_MONITOR_URL'];
+  const config = loadConfig(process.env);
   return {
-    natsUrl: process.env['NATS_URL'] || 'nats://127.0.0.1:4222',
-    redisUrl: process.env['REDIS_URL'] || 'redis://127.0.0.1:6379',
+    natsUrl: config.natsUrl,
+    redisUrl: config.redisUrl,
+    nats: config.nats,
+    redis: config.redis,
     ...(monitor ? { natsMonitorUrl: monitor } : {}),
     own: false,
     processes: [],

@@ -17,7 +17,9 @@ export function buildProgram(): Command {
     .addHelpText(
       'after',
       `
-Environment: NATS_URL (default nats://127.0.0.1:4222), TRIAD_NAMESPACE (default "default").
+Environment: NATS_URL (default nats://127.0.0.1:4222), TRIAD_NAMESPACE (default "default"); NATS credentials,
+one of NATS_CREDS, NATS_NKEY_SEED, NATS_USER with NATS_PASSWORD, or NATS_TOKEN; NATS TLS: NATS_TLS_CA, and
+NATS_TLS_CERT with NATS_TLS_KEY for mutual TLS. The --nats-* flags override them.
 Exit codes: 0 ok, 1 failure (or a task that did not complete), 2 usage or input error, 130 interrupted.
 
 Example:

@@ -1,19 +1,45 @@
 /**
- * What every command shares: the connection options (--nats, --namespace, --request-timeout), the
- * client's lifecycle, output helpers that keep stdout clean, and error reporting with exit codes.
+ * What every command shares: the connection options (--nats, the NATS credentials and TLS flags,
+ * --namespace, --request-timeout), the client's lifecycle, output helpers that keep stdout clean, and
+ * error reporting with exit codes.
  */
 import { CommanderError, type Command } from 'commander';
-import { TriadClient } from '@triad/client';
-import { ErrorCode, NamespaceSchema, TriadError, errorMessage, loadConfig } from '@triad/protocol';
+import { TriadClient, clientOptionsFromEnv, type ClientOptions } from '@triad/client';
+import { ClientIdSchema, DEFAULT_CLIENT_ID, DEFAULT_NATS_URL, ErrorCode, NamespaceSchema, TriadError, errorMessage, type ConnectionVariable, type SettingLabels } from '@triad/protocol';
 import { CliError, ExitCode, intArg, usageError } from './io.js';
 
 /** The options every command accepts (on the program and on each command, so they work anywhere). */
 export interface ConnectionOptions {
   nats?: string;
+  natsCreds?: string;
+  natsNkeySeed?: string;
+  natsUser?: string;
+  natsPassword?: string;
+  natsToken?: string;
+  natsTlsCa?: string;
+  natsTlsCert?: string;
+  natsTlsKey?: string;
   namespace?: string;
   clientId?: string;
   requestTimeout?: number;
 }
+
+type CredentialFlag = 'natsCreds' | 'natsNkeySeed' | 'natsUser' | 'natsPassword' | 'natsToken' | 'natsTlsCa' | 'natsTlsCert' | 'natsTlsKey';
+
+/**
+ * Each credentials/TLS flag: its environment variable, its name in messages, and for the auth flags
+ * the method it selects (a flag's method replaces the environment's: flags override the environment).
+ */
+const CREDENTIAL_FLAGS: Record<CredentialFlag, { variable: ConnectionVariable; flag: string; method?: string }> = {
+  natsCreds: { variable: 'NATS_CREDS', flag: '--nats-creds', method: 'creds' },
+  natsNkeySeed: { variable: 'NATS_NKEY_SEED', flag: '--nats-nkey-seed', method: 'nkey' },
+  natsUser: { variable: 'NATS_USER', flag: '--nats-user', method: 'user' },
+  natsPassword: { variable: 'NATS_PASSWORD', flag: '--nats-password', method: 'user' },
+  natsToken: { variable: 'NATS_TOKEN', flag: '--nats-token', method: 'token' },
+  natsTlsCa: { variable: 'NATS_TLS_CA', flag: '--nats-tls-ca' },
+  natsTlsCert: { variable: 'NATS_TLS_CERT', flag: '--nats-tls-cert' },
+  natsTlsKey: { variable: 'NATS_TLS_KEY', flag: '--nats-tls-key' },
+};
 
 /**
  * Adds the connection options. They are declared on the program and on every leaf command, because
@@ -21,7 +47,15 @@ export interface ConnectionOptions {
  */
 export function connectionOptions(cmd: Command): Command {
   return cmd
-    .option('--nats <url>', 'NATS server URL (overrides NATS_URL; default nats://127.0.0.1:4222)')
+    .option('--nats <url>', 'NATS server URL, or several comma-separated (overrides NATS_URL; default nats://127.0.0.1:4222)')
+    .option('--nats-creds <file>', 'NATS credentials file: user JWT and nkey seed (overrides NATS_CREDS)')
+    .option('--nats-nkey-seed <file>', 'file holding a NATS user nkey seed (overrides NATS_NKEY_SEED)')
+    .option('--nats-user <user>', 'NATS user; its password from --nats-password or NATS_PASSWORD (overrides NATS_USER)')
+    .option('--nats-password <password>', 'NATS password (overrides NATS_PASSWORD; better set NATS_PASSWORD: a flag shows in the process list)')
+    .option('--nats-token <token>', 'NATS token (overrides NATS_TOKEN; better set NATS_TOKEN: a flag shows in the process list)')
+    .option('--nats-tls-ca <file>', 'PEM file of the CA that signed the NATS server certificate (overrides NATS_TLS_CA)')
+    .option('--nats-tls-cert <file>', 'PEM client certificate for mutual TLS, with --nats-tls-key (overrides NATS_TLS_CERT)')
+    .option('--nats-tls-key <file>', 'PEM private key of --nats-tls-cert (overrides NATS_TLS_KEY)')
     .option('--namespace <ns>', 'Triad namespace (overrides TRIAD_NAMESPACE; default "default")')
     .option('--client-id <id>', 'the client identity to submit and read under (overrides TRIAD_CLIENT_ID; default "default")')
     .option('--request-timeout <ms>', 'timeout of connecting to NATS and of each API request (default 10000)', intArg(1));
@@ -42,22 +76,46 @@ export interface Resolved {
   namespace: string;
   clientId: string;
   requestTimeoutMs: number;
+  /** What the client connects with: servers, the one auth method, TLS files. */
+  client: ClientOptions;
 }
 
-/** The connection settings: flags first, then NATS_URL / TRIAD_NAMESPACE, then the defaults. */
+/**
+ * The connection settings: flags first, then the environment (NATS_URL, NATS_CREDS, ..., TRIAD_NAMESPACE),
+ * then the defaults. An auth flag replaces the environment's auth method (so `--nats-token` wins over an
+ * exported NATS_CREDS); `--nats-user` takes its password from NATS_PASSWORD when --nats-password is not given.
+ * Messages name the flag when a flag gave the value.
+ */
 export function resolveConnection(o: ConnectionOptions, env: NodeJS.ProcessEnv = process.env): Resolved {
   if (o.nats !== undefined && o.nats.trim() === '') throw usageError('--nats must not be empty (e.g. --nats nats://127.0.0.1:4222)');
   if (o.namespace !== undefined) {
     const ns = NamespaceSchema.safeParse(o.namespace);
     if (!ns.success) throw usageError(`--namespace "${o.namespace}" is invalid: ${ns.error.issues[0]?.message ?? 'bad namespace'}`);
   }
-  const config = loadConfig({
-    ...env,
-    ...(o.nats !== undefined ? { NATS_URL: o.nats } : {}),
-    ...(o.namespace !== undefined ? { TRIAD_NAMESPACE: o.namespace } : {}),
-    ...(o.clientId !== undefined ? { TRIAD_CLIENT_ID: o.clientId } : {}),
-  });
-  return { natsUrl: config.natsUrl, namespace: config.namespace, clientId: config.clientId, requestTimeoutMs: o.requestTimeout ?? 10_000 };
+  if (o.clientId !== undefined) {
+    const id = ClientIdSchema.safeParse(o.clientId);
+    if (!id.success) throw usageError(`--client-id "${o.clientId}" is invalid: ${id.error.issues[0]?.message ?? 'not a name'}`);
+  }
+  const merged: NodeJS.ProcessEnv = { ...env };
+  const labels: SettingLabels = {};
+  const given = (Object.keys(CREDENTIAL_FLAGS) as CredentialFlag[]).filter((f) => o[f] !== undefined);
+  const flagMethods = new Set(given.map((f) => CREDENTIAL_FLAGS[f].method).filter((m) => m !== undefined));
+  if (flagMethods.size > 0) {
+    for (const { variable, method } of Object.values(CREDENTIAL_FLAGS)) if (method !== undefined && !flagMethods.has(method)) delete merged[variable];
+  }
+  for (const f of given) {
+    const { variable, flag } = CREDENTIAL_FLAGS[f];
+    merged[variable] = o[f];
+    labels[variable] = flag;
+  }
+  if (o.nats !== undefined) {
+    merged['NATS_URL'] = o.nats;
+    labels.NATS_URL = '--nats';
+  }
+  if (o.namespace !== undefined) merged['TRIAD_NAMESPACE'] = o.namespace;
+  if (o.clientId !== undefined) merged['TRIAD_CLIENT_ID'] = o.clientId;
+  const client = clientOptionsFromEnv(merged, labels);
+  return { natsUrl: client.natsUrl ?? DEFAULT_NATS_URL, namespace: client.namespace ?? 'default', clientId: client.clientId ?? DEFAULT_CLIENT_ID, requestTimeoutMs: o.requestTimeout ?? 10_000, client };
 }
 
 /** Connects, runs `fn`, and always closes the client (so the process can exit). */
@@ -72,9 +130,15 @@ export async function withClient<T>(cmd: Command, fn: (client: TriadClient, conn
 }
 
 /**
- * Connects, giving up after `requestTimeoutMs`: the SDK keeps trying to reach NATS forever (it waits
- * on the first connect), which suits services but would hang a shell. A connection that is still
- * pending when we give up is left behind; main() exits the process anyway.
+ * Time on top of the request timeout for the connect's own look at a TLS handshake after a timeout
+ * (packages/bus/src/tls-probe.ts), so a refused client certificate is reported as such.
+ */
+const TLS_PROBE_ALLOWANCE_MS = 5_000;
+
+/**
+ * Connects, giving up after `requestTimeoutMs` (plus the TLS look): a guard against anything in the
+ * connect that would hang a shell. A connection still pending when we give up is left behind; main()
+ * exits the process anyway.
  */
 async function connectWithin(conn: Resolved): Promise<TriadClient> {
   let timer: NodeJS.Timeout | undefined;
@@ -87,12 +151,12 @@ async function connectWithin(conn: Resolved): Promise<TriadClient> {
             `cannot connect to NATS at ${conn.natsUrl} within ${conn.requestTimeoutMs} ms: start nats-server with JetStream (nats-server -js), or point --nats / NATS_URL at it`,
           ),
         ),
-      conn.requestTimeoutMs,
+      conn.requestTimeoutMs + TLS_PROBE_ALLOWANCE_MS,
     );
   });
   try {
     return await Promise.race([
-      TriadClient.connect({ natsUrl: conn.natsUrl, namespace: conn.namespace, clientId: conn.clientId, requestTimeoutMs: conn.requestTimeoutMs, name: `triad-cli-${process.pid}` }),
+      TriadClient.connect({ ...conn.client, namespace: conn.namespace, requestTimeoutMs: conn.requestTimeoutMs, name: `triad-cli-${process.pid}` }),
       timeout,
     ]);
   } finally {

@@ -113,10 +113,10 @@ describe('option parsing', () => {
   });
 
   it('resolves the connection from flags over the environment', () => {
-    expect(resolveConnection({}, {})).toEqual({ natsUrl: 'nats://127.0.0.1:4222', namespace: 'default', clientId: 'default', requestTimeoutMs: 10_000 });
+    expect(resolveConnection({}, {})).toEqual({ natsUrl: 'nats://127.0.0.1:4222', namespace: 'default', clientId: 'default', requestTimeoutMs: 10_000, client: { labels: {} } });
     const env = { NATS_URL: 'nats://env:4222', TRIAD_NAMESPACE: 'envns', TRIAD_CLIENT_ID: 'env-client' };
     expect(resolveConnection({}, env)).toMatchObject({ natsUrl: 'nats://env:4222', namespace: 'envns', clientId: 'env-client' });
-    expect(resolveConnection({ nats: 'nats://flag:4222', namespace: 'flagns', clientId: 'flag-client', requestTimeout: 500 }, env)).toEqual({
+    expect(resolveConnection({ nats: 'nats://flag:4222', namespace: 'flagns', clientId: 'flag-client', requestTimeout: 500 }, env)).toMatchObject({
       natsUrl: 'nats://flag:4222',
       namespace: 'flagns',
       clientId: 'flag-client',
@@ -127,6 +127,35 @@ describe('option parsing', () => {
     expect(bad.exitCode).toBe(2);
     expect(bad.message).toMatch(/^--namespace "a.b" is invalid/);
     expect(exitCodeOf(thrown(() => resolveConnection({}, { TRIAD_NAMESPACE: 'a b' })))).toBe(2);
+  });
+});
+
+describe('NATS credentials and TLS flags', () => {
+  it('take the environment, and each flag overrides its variable', () => {
+    const env = { NATS_CREDS: '/env.creds', NATS_TLS_CA: '/env-ca.pem' };
+    expect(resolveConnection({}, env).client).toMatchObject({ creds: '/env.creds', tlsCa: '/env-ca.pem' });
+    expect(resolveConnection({ natsCreds: '/flag.creds', natsTlsCa: '/flag-ca.pem' }, env).client).toMatchObject({ creds: '/flag.creds', tlsCa: '/flag-ca.pem' });
+    expect(resolveConnection({ natsTlsCert: '/c.pem', natsTlsKey: '/k.pem' }, {}).client).toMatchObject({ tlsCert: '/c.pem', tlsKey: '/k.pem' });
+  });
+
+  it('an auth flag replaces the environment auth method; --nats-user takes NATS_PASSWORD from the environment', () => {
+    const token = resolveConnection({ natsToken: 'flag-token' }, { NATS_CREDS: '/env.creds', NATS_USER: 'u', NATS_PASSWORD: 'p' }).client;
+    expect(token).toMatchObject({ token: 'flag-token' });
+    expect(token.creds).toBeUndefined();
+    expect(token.user).toBeUndefined();
+    const user = resolveConnection({ natsUser: 'alice' }, { NATS_PASSWORD: 'from-env', NATS_NKEY_SEED: '/seed' }).client;
+    expect(user).toMatchObject({ user: 'alice', password: 'from-env' });
+    expect(user.nkeySeed).toBeUndefined();
+  });
+
+  it('are refused naming the flag: two auth methods, a user without a password, a certificate without a key', () => {
+    const two = thrown(() => resolveConnection({ natsCreds: '/a.creds', natsToken: 't' }, {})) as TriadError;
+    expect(two.code).toBe(ErrorCode.InvalidConfig);
+    expect(two.message).toContain('--nats-creds and --nats-token are both set: a NATS connection uses exactly one auth method');
+    expect(exitCodeOf(two)).toBe(2);
+    expect((thrown(() => resolveConnection({ natsUser: 'alice' }, {})) as TriadError).message).toContain('--nats-user is set but NATS_PASSWORD is not');
+    expect((thrown(() => resolveConnection({ natsTlsCert: '/c.pem' }, {})) as TriadError).message).toContain('--nats-tls-cert is set but NATS_TLS_KEY is not');
+    expect((thrown(() => resolveConnection({ natsCreds: '' }, {})) as TriadError).message).toContain('--nats-creds is set but empty');
   });
 });
 

@@ -19,10 +19,10 @@ function registerFromEnv(env: NodeJS.ProcessEnv = process.env): boolean {
   return parsed.data === 'true';
 }
 
-runService('order-agents', async ({ config, log, onShutdown, healthy }) => {
+runService('order-agents', async ({ config, log, onShutdown, healthy, fail }) => {
   const urls = serviceUrlsFromEnv();
   const register = registerFromEnv();
-  const bus = await connectBus({ url: config.natsUrl, namespace: config.namespace, name: 'triad-order-agents' });
+  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-order-agents', onFatal: fail });
   onShutdown(() => bus.close());
   // NATS only: an agent holds no Redis connection (decision 0010).
   const host = new AgentHost({ bus, agents: orderAgents(urls), logger: log });

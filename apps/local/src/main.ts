@@ -7,9 +7,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { TriadClient } from '@triad/client';
+import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow } from '@triad/example-orders';
-import { errorMessage, loadConfig, type TaskEvent } from '@triad/protocol';
+import { errorMessage, loadConfig, redactUrl, type TaskEvent } from '@triad/protocol';
 import { ensureNats, ensureRedis, type StartedServer } from './servers.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../../../', import.meta.url)));
@@ -57,12 +57,13 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop(0));
 
   try {
-    const nats = await ensureNats(config.natsUrl, DATA);
+    // With several servers configured, the first one decides whether a private one is started.
+    const nats = await ensureNats(config.natsUrl.split(',')[0] ?? config.natsUrl, DATA);
     if (nats) servers.push(nats);
     const redis = await ensureRedis(config.redisUrl, DATA);
     if (redis) servers.push(redis);
     console.log(`NATS   ${config.natsUrl}${nats ? ` (started here, data in ${join(DATA, 'nats')})` : ' (already running)'}`);
-    console.log(`Redis  ${config.redisUrl}${redis ? ` (started here, data in ${join(DATA, 'redis')})` : ' (already running)'}`);
+    console.log(`Redis  ${redactUrl(config.redisUrl)}${redis ? ` (started here, data in ${join(DATA, 'redis')})` : ' (already running)'}`);
     console.log(`namespace ${config.namespace}; actor logs in ${join(DATA, 'logs')}/`);
 
     for (const a of ACTORS) {
@@ -77,7 +78,7 @@ async function main(): Promise<void> {
       children.push(child);
     }
 
-    client = await TriadClient.connect({ natsUrl: config.natsUrl, namespace: config.namespace, clientId: config.clientId });
+    client = await TriadClient.connect(clientOptionsFromEnv(process.env));
     // The scheduler answers registrations once it is up: retry for a bounded while.
     let registered: { version: number } | undefined;
     for (let i = 0; i < 60 && !registered; i++) {

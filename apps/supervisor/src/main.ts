@@ -50,14 +50,14 @@ function tuningFrom(env: NodeJS.ProcessEnv): Tuning {
   throw new TriadError(ErrorCode.InvalidConfig, `invalid supervisor configuration: ${details.join('; ')}`, { details });
 }
 
-runService('supervisor', async ({ config, log, onShutdown, healthy }) => {
+runService('supervisor', async ({ config, log, onShutdown, healthy, fail }) => {
   const tuning = tuningFrom(process.env);
-  const redis = connectRedis(config.redisUrl);
+  const redis = await connectRedis(config.redis, {}, { onFatal: fail });
   onShutdown(() => void redis.disconnect());
   // Leadership renewals get their own connection so they never wait behind sweep traffic.
-  const leaderRedis = connectRedis(config.redisUrl, { connectionName: 'triad-supervisor-lease', enableAutoPipelining: false });
+  const leaderRedis = await connectRedis(config.redis, { connectionName: 'triad-supervisor-lease', enableAutoPipelining: false }, { onFatal: fail });
   onShutdown(() => void leaderRedis.disconnect());
-  const bus = await connectBus({ url: config.natsUrl, namespace: config.namespace, name: 'triad-supervisor' });
+  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-supervisor', onFatal: fail });
   onShutdown(() => bus.close());
   const supervisor = new Supervisor({ bus, tasks: new TaskStore(redis, config.namespace), leaderRedis, logger: log, ...tuning });
   await supervisor.start();

@@ -1,11 +1,19 @@
-/** Opens the NATS connection an actor or client uses: reconnects forever, names itself for monitoring. */
+/**
+ * Opens the NATS connection an actor or client uses: the servers, credentials and TLS of the NATS
+ * settings, reconnecting forever once connected, named for monitoring. Settings that can never work
+ * (refused credentials, failing TLS) end the first connection at once with a message naming them.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/nats-core';
+import type { ConnectionOptions, NatsConnection } from '@nats-io/nats-core';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
-import { ErrorCode, TriadError, names, type Names } from '@triad/protocol';
+import { ErrorCode, TriadError, errorMessage, names, parseNatsSettings, type Names, type NatsConnectionOptions, type NatsSettings } from '@triad/protocol';
+import { loadNatsCredentials, type NatsCredentials } from './credentials.js';
+import { explainNatsRefusal, isConnectionRefused } from './refusals.js';
+import { probeTls } from './tls-probe.js';
 
-export interface BusOptions {
-  url: string;
+/** The NATS settings (NATS_URL, credentials, TLS: see NatsConnectionOptions) and how this connection behaves. */
+export interface BusOptions extends NatsConnectionOptions {
   namespace: string;
   /** Shown in the server's connection list (e.g. "scheduler-3f2a"). */
   name: string;
@@ -20,6 +28,11 @@ export interface BusOptions {
    * prefix, `_INBOX.<ns>.<client>`, which its permissions let it subscribe to (decision 0010).
    */
   inboxPrefix?: string;
+  /**
+   * The connection closed for good after it was up — not by close(): nats.js gives up after the server
+   * refused the credentials twice on reconnect (revoked, expired). Services end themselves with it.
+   */
+  onFatal?: (e: TriadError) => void;
 }
 
 export interface Bus {
@@ -30,29 +43,23 @@ export interface Bus {
   close(): Promise<void>;
 }
 
+/** Pause between first-connection attempts while NATS is not up (the reconnect wait once connected, too). */
+const RETRY_WAIT_MS = 250;
+
 export async function connectBus(opts: BusOptions): Promise<Bus> {
-  let nc: NatsConnection;
-  try {
-    nc = await connect({
-      servers: opts.url,
-      name: opts.name,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 250,
-      // Services keep trying the first connection too, so an actor started before NATS waits for it.
-      waitOnFirstConnect: !opts.failFast,
-      timeout: opts.connectTimeoutMs ?? 20_000,
-      pingInterval: 10_000,
-      // nats.js otherwise builds two Error objects per request (every JetStream publish) for async stack
-      // traces: a quarter of the scheduler's CPU in the benchmark's profile. Our errors carry context.
-      noAsyncTraces: true,
-      ...(opts.inboxPrefix ? { inboxPrefix: opts.inboxPrefix } : {}),
+  const settings = parseNatsSettings(opts);
+  const credentials = await loadNatsCredentials(settings);
+  const nc = await firstConnection(settings, credentials, opts);
+  const { onFatal } = opts;
+  if (onFatal) {
+    void nc.closed().then((e) => {
+      if (e instanceof Error) {
+        onFatal(
+          explainNatsRefusal(e, settings, credentials) ??
+            new TriadError(ErrorCode.Unavailable, `the NATS connection to ${settings.servers.join(', ')} closed: ${errorMessage(e)}`, { cause: e }),
+        );
+      }
     });
-  } catch (e) {
-    throw new TriadError(
-      ErrorCode.Unavailable,
-      `cannot connect to NATS at ${opts.url}: ${(e as Error).message}; start nats-server with JetStream (nats-server -js) or set NATS_URL`,
-      { cause: e },
-    );
   }
   const jsm = await jetstreamManager(nc, { timeout: 10_000 });
   // A publish whose ack never comes (the server died under it) fails after this and the message that
@@ -67,4 +74,51 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
       if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
     },
   };
+}
+
+/**
+ * The first connection. nats.js' own wait for it (waitOnFirstConnect) retries a failing TLS handshake
+ * forever and hides a refused client certificate behind timeouts; here only what may heal (nothing
+ * listening yet, a timeout that is not a refusal) is retried, and only by services.
+ */
+async function firstConnection(s: NatsSettings, credentials: NatsCredentials, opts: BusOptions): Promise<NatsConnection> {
+  const options: ConnectionOptions = {
+    servers: s.servers,
+    name: opts.name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: RETRY_WAIT_MS,
+    waitOnFirstConnect: false,
+    timeout: opts.connectTimeoutMs ?? 20_000,
+    pingInterval: 10_000,
+    // nats.js otherwise builds two Error objects per request (every JetStream publish) for async stack
+    // traces: a quarter of the scheduler's CPU in the benchmark's profile. Our errors carry context.
+    noAsyncTraces: true,
+    ...(credentials.authenticator ? { authenticator: credentials.authenticator } : {}),
+    ...(credentials.tls ? { tls: credentials.tls } : {}),
+    ...(opts.inboxPrefix ? { inboxPrefix: opts.inboxPrefix } : {}),
+  };
+  for (;;) {
+    try {
+      return await connect(options);
+    } catch (e) {
+      let refusal = explainNatsRefusal(e, s, credentials);
+      // A refused client certificate shows up as a timeout: look at the handshake before retrying.
+      if (refusal === undefined && !isConnectionRefused(e)) {
+        for (const server of s.servers) {
+          const probed = await probeTls(server, credentials.tls);
+          refusal = probed === undefined ? undefined : explainNatsRefusal(probed, s, credentials);
+          if (refusal !== undefined) break;
+        }
+      }
+      if (refusal !== undefined) throw refusal;
+      if (opts.failFast) {
+        throw new TriadError(
+          ErrorCode.Unavailable,
+          `cannot connect to NATS at ${s.servers.join(', ')}: ${errorMessage(e)}; start nats-server with JetStream (nats-server -js) or set ${s.labels.NATS_URL}`,
+          { cause: e },
+        );
+      }
+      await sleep(RETRY_WAIT_MS);
+    }
+  }
 }

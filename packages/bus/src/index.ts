@@ -3,6 +3,7 @@
  * (created idempotently), the consumer loop with dead-lettering, and publishing.
  */
 export { connectBus, type Bus, type BusOptions } from './connection.js';
+export { loadNatsCredentials, type NatsCredentials } from './credentials.js';
 export { ensureStreams, ensureConsumer, streamSpecs, type TopologyOptions, type ConsumerSpec } from './topology.js';
 export { startConsumer, type Delivery, type Disposition, type ConsumeOptions, type RunningConsumer } from './consumer.js';
 export { publishDurable, publishPlain, deadLetter, publishTaskEvents, sendTaskEvents } from './publish.js';

@@ -5,6 +5,8 @@
  *
  * @example
  *   const client = await TriadClient.connect({ natsUrl: 'nats://127.0.0.1:4222', namespace: 'default' });
+ *   // or with the settings of the environment (NATS_URL, NATS_CREDS, NATS_TLS_CA, TRIAD_NAMESPACE, ...):
+ *   const fromEnv = await TriadClient.connect(clientOptionsFromEnv());
  *   await client.registerWorkflow(ordersDefinition);
  *   const { taskId } = await client.submit('orders', { orderId: 'o1', amount: 42 });
  *   const state = await client.wait(taskId, { timeoutMs: 30_000 });
@@ -17,6 +19,7 @@ import {
   ApiReplySchema,
   ClientIdSchema,
   DEFAULT_CLIENT_ID,
+  DEFAULT_NATS_URL,
   ErrorCode,
   names,
   SubmissionSchema,
@@ -36,9 +39,16 @@ import {
   type TaskStatus,
   type TaskSummary,
   type WorkflowDefinitionInput,
+  type NatsConnectionOptions,
 } from '@triad/protocol';
 
-export interface ClientOptions {
+/**
+ * Where and how to connect. The NATS credentials and TLS files are the same settings as the
+ * environment's (NATS_CREDS, NATS_NKEY_SEED, NATS_USER/NATS_PASSWORD, NATS_TOKEN, NATS_TLS_CA/CERT/KEY):
+ * at most one auth method; clientOptionsFromEnv() reads them all.
+ */
+export interface ClientOptions extends Omit<NatsConnectionOptions, 'url'> {
+  /** One NATS server URL, or several comma-separated; default nats://127.0.0.1:4222. */
   natsUrl?: string;
   namespace?: string;
   /**
@@ -85,20 +95,22 @@ export class TriadClient {
   ) {}
 
   static async connect(o: ClientOptions = {}): Promise<TriadClient> {
-    const namespace = o.namespace ?? 'default';
-    const id = ClientIdSchema.safeParse(o.clientId ?? DEFAULT_CLIENT_ID);
+    const { natsUrl, namespace, name, requestTimeoutMs, waitForServer, clientId, ...nats } = o;
+    const ns = namespace ?? 'default';
+    const id = ClientIdSchema.safeParse(clientId ?? DEFAULT_CLIENT_ID);
     if (!id.success) {
-      throw new TriadError(ErrorCode.InvalidConfig, `client id "${o.clientId ?? ''}" is invalid (TRIAD_CLIENT_ID): ${id.error.issues[0]?.message ?? 'not a name'}`);
+      throw new TriadError(ErrorCode.InvalidConfig, `client id "${clientId ?? ''}" is invalid (TRIAD_CLIENT_ID): ${id.error.issues[0]?.message ?? 'not a name'}`);
     }
     const bus = await connectBus({
-      url: o.natsUrl ?? 'nats://127.0.0.1:4222',
-      namespace,
-      name: o.name ?? `triad-client-${process.pid}`,
-      connectTimeoutMs: o.requestTimeoutMs ?? 10_000,
-      failFast: !o.waitForServer,
-      inboxPrefix: names(namespace).subjects.inboxPrefix(id.data),
+      ...nats,
+      url: natsUrl ?? DEFAULT_NATS_URL,
+      namespace: ns,
+      name: name ?? `triad-client-${process.pid}`,
+      connectTimeoutMs: requestTimeoutMs ?? 10_000,
+      failFast: !waitForServer,
+      inboxPrefix: names(ns).subjects.inboxPrefix(id.data),
     });
-    return new TriadClient(bus, id.data, o.requestTimeoutMs ?? 10_000);
+    return new TriadClient(bus, id.data, requestTimeoutMs ?? 10_000);
   }
 
   get namespace(): string {

@@ -1,2 +1,3 @@
 /** @triad/client — the SDK a submitting application uses; it speaks only NATS. */
 export { TriadClient, type ClientOptions, type SubmitOptions, type WorkflowSummary, type SupervisorStatus, type SupervisorReport } from './client.js';
+export { clientOptionsFromEnv } from './options.js';

@@ -2,29 +2,57 @@
 import { z } from 'zod';
 import { ClientIdSchema, DEFAULT_CLIENT_ID, NamespaceSchema } from './names.js';
 import { ErrorCode, TriadError } from './errors.js';
+import {
+  checkNatsSettings,
+  checkRedisSettings,
+  natsOptionsFromEnv,
+  redisOptionsFromEnv,
+  type NatsConnectionOptions,
+  type RedisConnectionOptions,
+  type SettingLabels,
+} from './connection-settings.js';
 
 export const ConfigSchema = z.object({
-  natsUrl: z.string().min(1).default('nats://127.0.0.1:4222'),
-  redisUrl: z.string().regex(/^rediss?:\/\//, 'REDIS_URL must start with redis:// or rediss://').default('redis://127.0.0.1:6379'),
   namespace: NamespaceSchema.default('default'),
   /** The identity clients and the CLI submit and read under (decision 0010). */
   clientId: ClientIdSchema.default(DEFAULT_CLIENT_ID),
   logLevel: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
 });
-export type Config = z.output<typeof ConfigSchema>;
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export type Config = z.output<typeof ConfigSchema> & {
+  /** NATS_URL as given (one server or several, comma-separated), or the default. */
+  natsUrl: string;
+  /** REDIS_URL as given (it may carry a password: log it through redactUrl), or the default. */
+  redisUrl: string;
+  /** Everything connectBus needs: servers, the one auth method, TLS files (read when connecting). */
+  nats: NatsConnectionOptions;
+  /** Everything connectRedis needs: REDIS_URL and REDIS_TLS_CA. */
+  redis: RedisConnectionOptions;
+};
+
+/**
+ * Reads and checks the whole configuration; every problem is listed, each naming its variable (or the
+ * label a caller gives it, e.g. a CLI flag) and what to set.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: SettingLabels } = {}): Config {
   const parsed = ConfigSchema.safeParse({
-    natsUrl: env['NATS_URL'] || undefined,
-    redisUrl: env['REDIS_URL'] || undefined,
     namespace: env['TRIAD_NAMESPACE'] || undefined,
     clientId: env['TRIAD_CLIENT_ID'] || undefined,
     logLevel: env['TRIAD_LOG_LEVEL'] || undefined,
   });
-  if (!parsed.success) {
-    const envName: Record<string, string> = { natsUrl: 'NATS_URL', redisUrl: 'REDIS_URL', namespace: 'TRIAD_NAMESPACE', clientId: 'TRIAD_CLIENT_ID', logLevel: 'TRIAD_LOG_LEVEL' };
-    const details = parsed.error.issues.map((i) => `${envName[String(i.path[0])] ?? String(i.path[0])}: ${i.message}`);
+  const envName: Record<string, string> = { namespace: 'TRIAD_NAMESPACE', clientId: 'TRIAD_CLIENT_ID', logLevel: 'TRIAD_LOG_LEVEL' };
+  const details = parsed.success ? [] : parsed.error.issues.map((i) => `${envName[String(i.path[0])] ?? String(i.path[0])}: ${i.message}`);
+  const nats = checkNatsSettings(natsOptionsFromEnv(env, o.labels));
+  const redis = checkRedisSettings(redisOptionsFromEnv(env, o.labels));
+  details.push(...nats.problems.map((p) => p.message), ...redis.problems.map((p) => p.message));
+  if (!parsed.success || details.length > 0) {
     throw new TriadError(ErrorCode.InvalidConfig, `invalid configuration: ${details.join('; ')}`, { details });
   }
-  return parsed.data;
+  return {
+    ...parsed.data,
+    natsUrl: nats.value.servers.join(','),
+    redisUrl: redis.value.url,
+    nats: natsOptionsFromEnv(env, o.labels),
+    redis: redisOptionsFromEnv(env, o.labels),
+  };
 }

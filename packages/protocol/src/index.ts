@@ -91,5 +91,39 @@ export {
 } from './messages.js';
 export { encode, decode, decodeOrThrow, validate, unpackTrusted, unpackUntrusted, integersAsIntegers, DEFAULT_MAX_MESSAGE_BYTES, MAX_NESTING_DEPTH, MAX_LISTED_ISSUES, MAX_ISSUE_CHARS, type Decoded } from './codec.js';
 export { loadConfig, ConfigSchema, type Config } from './config.js';
+export {
+  CONNECTION_VARIABLES,
+  DEFAULT_NATS_URL,
+  DEFAULT_REDIS_URL,
+  checkNatsSettings,
+  checkRedisSettings,
+  natsOptionsFromEnv,
+  parseNatsSettings,
+  parseRedisSettings,
+  redactUrl,
+  redisOptionsFromEnv,
+  resolveLabels,
+  type ConnectionVariable,
+  type Labels,
+  type NatsAuth,
+  type NatsSettings,
+  type NatsConnectionOptions,
+  type NatsTlsFiles,
+  type RedisSettings,
+  type RedisConnectionOptions,
+  type SettingLabels,
+  type SettingProblem,
+} from './connection-settings.js';
+export { errorCodes, explainTlsFailure, tlsDetail, tlsFailure, unreadableSettingFile, type TlsContext, type TlsFailure } from './connection-errors.js';
 export { silentLogger, type Logger } from './logger.js';
 export { decodeResults, StepResultBatchSchema, MAX_RESULTS_PER_BATCH, type StepResultBatch, type ResultItem } from './result-batch.js';
+export {
+  API,
+  RegisterWorkflowReplySchema,
+  RegisteredWorkflowSchema,
+  WorkflowSummarySchema,
+  RetryTaskReplySchema,
+  CancelTaskReplySchema,
+  SupervisorStatusSchema,
+} from './api.js';
+export { protocolJsonSchemas } from './json-schemas.js';

@@ -3,7 +3,7 @@
  * subjects (`$SRV.PING`, `$SRV.INFO`, `$SRV.STATS`, each also `.<name>` and `.<name>.<id>`) with the
  * framework's JSON, so `nats micro ls/info/stats` list it. Served here rather than by @nats-io/services,
  * whose only release (3.0.0-25) pins a pre-release nats-core that our connection cannot share (decision
- * 0011).
+ * 0012).
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { errorMessage, type ApiOp, type Logger } from '@triad/protocol';

@@ -17,6 +17,11 @@ export interface ServiceContext {
   onShutdown: (fn: () => Promise<void> | void) => void;
   /** Sets the health probe: the heartbeat file is only touched while it returns true. */
   healthy: (probe: () => boolean) => void;
+  /**
+   * Ends the service for a reason it cannot recover from (e.g. Redis refused the credentials after
+   * start-up): prints it, runs the cleanups and exits 1.
+   */
+  fail: (e: unknown) => void;
 }
 
 /**
@@ -38,7 +43,7 @@ export function runService(name: string, start: (ctx: ServiceContext) => Promise
   let heartbeat: NodeJS.Timeout | undefined;
   let stopping = false;
 
-  const shutdown = async (signal: string): Promise<void> => {
+  const shutdown = async (signal: string, exitCode = 0): Promise<void> => {
     if (stopping) process.exit(1);
     stopping = true;
     log.info({ signal }, `${name} stopping`);
@@ -50,7 +55,7 @@ export function runService(name: string, start: (ctx: ServiceContext) => Promise
         log.warn({ err: errorMessage(e) }, 'cleanup failed');
       }
     }
-    process.exit(0);
+    process.exit(exitCode);
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
@@ -60,6 +65,10 @@ export function runService(name: string, start: (ctx: ServiceContext) => Promise
     log,
     onShutdown: (fn) => cleanups.push(fn),
     healthy: (p) => (probe = p),
+    fail: (e) => {
+      process.stderr.write(`${name} failed: ${errorMessage(e)}\n`);
+      void shutdown('failure', 1);
+    },
   };
   start(ctx).then(
     () => {

@@ -1,8 +1,101 @@
-/** Opens a Redis connection configured for Triad's actors. */
+/**
+ * Opens a Redis connection configured for Triad's actors: REDIS_URL (user, password, rediss://) with
+ * REDIS_TLS_CA for a private CA. An outage is waited out; refused credentials or a failing TLS handshake
+ * are not (retrying cannot fix them): they end the connection with a message naming the setting.
+ */
+import { readFile } from 'node:fs/promises';
 import { Redis, type RedisOptions } from 'ioredis';
+import {
+  ErrorCode,
+  TriadError,
+  errorMessage,
+  explainTlsFailure,
+  parseRedisSettings,
+  tlsFailure,
+  unreadableSettingFile,
+  type RedisConnectionOptions,
+  type RedisSettings,
+} from '@triad/protocol';
 
-export function connectRedis(url: string, options: RedisOptions = {}, onError?: (e: Error) => void): Redis {
-  const redis = new Redis(url, {
+export interface RedisHandlers {
+  /** Every connection error; transient ones are retried by the client. */
+  onError?: (e: Error) => void;
+  /**
+   * The connection was refused for good after connectRedis returned (Redis was down at start and then
+   * refused the credentials, or they were changed): the client has stopped. Default: onError.
+   */
+  onFatal?: (e: TriadError) => void;
+}
+
+const CA_WHAT = 'the path of a PEM file with the CA certificate that signed the Redis server certificate';
+
+/**
+ * The longest connectRedis waits for the first outcome: a paused or unreachable Redis gives neither
+ * ready nor an error, and an actor does not wait for Redis to start (its commands queue meanwhile).
+ */
+const FIRST_OUTCOME_WAIT_MS = 5_000;
+
+/** Where a URL points, without its credentials (for messages). */
+function whereOf(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}`;
+  } catch {
+    return 'REDIS_URL';
+  }
+}
+
+/** The explained error when `e` means the connection cannot work as configured, else undefined. */
+export function explainRedisRefusal(e: unknown, s: RedisSettings): TriadError | undefined {
+  const l = s.labels;
+  const where = whereOf(s.url);
+  const message = errorMessage(e);
+  if (/\bWRONGPASS\b/.test(message)) {
+    const user = decodeURIComponent(new URL(s.url).username);
+    return new TriadError(
+      ErrorCode.InvalidConfig,
+      `Redis at ${where} refused the credentials in ${l.REDIS_URL} (${user ? `user "${user}"` : 'the default user'}): ${message}; check the user name and password in ${l.REDIS_URL} (redis://USER:PASSWORD@HOST:PORT)`,
+      { cause: e },
+    );
+  }
+  if (/\bNOAUTH\b/.test(message)) {
+    return new TriadError(
+      ErrorCode.InvalidConfig,
+      `Redis at ${where} requires a password and ${l.REDIS_URL} has none (${message}): set ${l.REDIS_URL} to redis://USER:PASSWORD@HOST:PORT (rediss:// for TLS)`,
+      { cause: e },
+    );
+  }
+  const kind = tlsFailure(e);
+  if (kind === undefined) return undefined;
+  return explainTlsFailure(kind, e, {
+    service: 'Redis',
+    where,
+    ca: { label: l.REDIS_TLS_CA, ...(s.tlsCaFile !== undefined ? { file: s.tlsCaFile } : {}) },
+    protocolHint: `check that ${l.REDIS_URL} names the server's TLS port (tls-port): rediss:// speaks TLS only there, redis:// only on its plain port`,
+  });
+}
+
+/**
+ * Connects and waits for the first outcome: ready, or a refusal (rejects with it), or an outage — an
+ * error, or no answer within 5 s — (returns; the client keeps retrying and a later refusal goes to `onFatal`).
+ */
+export async function connectRedis(target: string | RedisConnectionOptions, options: RedisOptions = {}, handlers: RedisHandlers = {}): Promise<Redis> {
+  const settings = parseRedisSettings(typeof target === 'string' ? { url: target } : target);
+  let ca: string | undefined;
+  if (settings.tlsCaFile !== undefined) {
+    const label = settings.labels.REDIS_TLS_CA;
+    try {
+      ca = await readFile(settings.tlsCaFile, 'utf8');
+    } catch (e) {
+      throw unreadableSettingFile(label, settings.tlsCaFile, CA_WHAT, e);
+    }
+    if (ca.trim() === '') throw unreadableSettingFile(label, settings.tlsCaFile, CA_WHAT);
+    // Node ignores a CA that is not a certificate (and then trusts only the public CAs): check.
+    if (!ca.includes('-----BEGIN CERTIFICATE-----')) {
+      throw new TriadError(ErrorCode.InvalidConfig, `${label} file "${settings.tlsCaFile}" holds no PEM certificate (-----BEGIN CERTIFICATE-----): set ${label} to ${CA_WHAT}`);
+    }
+  }
+  const redis = new Redis(settings.url, {
     // Commands wait through a short outage (a Redis restart) instead of failing at once; the callers'
     // NATS messages stay unacknowledged meanwhile and are redelivered if the process gives up.
     maxRetriesPerRequest: null,
@@ -13,8 +106,44 @@ export function connectRedis(url: string, options: RedisOptions = {}, onError?: 
     retryStrategy: (times) => Math.min(50 * times, 1000),
     connectionName: 'triad',
     ...options,
+    ...(ca !== undefined ? { tls: { ...(typeof options.tls === 'object' ? options.tls : {}), ca } } : {}),
   });
-  // Connection errors are retried by the client; without a listener ioredis prints each one as unhandled.
-  redis.on('error', onError ?? (() => undefined));
-  return redis;
+  return new Promise<Redis>((resolve, reject) => {
+    let settled = false;
+    const timer = setTimeout(() => {
+      if (settled) return;
+      settle();
+      resolve(redis);
+    }, FIRST_OUTCOME_WAIT_MS);
+    const settle = (): void => {
+      settled = true;
+      clearTimeout(timer);
+      redis.off('ready', onReady);
+    };
+    const onReady = (): void => {
+      if (settled) return;
+      settle();
+      resolve(redis);
+    };
+    // Connection errors are retried by the client; without a listener ioredis prints each one as unhandled.
+    redis.on('error', (e: Error) => {
+      const refusal = explainRedisRefusal(e, settings);
+      if (refusal === undefined) {
+        handlers.onError?.(e);
+        if (!settled) {
+          // Redis is not up yet: do not hold the start; a refusal once it is up goes to onFatal.
+          settle();
+          resolve(redis);
+        }
+        return;
+      }
+      redis.disconnect();
+      if (!settled) {
+        settle();
+        reject(refusal);
+      } else if (handlers.onFatal) handlers.onFatal(refusal);
+      else handlers.onError?.(refusal);
+    });
+    redis.once('ready', onReady);
+  });
 }

@@ -11,4 +11,4 @@ export { WorkflowStore, type WorkflowSummary } from './workflow-store.js';
 export { toTaskEvent, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';
 export { Leadership, type LeadershipState } from './leadership.js';
 export { Leases, type Lease, type LeaseClaim } from './leases.js';
-export { connectRedis } from './connect.js';
+export { connectRedis, explainRedisRefusal, type RedisHandlers } from './connect.js';

@@ -51,7 +51,7 @@ export function usePrivateRedis(connectionName: string, onStart?: (redis: Redis)
       );
       child.stdout.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4_000)));
       child.stderr.on('data', (d: Buffer) => (log = (log + d.toString()).slice(-4_000)));
-      const c = connectRedis(`redis://127.0.0.1:${port}`, { connectionName });
+      const c = await connectRedis(`redis://127.0.0.1:${port}`, { connectionName });
       const up = await Promise.race([c.ping().then(() => true, () => false), spawnError, new Promise<boolean>((r) => setTimeout(() => r(false), 10_000))]);
       if (up && child.exitCode === null) redis = c;
       else {

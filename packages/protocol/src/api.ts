@@ -1,0 +1,64 @@
+/**
+ * The request/reply API of protocol v1 (docs/protocol.md): per operation, the request body a client
+ * sends to `triad.<ns>.api.<op>` and the `value` of the `{ ok: true, value }` reply it gets back (an
+ * error is `{ ok: false, error: { code, message, details } }` for every operation).
+ */
+import { z } from 'zod';
+import { WorkflowDefinitionSchema } from './definition.js';
+import {
+  AlertSchema,
+  CancelTaskRequestSchema,
+  EmptyRequestSchema,
+  GetTaskRequestSchema,
+  GetWorkflowRequestSchema,
+  ListTasksRequestSchema,
+  ListWorkflowsRequestSchema,
+  RegisterWorkflowRequestSchema,
+  RetryTaskRequestSchema,
+  SupervisorHealthSchema,
+  TaskStateSchema,
+  TaskStatusSchema,
+  TaskSummarySchema,
+  optional,
+} from './messages.js';
+import type { ApiOp } from './names.js';
+
+export const RegisterWorkflowReplySchema = z.object({
+  name: z.string(),
+  version: z.number().int().min(1),
+  /** False when this exact definition was already the latest version (nothing new was stored). */
+  created: z.boolean(),
+  /** E.g. an agent the workflow names that has never connected. */
+  warnings: z.array(z.string()),
+});
+
+/** A registered definition: the document with its version and registration time (epoch ms). */
+export const RegisteredWorkflowSchema = WorkflowDefinitionSchema.extend({ version: z.number().int().min(1), registeredAt: z.number().int() });
+
+export const WorkflowSummarySchema = z.object({
+  name: z.string(),
+  latest: z.number().int().min(1),
+  versions: z.array(z.number().int().min(1)),
+  description: optional(z.string()),
+});
+
+export const RetryTaskReplySchema = z.object({ taskId: z.string(), step: z.string(), attempt: z.number().int().nonnegative() });
+export const CancelTaskReplySchema = z.object({ taskId: z.string(), status: TaskStatusSchema });
+export const SupervisorStatusSchema = z.object({
+  leader: optional(z.object({ id: z.string(), epoch: z.number().int().nonnegative() })),
+  /** Each supervisor's last report, with the time it was written (epoch ms). */
+  supervisors: z.array(SupervisorHealthSchema.extend({ at: z.number().int() })),
+});
+
+/** Every operation's request and reply value. */
+export const API: Record<ApiOp, { request: z.ZodType; reply: z.ZodType; what: string }> = {
+  'workflow.register': { request: RegisterWorkflowRequestSchema, reply: RegisterWorkflowReplySchema, what: 'register a workflow definition (operator)' },
+  'workflow.get': { request: GetWorkflowRequestSchema, reply: RegisteredWorkflowSchema, what: 'a registered definition, the latest or a version' },
+  'workflow.list': { request: ListWorkflowsRequestSchema, reply: z.array(WorkflowSummarySchema), what: 'every registered workflow and its versions' },
+  'task.get': { request: GetTaskRequestSchema, reply: TaskStateSchema, what: "a task's whole state" },
+  'task.list': { request: ListTasksRequestSchema, reply: z.array(TaskSummarySchema), what: 'recent tasks, newest first, optionally of one status' },
+  'task.retry': { request: RetryTaskRequestSchema, reply: RetryTaskReplySchema, what: 'resubmit what stopped a task (operator)' },
+  'task.cancel': { request: CancelTaskRequestSchema, reply: CancelTaskReplySchema, what: 'stop a running task and undo it (operator)' },
+  'alert.list': { request: EmptyRequestSchema, reply: z.array(AlertSchema), what: 'open operator alerts (operator)' },
+  'supervisor.status': { request: EmptyRequestSchema, reply: SupervisorStatusSchema, what: 'the supervisor leader and every supervisor report' },
+};
