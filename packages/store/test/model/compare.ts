@@ -1,0 +1,117 @@
+// Compares the real store's state with the model's after a transition: every task and step field the
+// decisions define, the deadline index (members and scores), the finished and compaction indexes, the
+// open alerts and the outbox. Returns one line per difference.
+import { isDeepStrictEqual } from 'node:util';
+import { TERMINAL, type Phase, type StepM, type TaskM } from './model.js';
+import type { World } from './ops.js';
+import { readAlerts, readCompact, readDeadlines, readFinished, type RealSystem, type RealTask } from './real.js';
+import type { CompensationRecord, StepRecord } from '../../src/task-view.js';
+
+function diff(out: string[], where: string, real: unknown, model: unknown): void {
+  if (!isDeepStrictEqual(real, model)) out.push(`${where}: real ${JSON.stringify(real)}, model ${JSON.stringify(model)}`);
+}
+
+function phaseFields(ph: Phase, active: boolean) {
+  return {
+    attempt: ph.attempt,
+    failureCount: ph.failureCount,
+    circuitCount: ph.circuitCount,
+    giveUpAt: ph.giveUpAt,
+    lockedBy: ph.lockedBy,
+    // completeBy only means something while the phase runs or is parked, reported while it runs.
+    completeBy: active ? ph.completeBy : undefined,
+    reported: active && !ph.parked ? ph.reported : undefined,
+  };
+}
+
+function realPhaseFields(rec: StepRecord | CompensationRecord, active: boolean, parked: boolean) {
+  return {
+    attempt: rec.attempt,
+    failureCount: rec.failureCount,
+    circuitCount: rec.circuitCount ?? 0,
+    giveUpAt: rec.giveUpAt,
+    lockedBy: rec.lockedBy === '' ? undefined : rec.lockedBy,
+    completeBy: active ? rec.completeBy : undefined,
+    reported: active && !parked ? rec.reported === true : undefined,
+  };
+}
+
+function compareStep(out: string[], t: TaskM, s: StepM, real: RealTask): void {
+  const name = s.spec.name;
+  const where = `task ${t.id} step ${name}`;
+  const rec = real.recs.get(name);
+  const view = real.view.steps.find((x) => x.name === name);
+  if (!rec || !view) {
+    out.push(`${where}: missing in the real task`);
+    return;
+  }
+  diff(out, `${where} status`, view.status, s.status);
+  diff(out, `${where} effect`, view.effect, s.effect);
+  // The client's view and the raw record must say the same.
+  diff(out, `${where} view attempt/failureCount/circuitCount/lockedBy`, [view.attempt, view.failureCount, view.circuitCount ?? 0, view.lockedBy], [rec.attempt, rec.failureCount, rec.circuitCount ?? 0, rec.lockedBy || undefined]);
+  const runActive = s.status === 'processing' || s.status === 'parked';
+  diff(out, `${where} run`, realPhaseFields(rec, runActive, rec.status === 'parked'), phaseFields(s.run, runActive));
+  if (s.run.attempt > 0) diff(out, `${where} startedAt`, rec.startedAt, s.run.startedAt);
+  if (s.status === 'processed') diff(out, `${where} processed at, order`, [rec.finishedAt, rec.order], [s.processedAt, s.order]);
+  if (!s.comp) {
+    if (rec.comp) out.push(`${where}: the real step has a compensation phase ${JSON.stringify(rec.comp)}, the model none`);
+    return;
+  }
+  if (!rec.comp || !view.compensation) {
+    out.push(`${where}: the model's step has a compensation phase, the real one none`);
+    return;
+  }
+  const compActive = s.status === 'compensating';
+  diff(out, `${where} compensation`, { ...realPhaseFields(rec.comp, compActive, rec.comp.parked === true), parked: rec.comp.parked === true }, { ...phaseFields(s.comp, compActive), parked: s.comp.parked });
+  diff(out, `${where} view compensation attempt/failureCount`, [view.compensation.attempt, view.compensation.failureCount], [rec.comp.attempt, rec.comp.failureCount]);
+  if (s.comp.attempt > 0) diff(out, `${where} compensation startedAt`, rec.comp.startedAt, s.comp.startedAt);
+}
+
+function sortedEntries(m: Map<string, number>): [string, number][] {
+  return [...m].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+}
+
+export async function compareState(w: World & { sys: RealSystem }, after: Map<string, RealTask>): Promise<string[]> {
+  const out: string[] = [];
+  const model = w.model;
+  for (const t of model.tasks.values()) {
+    const real = after.get(t.id);
+    if (!real) {
+      out.push(`task ${t.id}: missing in the store`);
+      continue;
+    }
+    diff(out, `task ${t.id} status`, real.view.status, t.status);
+    diff(out, `task ${t.id} staleResults`, real.staleResults, t.staleResults);
+    diff(out, `task ${t.id} forgedResults`, real.forgedResults, t.forgedResults);
+    diff(out, `task ${t.id} client`, real.view.client, t.client);
+    diff(out, `task ${t.id} deadlineAt`, real.view.deadlineAt, t.deadlineAt);
+    diff(out, `task ${t.id} finishedAt`, real.view.finishedAt, TERMINAL.has(t.status) ? t.finishedAt : undefined);
+    if (t.endAs !== undefined) diff(out, `task ${t.id} endAs`, real.endAs, t.endAs);
+    for (const s of t.steps.values()) compareStep(out, t, s, real);
+  }
+
+  diff(out, 'deadline index', sortedEntries(await readDeadlines(w.sys)), sortedEntries(model.expectedDeadlines()));
+
+  const finished = new Map<string, number>();
+  const compact = new Map<string, number>();
+  for (const t of model.tasks.values()) {
+    if (!TERMINAL.has(t.status)) continue;
+    finished.set(t.id, t.finishedAt!);
+    if (t.status === 'completed' || t.status === 'compensated' || t.status === 'cancelled') compact.set(t.id, t.finishedAt!);
+  }
+  diff(out, 'finished index', sortedEntries(await readFinished(w.sys)), sortedEntries(finished));
+  diff(out, 'compaction index', sortedEntries(await readCompact(w.sys)), sortedEntries(compact));
+
+  const alerts = await readAlerts(w.sys);
+  const show = (a: { id: string; kind: string; step?: string; failureCount: number; raisedAt: number }) => `${a.id} ${a.kind} ${a.step ?? '-'} ${a.failureCount} @${a.raisedAt}`;
+  diff(out, 'open alerts', [...alerts.open.values()].map(show).sort(), [...model.openAlerts.values()].map(show).sort());
+  // Every give-up raises its own alert (its id names the attempt that gave up, decision 0009 §4), so the
+  // outbox — a set of alert JSON in the store — and the model's list hold the same entries, each once.
+  diff(
+    out,
+    'alert outbox',
+    alerts.outbox.map((e) => `${show(e.alert)} score ${e.score}`).sort(),
+    model.outbox.map((a) => `${show(a)} score ${a.raisedAt}`).sort(),
+  );
+  return out;
+}

@@ -1,0 +1,114 @@
+// The invariants of decision 0009, checked on the real store alone (not through the model) after every
+// transition: order of starts, when and in which order compensations run, alerts recorded by the
+// transition that needs them (each give-up its own alert id), and a deadline for every task that is not
+// finished.
+import type { StepRecord } from '../../src/task-view.js';
+import { readAlerts, readDeadlines, type RealSystem, type RealTask } from './real.js';
+
+const UNDO_CANDIDATE = new Set(['processed', 'abandoned', 'failed', 'error']);
+const TERMINAL = new Set(['completed', 'failed', 'compensated', 'cancelled', 'compensation_failed']);
+
+/**
+ * The undo's order key of a step record (decision 0009 §3), compared descending. A run that completed
+ * keeps its completion `order` (also once its compensation started); an in-doubt one never had one.
+ */
+function undoKey(rec: StepRecord): [number, number, number] {
+  if (rec.order !== undefined) return [rec.finishedAt ?? 0, 0, rec.order];
+  return [rec.startedAt ?? 0, 1, 0];
+}
+
+function before(a: [number, number, number], b: [number, number, number]): boolean {
+  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i]! > b[i]!;
+  return false;
+}
+
+/**
+ * The alerts a failed task must have open (decision 0009 §4), from its real state: one per step that
+ * failed it (error, failed, or a failed compensation), or the task deadline's when no step did; each
+ * named by the attempt of the phase that gave up.
+ */
+function expectedAlerts(t: RealTask): string[] {
+  const id = t.view.taskId;
+  const out: string[] = [];
+  for (const [name, rec] of t.recs) {
+    if (t.view.status === 'compensation_failed' && rec.status === 'compensation_failed') out.push(`${id}:${name}:compensation_failed:${rec.comp?.attempt ?? 0}`);
+    if (t.view.status === 'failed' && rec.status === 'error') out.push(`${id}:${name}:step_error:${rec.attempt}`);
+    if (t.view.status === 'failed' && rec.status === 'failed') out.push(`${id}:${name}:step_failed:${rec.attempt}`);
+  }
+  if (out.length === 0 && t.view.status === 'failed') out.push(`${id}:#task:task_deadline:0`);
+  return out;
+}
+
+/**
+ * `raised`: every alert seen in the outbox so far, id → JSON (kept across transitions, as the outbox is
+ * emptied by publishing): an alert id is unique per give-up, so a new alert never reuses an old id.
+ */
+export async function checkInvariants(w: { sys: RealSystem; raised: Map<string, string> }, prev: Map<string, RealTask>, after: Map<string, RealTask>): Promise<string[]> {
+  const out: string[] = [];
+  const deadlines = await readDeadlines(w.sys);
+  const alerts = await readAlerts(w.sys);
+  for (const { alert } of alerts.outbox) {
+    const json = JSON.stringify(alert);
+    const earlier = w.raised.get(alert.id);
+    if (earlier !== undefined && earlier !== json) out.push(`alert: ${alert.id} was raised again (${json}); the earlier alert with that id was ${earlier}`);
+    w.raised.set(alert.id, json);
+  }
+  for (const [id, t] of after) {
+    const old = prev.get(id);
+    const status = t.view.status;
+    let compensating = 0;
+    let processing = 0;
+    for (const p of t.plan) {
+      const rec = t.recs.get(p.n)!;
+      const was = old?.recs.get(p.n);
+      if (rec.status === 'processing') processing++;
+      if (rec.status === 'compensating') compensating++;
+
+      // Order: a step starts only after its dependencies are processed.
+      if (rec.attempt > 0) {
+        for (const d of p.d) {
+          const dep = t.recs.get(d)!;
+          if (dep.order === undefined) out.push(`order: ${id}/${p.n} started (attempt ${rec.attempt}) but its dependency ${d} was never processed (${dep.status})`);
+          if (rec.attempt > (was?.attempt ?? 0) && dep.status !== 'processed') out.push(`order: ${id}/${p.n} started in this transition while its dependency ${d} is ${dep.status}`);
+        }
+      }
+
+      // Compensations: only for a step that declares one and whose effect is not 'none'.
+      if (rec.comp || rec.status === 'compensating' || rec.status === 'compensated' || rec.status === 'compensation_failed') {
+        if (!p.c) out.push(`compensation: ${id}/${p.n} is ${rec.status} but declares no compensation`);
+        if ((rec.effect ?? 'none') === 'none') out.push(`compensation: ${id}/${p.n} is ${rec.status} (compensation ${JSON.stringify(rec.comp)}) but its effect is none`);
+      }
+      if (rec.status === 'compensating' && status !== 'compensating') out.push(`compensation: ${id}/${p.n} compensates while its task is ${status}`);
+
+      // A compensation that started in this transition is the first in the undo's order.
+      if ((rec.comp?.attempt ?? 0) > (was?.comp?.attempt ?? 0)) {
+        for (const q of t.plan) {
+          const other = t.recs.get(q.n)!;
+          if (q.n === p.n || !q.c || (other.effect ?? 'none') === 'none' || !UNDO_CANDIDATE.has(other.status)) continue;
+          if (before(undoKey(other), undoKey(rec))) {
+            out.push(`compensation order: ${id}/${p.n} (key ${JSON.stringify(undoKey(rec))}) started before ${q.n} (${other.status}, key ${JSON.stringify(undoKey(other))})`);
+          }
+        }
+      }
+    }
+    if (compensating > 1) out.push(`compensation: ${id} runs ${compensating} compensations at once`);
+    if (compensating > 0 && processing > 0) out.push(`compensation: ${id} runs a compensation while ${processing} step(s) are in flight`);
+
+    // Alerts: a failed task has the alert of every step that failed it open; the transition that failed
+    // it put its alert in the outbox, raised then.
+    if (status === 'failed' || status === 'compensation_failed') {
+      const ids = expectedAlerts(t);
+      if (ids.length === 0) out.push(`alert: ${id} is ${status} but no step is compensation_failed`);
+      for (const alertId of ids) if (!alerts.open.has(alertId)) out.push(`alert: ${id} is ${status} but the open alerts lack ${alertId}`);
+      if (old?.view.status !== status && !alerts.outbox.some((e) => ids.includes(e.alert.id) && e.alert.raisedAt === t.view.finishedAt)) {
+        out.push(`alert: ${id} became ${status} at ${t.view.finishedAt} but the outbox has none of ${ids.join(', ')} raised then`);
+      }
+    }
+
+    // Liveness: the supervisor has something to act on for every task not finished.
+    if (!TERMINAL.has(status) && ![...deadlines.keys()].some((m) => m.startsWith(`${id}|`))) {
+      out.push(`liveness: ${id} is ${status} but has no member in the deadline index (nothing will ever move it on)`);
+    }
+  }
+  return out;
+}

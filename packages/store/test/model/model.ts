@@ -1,0 +1,677 @@
+// A pure reference model of the task/step state machine, written from decisions 0009 and 0010 (and
+// 0001/0007), not from the Lua: the model-based test runs it side by side with the real transitions and
+// compares.
+// Where the decisions leave a detail open, the comment at that spot says so and how it was settled.
+
+export type Effect = 'none' | 'unknown' | 'applied';
+export type Kind = 'run' | 'compensate';
+export type StepStatus =
+  | 'pending'
+  | 'processing'
+  | 'parked'
+  | 'processed'
+  | 'failed'
+  | 'error'
+  | 'abandoned'
+  | 'compensating'
+  | 'compensated'
+  | 'compensation_failed';
+export type TaskStatus = 'running' | 'completed' | 'failed' | 'compensating' | 'compensated' | 'cancelled' | 'compensation_failed';
+export type AlertKind = 'step_error' | 'step_failed' | 'compensation_failed' | 'task_deadline';
+
+export const TERMINAL: ReadonlySet<TaskStatus> = new Set(['completed', 'failed', 'compensated', 'cancelled', 'compensation_failed']);
+
+/** A phase's policy: budget, ladder [retries r, longBackoffMs L, maxFailures m, maxCircuitOpen c], give-up g. */
+export interface PhaseSpec {
+  budgetMs: number;
+  retries: number;
+  longBackoffMs: number;
+  maxFailures: number;
+  maxCircuitOpen: number;
+  giveUpAfterMs: number;
+}
+
+export interface StepSpec {
+  name: string;
+  dependsOn: string[];
+  /** The agent type that runs the step: the only one whose result for the run is accepted (decision 0010). */
+  agent: string;
+  run: PhaseSpec;
+  comp?: PhaseSpec & { agent: string };
+}
+
+export interface TaskSpec {
+  steps: StepSpec[];
+  onFailure: 'error' | 'compensate';
+  deadlineMs?: number;
+}
+
+/** Decision 0009 §1: the default give-up time is the ladder's worst case, (m + c)·b + (max(0, m − r − 1) + c)·L. */
+export function defaultGiveUpMs(b: number, r: number, L: number, m: number, c: number): number {
+  return (m + c) * b + (Math.max(0, m - r - 1) + c) * L;
+}
+
+/** One phase of a step (its run, or its compensation): the same shape for both (decision 0009 §1). */
+export interface Phase {
+  attempt: number;
+  failureCount: number;
+  circuitCount: number;
+  completeBy?: number;
+  startedAt?: number;
+  giveUpAt?: number;
+  /** The phase waits (a long back-off or an open breaker); no attempt is in flight. */
+  parked: boolean;
+  /** The agent reported a retryable failure for the current attempt: it is over, the supervisor decides. */
+  reported: boolean;
+  /**
+   * The agent instance whose result for the current attempt was applied (agents hold no claim: which
+   * one ran an attempt is known from its result, decision 0010).
+   */
+  lockedBy?: string;
+}
+
+export interface StepM {
+  spec: StepSpec;
+  status: StepStatus;
+  run: Phase;
+  comp?: Phase;
+  effect: Effect;
+  /** Completion counter, set when the run is processed. */
+  order?: number;
+  /** When the run was processed (the undo's order for processed steps). */
+  processedAt?: number;
+}
+
+export interface Alert {
+  id: string;
+  kind: AlertKind;
+  taskId: string;
+  step?: string;
+  failureCount: number;
+  raisedAt: number;
+}
+
+export interface TaskM {
+  id: string;
+  /** The submitting client (decision 0010). */
+  client: string;
+  spec: TaskSpec;
+  status: TaskStatus;
+  endAs?: 'compensated' | 'cancelled';
+  deadlineAt?: number;
+  createdAt: number;
+  /** The time of the task's last transition: no transition records an earlier time (decision 0009 §5). */
+  updatedAt: number;
+  finishedAt?: number;
+  doneSeq: number;
+  staleResults: number;
+  /** Results that came from another agent type than the one the plan names for the phase (decision 0010). */
+  forgedResults: number;
+  steps: Map<string, StepM>;
+  /** Steps whose compensation started, in order (for the order invariant). */
+  compStarts: string[];
+}
+
+export interface Dispatch {
+  taskId: string;
+  step: string;
+  /** The agent type the request goes to (and that alone may answer it). */
+  agent: string;
+  kind: Kind;
+  attempt: number;
+  completeBy: number;
+  effect?: 'applied' | 'unknown';
+}
+
+export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon';
+
+/** What a transition did: applied (with its dispatches and alerts), or rejected in one of the ways that write nothing. */
+export type Outcome =
+  | { code: 'applied'; dispatch: Dispatch[]; alerts: Alert[]; action?: ExpireAction; now: number }
+  /** Fenced out: a result for an attempt that is not the running one. Only staleResults grows. */
+  | { code: 'stale' }
+  /** A result from another agent type than the phase's (decision 0010). Only forgedResults grows. */
+  | { code: 'forged' }
+  /** A supervisor write at an epoch older than the current one: nothing changes. */
+  | { code: 'stale_epoch' }
+  /** Nothing to do (not due, or nothing running): nothing written. */
+  | { code: 'noop' }
+  /** Not allowed in the task's state (an operator's cancel or retry): nothing written. */
+  | { code: 'invalid' };
+
+export type ResultOutcome =
+  | { type: 'ok' }
+  | { type: 'permanent'; effect: 'none' | 'unknown' }
+  | { type: 'retryable'; effect: 'none' | 'unknown' }
+  | { type: 'circuit_open'; effect: 'none' | 'unknown'; retryAfterMs: number };
+
+/**
+ * The agent type whose result for a phase is accepted: the run's agent, or the compensation's (decision
+ * 0010). A compensation result for a step that declares none is left open by the decision; settled from
+ * the Lua: it is checked against the run's agent (and is then stale: no compensation runs).
+ */
+export function expectedAgent(s: StepM, kind: Kind): string {
+  return kind === 'compensate' && s.spec.comp ? s.spec.comp.agent : s.spec.agent;
+}
+
+const EFFECT_RANK: Record<Effect, number> = { none: 0, unknown: 1, applied: 2 };
+/** What is known of a run's effect only moves up (decision 0009 §3). */
+function raise(step: StepM, e: Effect): void {
+  if (EFFECT_RANK[e] > EFFECT_RANK[step.effect]) step.effect = e;
+}
+
+function newPhase(): Phase {
+  return { attempt: 0, failureCount: 0, circuitCount: 0, parked: false, reported: false };
+}
+
+/** The steps that may have taken effect and that an undo must compensate (decision 0009 §3). */
+const UNDO_CANDIDATE: ReadonlySet<StepStatus> = new Set(['processed', 'abandoned', 'failed', 'error']);
+
+/** A step whose run may be in flight at an agent: started, not parked, not reported. */
+export function runInFlight(s: StepM): boolean {
+  return s.status === 'processing' && !s.run.reported;
+}
+
+/** A compensation that is running (an attempt in flight or reported), not parked. */
+export function compRunning(s: StepM): boolean {
+  return s.status === 'compensating' && s.comp !== undefined && !s.comp.parked;
+}
+
+/** A compensation attempt that may be in flight at an agent: running, not reported. */
+export function compInFlight(s: StepM): boolean {
+  return compRunning(s) && !s.comp!.reported;
+}
+
+/**
+ * The undo's order key (decision 0009 §3): descending (time, rank, order); time = completion of a
+ * processed step, last attempt's start of an in-doubt one; rank 1 for in-doubt (before a processed one
+ * at the same millisecond); order breaks ties between processed steps.
+ */
+export function undoKey(s: StepM): [number, number, number] {
+  if (s.status === 'processed') return [s.processedAt ?? 0, 0, s.order ?? 0];
+  return [s.run.startedAt ?? 0, 1, 0];
+}
+
+export function compareUndo(a: StepM, b: StepM): number {
+  const ka = undoKey(a);
+  const kb = undoKey(b);
+  for (let i = 0; i < 3; i++) {
+    const d = (ka[i] ?? 0) - (kb[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+/** The steps an undo may compensate next, right now (all tied at the top of the order), or [] if none. */
+export function nextCompensationCandidates(t: TaskM): StepM[] {
+  const all = [...t.steps.values()].filter((s) => s.spec.comp !== undefined && s.effect !== 'none' && UNDO_CANDIDATE.has(s.status));
+  if (all.length === 0) return [];
+  all.sort((a, b) => compareUndo(b, a));
+  const top = all[0]!;
+  return all.filter((s) => compareUndo(s, top) === 0);
+}
+
+/** A transition in progress: the task, the time it records, what it dispatches and the alerts it raises. */
+interface Tx {
+  t: TaskM;
+  now: number;
+  dispatch: Dispatch[];
+  alerts: Alert[];
+}
+
+export class Model {
+  clock: number;
+  /** The supervisor leader epoch in Redis. */
+  epoch = 1;
+  readonly tasks = new Map<string, TaskM>();
+  readonly openAlerts = new Map<string, Alert>();
+  outbox: Alert[] = [];
+  /**
+   * Two in-doubt steps that started in the same millisecond are tied in the undo's order, which the
+   * decision leaves open: the model accepts either. The runner sets this to read the real system's
+   * choice; the invariants check it was one of the tied candidates.
+   */
+  chooseTie: (t: TaskM, tied: StepM[]) => StepM = (_t, tied) => tied[0]!;
+
+  constructor(now: number) {
+    this.clock = now;
+  }
+
+  task(id: string): TaskM {
+    const t = this.tasks.get(id);
+    if (!t) throw new Error(`model: no task ${id}`);
+    return t;
+  }
+
+  // ---------------------------------------------------------------- transitions
+
+  create(id: string, client: string, spec: TaskSpec, now: number): Outcome {
+    const t: TaskM = {
+      id,
+      client,
+      spec,
+      status: 'running',
+      createdAt: now,
+      updatedAt: now,
+      doneSeq: 0,
+      staleResults: 0,
+      forgedResults: 0,
+      steps: new Map(spec.steps.map((s) => [s.name, { spec: s, status: 'pending', run: newPhase(), effect: 'none' }])),
+      compStarts: [],
+    };
+    if (spec.deadlineMs !== undefined) t.deadlineAt = now + spec.deadlineMs;
+    this.tasks.set(id, t);
+    const tx = this.tx(t, now);
+    this.startReady(tx);
+    return this.applied(tx);
+  }
+
+  /**
+   * An agent's result for one attempt of a phase (decision 0009 §1 table; §3 drains; 0001 fencing),
+   * sent by the instance `agentId` on the result subject of `agentType` (decision 0010).
+   */
+  result(taskId: string, step: string, kind: Kind, attempt: number, outcome: ResultOutcome, now: number, agentType: string, agentId: string): Outcome {
+    const t = this.task(taskId);
+    const s = t.steps.get(step);
+    if (!s) return { code: 'invalid' };
+    // Only the agent type the plan names for the phase may report it, whatever the attempt (decision 0010).
+    if (agentType !== expectedAgent(s, kind)) {
+      t.forgedResults++;
+      return { code: 'forged' };
+    }
+    // Fencing (0001): only the running attempt of the phase; a duplicate of a result already applied
+    // (a reported failure included: that attempt is over) is stale.
+    let drain = false;
+    if (kind === 'compensate') {
+      if (t.status !== 'compensating' || !compRunning(s) || s.comp!.attempt !== attempt || s.comp!.reported) return this.stale(t);
+    } else {
+      if (t.status !== 'running' && t.status !== 'compensating') return this.stale(t);
+      if (s.status !== 'processing' || s.run.attempt !== attempt || s.run.reported) return this.stale(t);
+      drain = t.status === 'compensating';
+    }
+    const tx = this.tx(t, now);
+    const ph = kind === 'run' ? s.run : s.comp!;
+    ph.lockedBy = agentId;
+    if (kind === 'run' && outcome.type !== 'ok') raise(s, outcome.effect);
+
+    if (outcome.type === 'ok' && kind === 'compensate') {
+      s.status = 'compensated';
+      this.nextCompensation(tx);
+    } else if (outcome.type === 'ok') {
+      s.status = 'processed';
+      s.processedAt = tx.now;
+      raise(s, 'applied');
+      s.order = ++t.doneSeq;
+      // A drain: processed, output kept, nothing downstream starts; the undo goes on.
+      if (drain) this.nextCompensation(tx);
+      else this.startReady(tx);
+    } else if (drain) {
+      this.abandonDrain(tx, s);
+    } else if (outcome.type === 'circuit_open') {
+      ph.circuitCount++;
+      if (ph.circuitCount <= this.phaseSpec(s, kind).maxCircuitOpen) {
+        this.park(tx, s, kind, Math.min(tx.now + outcome.retryAfterMs, ph.giveUpAt ?? Infinity));
+      } else {
+        this.report(tx, ph);
+      }
+    } else if (outcome.type === 'permanent') {
+      this.giveUp(tx, s, kind, true);
+    } else {
+      this.report(tx, ph);
+    }
+    return this.applied(tx);
+  }
+
+  /** The supervisor's expiry of one step's deadline (decision 0009 §1 table, ladder; §3 drain). */
+  expireStep(taskId: string, step: string, now: number, epoch: number): Outcome {
+    if (epoch < this.epoch) return { code: 'stale_epoch' };
+    const t = this.tasks.get(taskId);
+    const s = t?.steps.get(step);
+    if (!t || !s) return { code: 'noop' };
+    let kind: Kind;
+    let drain = false;
+    if (t.status === 'running' && (s.status === 'processing' || s.status === 'parked')) kind = 'run';
+    else if (t.status === 'compensating' && s.status === 'processing') {
+      kind = 'run';
+      drain = true;
+    } else if (t.status === 'compensating' && s.status === 'compensating') kind = 'compensate';
+    else return { code: 'noop' };
+    const ph = kind === 'run' ? s.run : s.comp!;
+    // "Passed" is judged on the caller's clock; the time recorded is never before the last transition.
+    if (ph.completeBy !== undefined && ph.completeBy > now) return { code: 'noop' };
+    const tx = this.tx(t, now);
+    let action: ExpireAction;
+    if (drain) {
+      // Its expiry → abandoned, effect unknown: no result came, an agent may have run it (0009 §3 as
+      // revised by 0010 — agents hold no claim, so nothing says no agent started it).
+      raise(s, 'unknown');
+      this.abandonDrain(tx, s);
+      action = 'abandon';
+    } else if (ph.parked) {
+      // Expiry of a park: retry, unless now ≥ giveUpAt (then give up).
+      if (ph.giveUpAt !== undefined && tx.now >= ph.giveUpAt) action = this.giveUp(tx, s, kind, false);
+      else {
+        this.start(tx, s, kind);
+        action = 'retry';
+      }
+    } else {
+      ph.failureCount++;
+      // An attempt that never reported may have reached the service (decision 0010: always in doubt).
+      if (kind === 'run' && !ph.reported) raise(s, 'unknown');
+      action = this.ladder(tx, s, kind);
+    }
+    return this.applied(tx, action);
+  }
+
+  /** The supervisor's expiry of a task's own deadline (decision 0009 §2). */
+  expireTask(taskId: string, now: number, epoch: number): Outcome {
+    if (epoch < this.epoch) return { code: 'stale_epoch' };
+    const t = this.tasks.get(taskId);
+    if (!t || t.status !== 'running' || t.deadlineAt === undefined || t.deadlineAt > now) return { code: 'noop' };
+    const tx = this.tx(t, now);
+    let action: ExpireAction;
+    if (t.spec.onFailure === 'compensate') {
+      this.beginUndo(tx, 'compensated');
+      action = 'compensate';
+    } else {
+      this.stopInFlight(tx);
+      this.finish(tx, 'failed');
+      // The decision names no failure count for a task's own deadline: 0 (settled from the Lua); its
+      // attempt is 0 (0009 §4).
+      this.alert(tx, 'task_deadline', undefined, 0, 0);
+      action = 'error';
+    }
+    return this.applied(tx, action);
+  }
+
+  /** An operator's cancel: only a running task; it is undone and ends cancelled (0007, 0009 §3). */
+  cancel(taskId: string, now: number): Outcome {
+    const t = this.task(taskId);
+    if (t.status !== 'running') return { code: 'invalid' };
+    const tx = this.tx(t, now);
+    this.beginUndo(tx, 'cancelled');
+    return this.applied(tx);
+  }
+
+  /**
+   * An operator's retry (failed | compensation_failed → running | compensating; decision 0009 state
+   * machine). The decision leaves the details to retryStep; settled with the lead: a failed compensation
+   * of a compensation_failed task restarts that compensation with a fresh budget. A run retry names a
+   * failed/error/parked step (or one abandoned when its task failed); in a FAILED task it restarts every
+   * step the task stopped — its failed/error step and the abandoned ones — whichever is named (leaving one
+   * stopped would leave a running task with nothing to run); in a running task only the named (parked)
+   * step. Each restarted step gets a fresh budget; the task's open alerts close. Only the retry of a
+   * failed task lifts the task deadline (0009 §2 says so for a task failed by its deadline; a running
+   * task keeps its own).
+   */
+  retry(taskId: string, step: string | undefined, now: number): Outcome {
+    const t = this.task(taskId);
+    if (t.status !== 'running' && t.status !== 'failed' && t.status !== 'compensation_failed') return { code: 'invalid' };
+    const steps = [...t.steps.values()];
+    const target =
+      step !== undefined
+        ? t.steps.get(step)
+        : steps.find((s) => (t.status === 'compensation_failed' ? s.status === 'compensation_failed' : s.status === 'failed' || s.status === 'error'));
+    if (!target) return { code: 'invalid' };
+    const compensation = target.status === 'compensation_failed' && t.status === 'compensation_failed';
+    if (!compensation) {
+      if (t.status === 'compensation_failed') return { code: 'invalid' };
+      const ok = target.status === 'failed' || target.status === 'error' || target.status === 'parked' || (target.status === 'abandoned' && t.status === 'failed');
+      if (!ok) return { code: 'invalid' };
+    }
+    const tx = this.tx(t, now);
+    const fresh = (ph: Phase): void => {
+      ph.failureCount = 0;
+      ph.circuitCount = 0;
+      delete ph.giveUpAt;
+    };
+    if (compensation) {
+      fresh(target.comp!);
+      this.start(tx, target, 'compensate');
+      t.status = 'compensating';
+    } else {
+      const failedTask = t.status === 'failed';
+      const stopped = (s: StepM) => s.status === 'failed' || s.status === 'error' || s.status === 'abandoned';
+      for (const s of steps) {
+        if (s === target || (failedTask && stopped(s))) {
+          fresh(s.run);
+          s.status = 'pending';
+        }
+      }
+      t.status = 'running';
+      this.startReady(tx);
+      if (failedTask) delete t.deadlineAt;
+    }
+    delete t.finishedAt;
+    for (const id of [...this.openAlerts.keys()]) if (id.startsWith(`${t.id}:`)) this.openAlerts.delete(id);
+    return this.applied(tx);
+  }
+
+  /** The leader supervisor published the outbox (decision 0009 §4). */
+  published(): void {
+    this.outbox = [];
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  phaseSpec(s: StepM, kind: Kind): PhaseSpec {
+    const sp = kind === 'run' ? s.spec.run : s.spec.comp;
+    if (!sp) throw new Error(`model: step ${s.spec.name} has no ${kind} phase`);
+    return sp;
+  }
+
+  private tx(t: TaskM, now: number): Tx {
+    const eff = Math.max(now, t.updatedAt);
+    t.updatedAt = eff;
+    return { t, now: eff, dispatch: [], alerts: [] };
+  }
+
+  private applied(tx: Tx, action?: ExpireAction): Outcome {
+    const out: Outcome = { code: 'applied', dispatch: tx.dispatch, alerts: tx.alerts, now: tx.now };
+    if (action !== undefined) out.action = action;
+    return out;
+  }
+
+  private stale(t: TaskM): Outcome {
+    t.staleResults++;
+    return { code: 'stale' };
+  }
+
+  /** Start of a phase: attempt+1, completeBy = now + b, giveUpAt = now + g on the first start. */
+  private start(tx: Tx, s: StepM, kind: Kind): void {
+    const sp = this.phaseSpec(s, kind);
+    const ph = kind === 'run' ? s.run : (s.comp ??= newPhase());
+    ph.attempt++;
+    ph.completeBy = tx.now + sp.budgetMs;
+    ph.startedAt = tx.now;
+    ph.parked = false;
+    ph.reported = false;
+    delete ph.lockedBy;
+    ph.giveUpAt ??= tx.now + sp.giveUpAfterMs;
+    s.status = kind === 'run' ? 'processing' : 'compensating';
+    const d: Dispatch = { taskId: tx.t.id, step: s.spec.name, agent: expectedAgent(s, kind), kind, attempt: ph.attempt, completeBy: ph.completeBy };
+    if (kind === 'compensate') {
+      d.effect = s.effect === 'applied' ? 'applied' : 'unknown';
+      tx.t.compStarts.push(s.spec.name);
+    }
+    tx.dispatch.push(d);
+  }
+
+  private park(tx: Tx, s: StepM, kind: Kind, until: number): void {
+    const ph = kind === 'run' ? s.run : s.comp!;
+    ph.completeBy = until;
+    ph.parked = true;
+    ph.reported = false;
+    if (kind === 'run') s.status = 'parked';
+  }
+
+  /** A retryable failure reported inside the window: completeBy = now, the supervisor's next sweep decides. */
+  private report(tx: Tx, ph: Phase): void {
+    ph.completeBy = tx.now;
+    ph.reported = true;
+  }
+
+  /** The ladder after a counted failure, first match wins (decision 0009 §1). */
+  private ladder(tx: Tx, s: StepM, kind: Kind): ExpireAction {
+    const sp = this.phaseSpec(s, kind);
+    const ph = kind === 'run' ? s.run : s.comp!;
+    const giveUpAt = ph.giveUpAt ?? Infinity;
+    if (ph.failureCount >= sp.maxFailures || tx.now >= giveUpAt) return this.giveUp(tx, s, kind, false);
+    if (ph.failureCount <= sp.retries) {
+      this.start(tx, s, kind);
+      return 'retry';
+    }
+    if (tx.now + sp.longBackoffMs >= giveUpAt) return this.giveUp(tx, s, kind, false);
+    this.park(tx, s, kind, tx.now + sp.longBackoffMs);
+    return 'park';
+  }
+
+  /**
+   * Giving up (decision 0009 §1): a run becomes error (permanent: failed) and the task follows its
+   * policy; a compensation becomes compensation_failed and so does the task, with an alert.
+   */
+  private giveUp(tx: Tx, s: StepM, kind: Kind, permanent: boolean): ExpireAction {
+    if (kind === 'compensate') {
+      const ph = s.comp!;
+      ph.parked = false;
+      ph.reported = false;
+      s.status = 'compensation_failed';
+      this.finish(tx, 'compensation_failed');
+      this.alert(tx, 'compensation_failed', s.spec.name, ph.failureCount, ph.attempt);
+      return 'error';
+    }
+    s.status = permanent ? 'failed' : 'error';
+    s.run.parked = false;
+    s.run.reported = false;
+    if (tx.t.spec.onFailure === 'compensate') {
+      this.beginUndo(tx, 'compensated');
+      return 'compensate';
+    }
+    this.stopInFlight(tx);
+    this.finish(tx, 'failed');
+    this.alert(tx, permanent ? 'step_failed' : 'step_error', s.spec.name, s.run.failureCount, s.run.attempt);
+    return 'error';
+  }
+
+  /**
+   * A task that fails without an undo (onFailure: error) stops its other steps. The decision does not
+   * say what becomes of them; settled from the Lua: abandoned (a late result is stale, an operator's
+   * retry restarts them), effect unknown for an attempt in flight that had not reported (decision 0010:
+   * an attempt that ends without a result is always in doubt).
+   */
+  private stopInFlight(tx: Tx): void {
+    for (const s of tx.t.steps.values()) {
+      if (s.status !== 'processing' && s.status !== 'parked') continue;
+      if (s.status === 'processing' && !s.run.reported) raise(s, 'unknown');
+      s.status = 'abandoned';
+      s.run.parked = false;
+      s.run.reported = false;
+    }
+  }
+
+  /**
+   * The undo begins (decision 0009 §3): the task is compensating, nothing new starts; a parked step is
+   * abandoned at once; a step in flight keeps its attempt and is waited for. A step that reported a
+   * retryable failure (the supervisor had not decided its next attempt) has no attempt in flight either:
+   * abandoned at once like a parked one (the decision lists only parked; settled from the Lua).
+   * The task deadline no longer applies once the task is not running (§2).
+   */
+  private beginUndo(tx: Tx, endAs: 'compensated' | 'cancelled'): void {
+    const t = tx.t;
+    t.status = 'compensating';
+    t.endAs = endAs;
+    for (const s of t.steps.values()) {
+      if (s.status === 'parked' || (s.status === 'processing' && s.run.reported)) {
+        s.status = 'abandoned';
+        s.run.parked = false;
+        s.run.reported = false;
+      }
+    }
+    this.nextCompensation(tx);
+  }
+
+  private abandonDrain(tx: Tx, s: StepM): void {
+    s.status = 'abandoned';
+    this.nextCompensation(tx);
+  }
+
+  /**
+   * Drives the undo (decision 0009 §3): nothing starts while a step is in flight or a compensation runs;
+   * then the compensation of the top candidate starts; none left → the task ends as endAs.
+   */
+  private nextCompensation(tx: Tx): void {
+    const t = tx.t;
+    for (const s of t.steps.values()) if (s.status === 'processing' || s.status === 'compensating') return;
+    const tied = nextCompensationCandidates(t);
+    if (tied.length === 0) {
+      this.finish(tx, t.endAs ?? 'compensated');
+      return;
+    }
+    const chosen = tied.length === 1 ? tied[0]! : this.chooseTie(t, tied);
+    this.start(tx, chosen, 'compensate');
+  }
+
+  /** Starts every pending step whose dependencies are all processed; completes the task when all are. */
+  private startReady(tx: Tx): void {
+    const t = tx.t;
+    const steps = [...t.steps.values()];
+    if (steps.every((s) => s.status === 'processed')) {
+      this.finish(tx, 'completed');
+      return;
+    }
+    for (const s of steps) {
+      if (s.status === 'pending' && s.spec.dependsOn.every((d) => t.steps.get(d)?.status === 'processed')) this.start(tx, s, 'run');
+    }
+  }
+
+  private finish(tx: Tx, status: TaskStatus): void {
+    tx.t.status = status;
+    tx.t.finishedAt = tx.now;
+  }
+
+  /**
+   * An alert, recorded by the transition that makes it necessary: open, and in the outbox (decision 0009
+   * §4). Its id names the attempt of the phase that gave up (0 for the task deadline), so it is unique per
+   * give-up: a step an operator retried that fails again raises a new alert.
+   */
+  private alert(tx: Tx, kind: AlertKind, step: string | undefined, failureCount: number, attempt: number): void {
+    const a: Alert = { id: `${tx.t.id}:${step ?? '#task'}:${kind}:${attempt}`, kind, taskId: tx.t.id, failureCount, raisedAt: tx.now };
+    if (step !== undefined) a.step = step;
+    this.openAlerts.set(a.id, a);
+    this.outbox.push(a);
+    tx.alerts.push(a);
+  }
+
+  // ---------------------------------------------------------------- derived views
+
+  /**
+   * The deadline index the model expects (member → score): each phase with a deadline — a run in flight
+   * or reported or parked, a compensation running or parked — and a running task's own deadline.
+   */
+  expectedDeadlines(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const t of this.tasks.values()) {
+      if (t.status === 'running' && t.deadlineAt !== undefined) out.set(`${t.id}|#task`, t.deadlineAt);
+      if (TERMINAL.has(t.status)) continue;
+      for (const s of t.steps.values()) {
+        if (s.status === 'processing' || s.status === 'parked') out.set(`${t.id}|${s.spec.name}`, s.run.completeBy!);
+        else if (s.status === 'compensating') out.set(`${t.id}|${s.spec.name}`, s.comp!.completeBy!);
+      }
+    }
+    return out;
+  }
+
+  /** The requests a scheduler would re-send for a task (runs in flight, compensations running). */
+  expectedInFlight(taskId: string): Dispatch[] {
+    const t = this.task(taskId);
+    if (t.status !== 'running' && t.status !== 'compensating') return [];
+    const out: Dispatch[] = [];
+    for (const s of t.steps.values()) {
+      if (runInFlight(s)) out.push({ taskId, step: s.spec.name, agent: s.spec.agent, kind: 'run', attempt: s.run.attempt, completeBy: s.run.completeBy! });
+      else if (compInFlight(s)) {
+        out.push({ taskId, step: s.spec.name, agent: s.spec.comp!.agent, kind: 'compensate', attempt: s.comp!.attempt, completeBy: s.comp!.completeBy!, effect: s.effect === 'applied' ? 'applied' : 'unknown' });
+      }
+    }
+    return out;
+  }
+}

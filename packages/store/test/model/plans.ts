@@ -1,0 +1,155 @@
+// The fixed small workflows the model-based test submits, with the ladders a submission chooses, as
+// the real definition (compiled by core, as the scheduler does) and as the model's own task spec.
+import type { WorkflowDefinitionInput } from '@triad/protocol';
+import { compilePlan, validateDefinition, type PlanStep } from '@triad/core';
+import { defaultGiveUpMs, type PhaseSpec, type TaskSpec } from './model.js';
+
+/** [retries, longBackoffMs, maxFailures, maxCircuitOpen] */
+export type LadderChoice = [number, number, number, number];
+
+export interface PlanChoice {
+  shape: number;
+  run: LadderChoice;
+  comp: LadderChoice;
+  /** giveUpAfterMs of every run phase, when set (else the ladder's worst case). */
+  giveUpMs?: number;
+  /** giveUpAfterMs of every compensation phase, when set. */
+  compGiveUpMs?: number;
+}
+
+interface Shape {
+  name: string;
+  steps: { name: string; dependsOn: string[]; compensate: boolean }[];
+  onFailure: 'error' | 'compensate';
+  deadlineMs?: number;
+}
+
+export const RUN_BUDGET_MS = 100;
+export const COMP_BUDGET_MS = 80;
+
+/** Linear, fan-out/fan-in, with and without compensations, both failure policies, with and without a deadline. */
+export const SHAPES: readonly Shape[] = [
+  {
+    name: 'linear3',
+    onFailure: 'compensate',
+    steps: [
+      { name: 'a', dependsOn: [], compensate: true },
+      { name: 'b', dependsOn: ['a'], compensate: false },
+      { name: 'c', dependsOn: ['b'], compensate: true },
+    ],
+  },
+  {
+    name: 'diamond',
+    onFailure: 'compensate',
+    deadlineMs: 1_500,
+    steps: [
+      { name: 'a', dependsOn: [], compensate: true },
+      { name: 'b', dependsOn: ['a'], compensate: true },
+      { name: 'c', dependsOn: ['a'], compensate: false },
+      { name: 'd', dependsOn: ['b', 'c'], compensate: true },
+    ],
+  },
+  {
+    name: 'linear2-error',
+    onFailure: 'error',
+    deadlineMs: 700,
+    steps: [
+      { name: 'a', dependsOn: [], compensate: true },
+      { name: 'b', dependsOn: ['a'], compensate: true },
+    ],
+  },
+  {
+    name: 'fanin-error-nocomp',
+    onFailure: 'error',
+    steps: [
+      { name: 'a', dependsOn: [], compensate: false },
+      { name: 'b', dependsOn: [], compensate: false },
+      { name: 'c', dependsOn: ['a', 'b'], compensate: false },
+    ],
+  },
+  {
+    name: 'single',
+    onFailure: 'compensate',
+    deadlineMs: 600,
+    steps: [{ name: 'a', dependsOn: [], compensate: true }],
+  },
+  {
+    name: 'fanout',
+    onFailure: 'compensate',
+    steps: [
+      { name: 'a', dependsOn: [], compensate: false },
+      { name: 'b', dependsOn: ['a'], compensate: true },
+      { name: 'c', dependsOn: ['a'], compensate: true },
+    ],
+  },
+];
+
+/** The agent types of a step's run and compensation: one per phase, so a result on another's subject is forged. */
+export const runAgent = (step: string): string => `agent-${step}`;
+export const compAgent = (step: string): string => `undo-${step}`;
+
+function ladder(l: LadderChoice) {
+  return { retries: Math.min(l[0], l[2]), longBackoffMs: l[1], maxFailures: l[2], maxCircuitOpen: l[3] };
+}
+
+export function definition(choice: PlanChoice): WorkflowDefinitionInput {
+  const shape = SHAPES[choice.shape % SHAPES.length]!;
+  return {
+    name: shape.name,
+    onFailure: shape.onFailure,
+    ...(shape.deadlineMs !== undefined ? { deadlineMs: shape.deadlineMs } : {}),
+    steps: shape.steps.map((s) => ({
+      name: s.name,
+      agent: runAgent(s.name),
+      budgetMs: RUN_BUDGET_MS,
+      dependsOn: s.dependsOn,
+      ladder: ladder(choice.run),
+      ...(choice.giveUpMs !== undefined ? { giveUpAfterMs: choice.giveUpMs } : {}),
+      ...(s.compensate
+        ? {
+            compensate: {
+              agent: compAgent(s.name),
+              budgetMs: COMP_BUDGET_MS,
+              ladder: ladder(choice.comp),
+              ...(choice.compGiveUpMs !== undefined ? { giveUpAfterMs: choice.compGiveUpMs } : {}),
+            },
+          }
+        : {}),
+    })),
+  };
+}
+
+/** The plan the real scheduler would pin (core's compiler). */
+export function realPlan(choice: PlanChoice): { plan: PlanStep[]; onFailure: 'error' | 'compensate'; deadlineMs?: number } {
+  const def = validateDefinition(definition(choice));
+  return { plan: compilePlan(def), onFailure: def.onFailure, ...(def.deadlineMs !== undefined ? { deadlineMs: def.deadlineMs } : {}) };
+}
+
+function phase(budgetMs: number, l: LadderChoice, giveUpMs: number | undefined): PhaseSpec {
+  const x = ladder(l);
+  return {
+    budgetMs,
+    retries: x.retries,
+    longBackoffMs: x.longBackoffMs,
+    maxFailures: x.maxFailures,
+    maxCircuitOpen: x.maxCircuitOpen,
+    giveUpAfterMs: giveUpMs ?? defaultGiveUpMs(budgetMs, x.retries, x.longBackoffMs, x.maxFailures, x.maxCircuitOpen),
+  };
+}
+
+/** The model's reading of the same definition (defaults from decision 0009, not from core). */
+export function modelSpec(choice: PlanChoice): TaskSpec {
+  const shape = SHAPES[choice.shape % SHAPES.length]!;
+  const spec: TaskSpec = {
+    onFailure: shape.onFailure,
+    steps: shape.steps.map((s) => ({
+      name: s.name,
+      dependsOn: [...s.dependsOn],
+      agent: runAgent(s.name),
+      run: phase(RUN_BUDGET_MS, choice.run, choice.giveUpMs),
+      ...(s.compensate ? { comp: { ...phase(COMP_BUDGET_MS, choice.comp, choice.compGiveUpMs), agent: compAgent(s.name) } } : {}),
+    })),
+  };
+  if (shape.deadlineMs !== undefined) spec.deadlineMs = shape.deadlineMs;
+  return spec;
+}

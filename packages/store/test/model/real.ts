@@ -1,0 +1,110 @@
+// The real system under test — TaskStore's Lua transitions on a private redis-server — and the reads the
+// model-based test compares with the model: each task's record, the deadline index, alerts, and a raw
+// snapshot of every key of the namespace (to prove a rejected write changed nothing).
+import type { Redis } from 'ioredis';
+import { AlertSchema, type Alert, type TaskState } from '@triad/protocol';
+import type { PlanStep } from '@triad/core';
+import { TaskStore, type LeaseClaim } from '../../src/index.js';
+import type { StepRecord } from '../../src/task-view.js';
+
+export interface RealSystem {
+  redis: Redis;
+  store: TaskStore;
+  namespace: string;
+  /** The scheduler's task lease: one holder for the whole test, so no transition is refused as LEASE_BUSY. */
+  taskLease(taskId: string): LeaseClaim;
+}
+
+export function realSystem(redis: Redis, namespace: string): RealSystem {
+  const store = new TaskStore(redis, namespace);
+  return {
+    redis,
+    store,
+    namespace,
+    taskLease: (taskId) => ({ key: store.keys.lease(taskId, 'task'), token: 'model-scheduler.1', ms: 600_000 }),
+  };
+}
+
+export interface RealTask {
+  view: TaskState;
+  /** The raw step records (with the fields the view leaves out: reported, comp.reported). */
+  recs: Map<string, StepRecord>;
+  /** The plan the task pinned (dependencies, which steps declare a compensation). */
+  plan: PlanStep[];
+  staleResults: number;
+  forgedResults: number;
+  endAs?: string;
+}
+
+export async function readTask(sys: RealSystem, taskId: string): Promise<RealTask> {
+  const view = await sys.store.getTask(taskId);
+  if (!view) throw new Error(`real: task ${taskId} does not exist`);
+  const raw = await sys.redis.hgetall(sys.store.keys.task(taskId));
+  const recs = new Map<string, StepRecord>();
+  for (const s of view.steps) {
+    const text = raw[`s:${s.name}`];
+    if (text === undefined) throw new Error(`real: task ${taskId} has no record s:${s.name}`);
+    recs.set(s.name, JSON.parse(text) as StepRecord);
+  }
+  const plan = JSON.parse(raw['plan'] ?? '[]') as PlanStep[];
+  const out: RealTask = { view, recs, plan, staleResults: Number(raw['staleResults'] ?? 0), forgedResults: Number(raw['forgedResults'] ?? 0) };
+  if (raw['endAs'] !== undefined) out.endAs = raw['endAs'];
+  return out;
+}
+
+async function zsetMap(redis: Redis, key: string): Promise<Map<string, number>> {
+  const flat = await redis.zrange(key, 0, -1, 'WITHSCORES');
+  const out = new Map<string, number>();
+  for (let i = 0; i + 1 < flat.length; i += 2) out.set(flat[i]!, Number(flat[i + 1]));
+  return out;
+}
+
+export function readDeadlines(sys: RealSystem): Promise<Map<string, number>> {
+  return zsetMap(sys.redis, sys.store.keys.deadlines);
+}
+
+export function readFinished(sys: RealSystem): Promise<Map<string, number>> {
+  return zsetMap(sys.redis, sys.store.keys.finished);
+}
+
+export function readCompact(sys: RealSystem): Promise<Map<string, number>> {
+  return zsetMap(sys.redis, sys.store.keys.compact);
+}
+
+/** An alert as a transition wrote it, checked against the wire schema (the leader publishes it as is). */
+function alertOf(json: unknown, where: string): Alert {
+  const parsed = AlertSchema.safeParse(json);
+  if (!parsed.success) throw new Error(`real: the alert ${JSON.stringify(json)} in ${where} is not a valid Alert message: ${parsed.error.message}`);
+  return parsed.data;
+}
+
+/** Open alerts (by id) and the outbox (its entries, oldest first, each with its score). */
+export async function readAlerts(sys: RealSystem): Promise<{ open: Map<string, Alert>; outbox: { alert: Alert; score: number }[] }> {
+  const open = new Map<string, Alert>();
+  for (const a of await sys.store.openAlerts()) open.set(a.id, alertOf(a, 'the open alerts'));
+  const outbox = [...(await zsetMap(sys.redis, sys.store.keys.alertOutbox))].map(([json, score]) => ({ alert: alertOf(JSON.parse(json), 'the outbox'), score }));
+  return { open, outbox };
+}
+
+/**
+ * Every key of the namespace but the leases (which every transition takes before it checks anything),
+ * with its whole value; task hashes without `staleResults` and `forgedResults` (the one thing a stale,
+ * or a forged, result changes — compared with the model's counts apart).
+ */
+export async function snapshot(sys: RealSystem): Promise<Record<string, unknown>> {
+  const prefix = sys.store.keys.prefix;
+  const names = (await sys.redis.keys(`${prefix}:*`)).filter((k) => !k.startsWith(`${prefix}:lease:`)).sort();
+  const out: Record<string, unknown> = {};
+  for (const key of names) {
+    const type = await sys.redis.type(key);
+    if (type === 'hash') {
+      const h = await sys.redis.hgetallBuffer(key);
+      const fields: Record<string, string> = {};
+      for (const f of Object.keys(h).sort()) if (f !== 'staleResults' && f !== 'forgedResults') fields[f] = h[f]!.toString('base64');
+      out[key] = fields;
+    } else if (type === 'zset') out[key] = await sys.redis.zrange(key, 0, -1, 'WITHSCORES');
+    else if (type === 'string') out[key] = await sys.redis.get(key);
+    else out[key] = `unexpected type ${type}`;
+  }
+  return out;
+}
