@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 )
 
 const (
@@ -73,8 +74,18 @@ func (n Names) Result(agent string) string  { return "triad." + n.NS + ".result.
 func (n Names) Event(client, taskID string) string {
 	return "triad." + n.NS + ".event." + client + "." + taskID
 }
-func (n Names) DeadLetter(source string) string { return "triad." + n.NS + ".dlq." + source }
-func (n Names) API(op string) string            { return "triad." + n.NS + ".api." + op }
+
+// DeadLetter is the subject of a dead letter from source (`step.fraud` → `triad.<ns>.dlq.step_fraud`):
+// the source is one subject token, its dots and wildcards written as `_` (§7).
+func (n Names) DeadLetter(source string) string {
+	return "triad." + n.NS + ".dlq." + strings.Map(func(r rune) rune {
+		if r == '.' || r == '*' || r == '>' || unicode.IsSpace(r) {
+			return '_'
+		}
+		return r
+	}, source)
+}
+func (n Names) API(op string) string { return "triad." + n.NS + ".api." + op }
 
 // Inbox is the prefix of the client's own inbox: reply subjects and JetStream acknowledgements live under it.
 func (n Names) Inbox(client string) string { return "_INBOX." + n.NS + "." + client }
