@@ -47,8 +47,16 @@ describe('the example with the Go agent serving fraud', () => {
     expect(run.code, `the Go client's output:\n${run.stdout}${run.stderr}`).toBe(0);
     // It printed the events in order, the fraud step among them, and the end.
     expect(run.stdout).toMatch(/^event 1 received/m);
-    expect(run.stdout).toMatch(/^event \d+ step_done step=fraud attempt=1/m);
+    expect(run.stdout).toMatch(/^event \d+ step_done step=fraud attempt=\d+/m);
+    // It read the EVENTS stream as well as its reply subject.
+    expect(run.stderr).not.toMatch(/not reading the EVENTS stream/);
     expect(run.stdout).toMatch(/^task go-order-1 completed$/m);
+    // Submitted again, the same task id is dropped as a duplicate: the client reads the task's whole
+    // story from the EVENTS stream alone (nothing comes on its new reply subject) and ends the same way.
+    const again = await goClient(['-task-id', 'go-order-1', '-order-id', 'go-1', '-amount', '42']);
+    expect(again.code, `the Go client's output:\n${again.stdout}${again.stderr}`).toBe(0);
+    expect(again.stdout).toMatch(/^event 1 received/m);
+    expect(again.stdout).toMatch(/^task go-order-1 completed$/m);
     states.push(await t.client.getTask('go-order-1'));
     for (const s of states) {
       expect(s.status, s.taskId).toBe('completed');

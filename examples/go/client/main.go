@@ -38,7 +38,7 @@ type options struct {
 
 func parseOptions() (options, error) {
 	o := options{natsURL: env("NATS_URL", "nats://127.0.0.1:4222"), namespace: env("TRIAD_NAMESPACE", "default")}
-	flag.StringVar(&o.client, "client", env("TRIAD_CLIENT", "default"), "the client identity: submissions go to triad.<ns>.submit.<client>")
+	flag.StringVar(&o.client, "client", env("TRIAD_CLIENT_ID", "default"), "the client identity: submissions go to triad.<ns>.submit.<client>")
 	flag.StringVar(&o.workflow, "workflow", "orders", "the workflow to run")
 	flag.StringVar(&o.taskID, "task-id", "", "the task id (default: a new unique one)")
 	orderID := flag.String("order-id", "", "the order's id (default: the task id)")
