@@ -36,6 +36,7 @@ async function main(): Promise<number> {
   try {
     report = await runConformance(td, { ...o, log: o.json ? undefined : (l) => console.error(l) });
   } catch (e) {
+    if (!o.json) console.error(`conformance: the run could not start: ${(e as Error).message}`);
     console.log(JSON.stringify({ ok: false, error: (e as Error).message }));
     return 1;
   } finally {

@@ -70,10 +70,10 @@ export async function runConformance(td: Teardown, o: ConformanceOptions): Promi
 
   const env = { NATS_URL: nats.url, TRIAD_NAMESPACE: namespace, [o.serviceEnv]: service.url, ...o.env };
   const agents: ActorProcess[] = [];
-  const exited = new Set<ActorProcess>();
+  const exited = new Map<ActorProcess, number | null>();
   for (let i = 1; i <= o.instances; i++) {
     const a = await startProcess({ name: `agent-${i}`, command: '/bin/sh', args: ['-c', `exec ${o.agentCmd}`], env, ...(o.cwd ? { cwd: o.cwd } : {}), teardown: td });
-    void a.exited.then(() => exited.add(a));
+    void a.exited.then((code) => exited.set(a, code));
     agents.push(a);
   }
   log(`conformance: namespace ${namespace}, ${o.instances} agent process(es) of type ${o.agent}: ${o.agentCmd}`);
@@ -169,36 +169,41 @@ export async function runConformance(td: Teardown, o: ConformanceOptions): Promi
  * Waits until the agent's durable consumer exists and an agent process pulls from it (its pending pull
  * requests), and returns the consumer as found. Fails at once when every agent process has exited.
  */
-async function waitForAgents(bus: Bus, o: ConformanceOptions, agents: ActorProcess[], exited: ReadonlySet<ActorProcess>): Promise<ConsumerSeen> {
+async function waitForAgents(bus: Bus, o: ConformanceOptions, agents: ActorProcess[], exited: ReadonlyMap<ActorProcess, number | null>): Promise<ConsumerSeen> {
   const durable = bus.names.consumers.agent(o.agent);
+  const outputs = (): string => agents.map((a) => `${a.name}: ${a.output().trim().split('\n').slice(-10).join(`\n${a.name}: `) || '(no output)'}`).join('\n');
+  const deadline = Date.now() + o.readyTimeoutMs;
   let last = 'no consumer yet';
-  const info = await waitFor(
-    async () => {
-      if (exited.size === agents.length) throw new StopWaiting(`every agent process exited before it pulled a request:\n${agents.map((a) => a.output().trim().split('\n').slice(-10).join('\n')).join('\n')}`);
-      const ci = await bus.jsm.consumers.info(bus.names.streams.steps, durable);
-      last = `consumer ${durable} exists, ${ci.num_waiting} pull request(s) waiting`;
-      return ci.num_waiting > 0 ? ci : undefined;
-    },
-    { timeoutMs: o.readyTimeoutMs, intervalMs: 100, what: `agent ${o.agent} to pull from its durable consumer ${durable} on ${bus.names.streams.steps} (is --agent right, and does the command serve that type?)`, lastSeen: () => last },
-  ).catch((e: unknown) => {
-    const inner = e instanceof Error && e.cause instanceof StopWaiting ? e.cause : e;
-    throw inner;
-  });
-  // Best effort: every instance pulling before the cases start (so a redelivery could reach another one).
-  await waitFor(async () => ((await bus.jsm.consumers.info(bus.names.streams.steps, durable)).num_waiting >= agents.length ? true : undefined), {
-    timeoutMs: 3_000,
-    what: 'every instance to pull',
-  }).catch(() => undefined);
-  return {
-    durable,
-    filterSubject: info.config.filter_subject,
-    ackPolicy: info.config.ack_policy,
-    ackWaitMs: info.config.ack_wait === undefined ? undefined : Math.round(info.config.ack_wait / 1e6),
-    deliverPolicy: info.config.deliver_policy,
-  };
+  for (;;) {
+    if (exited.size === agents.length) {
+      const codes = agents.map((a) => `${a.name} exit code ${String(exited.get(a))}`).join(', ');
+      throw new Error(`every agent process exited before it pulled a request (${codes}); is --agent-cmd right?\n${outputs()}`);
+    }
+    const ci = await bus.jsm.consumers.info(bus.names.streams.steps, durable).catch(() => undefined);
+    if (ci) last = `consumer ${durable} exists, ${ci.num_waiting} pull request(s) waiting`;
+    if (ci && ci.num_waiting > 0) {
+      // Best effort: every instance pulling before the cases start (so a redelivery could reach another one).
+      await waitFor(async () => ((await bus.jsm.consumers.info(bus.names.streams.steps, durable)).num_waiting >= agents.length ? true : undefined), {
+        timeoutMs: 3_000,
+        what: 'every instance to pull',
+      }).catch(() => undefined);
+      return {
+        durable,
+        filterSubject: ci.config.filter_subject,
+        ackPolicy: ci.config.ack_policy,
+        ackWaitMs: ci.config.ack_wait === undefined ? undefined : Math.round(ci.config.ack_wait / 1e6),
+        deliverPolicy: ci.config.deliver_policy,
+      };
+    }
+    if (Date.now() > deadline) {
+      throw new Error(
+        `timed out after ${o.readyTimeoutMs} ms waiting for agent type ${o.agent} to pull from its durable consumer ${durable} on ${bus.names.streams.steps} ` +
+          `(last seen: ${last}); is --agent right, and does the command serve that type?\n${outputs()}`,
+      );
+    }
+    await sleep(100);
+  }
 }
-
-class StopWaiting extends Error {}
 
 async function read(feed: ConsumerMessages, on: (m: JsMsg) => void): Promise<void> {
   for await (const m of feed) {
