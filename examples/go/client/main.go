@@ -1,0 +1,254 @@
+// Command client submits one task to Triad and follows it to its end, written in Go from
+// docs/protocol.md alone. It prints every event; it exits 0 only if the task completed, 1 if it ended
+// otherwise (the reason printed), 2 on bad options.
+//
+//	NATS_URL=nats://127.0.0.1:4222 TRIAD_NAMESPACE=default client -order-id o1 -amount 42
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"triadgo/triad"
+)
+
+func env(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+type options struct {
+	natsURL, namespace, client, workflow, taskID string
+	input                                        interface{}
+	timeout                                      time.Duration
+	jsonOut                                      bool
+}
+
+func parseOptions() (options, error) {
+	o := options{natsURL: env("NATS_URL", "nats://127.0.0.1:4222"), namespace: env("TRIAD_NAMESPACE", "default")}
+	flag.StringVar(&o.client, "client", env("TRIAD_CLIENT_ID", "default"), "the client identity: submissions go to triad.<ns>.submit.<client>")
+	flag.StringVar(&o.workflow, "workflow", "orders", "the workflow to run")
+	flag.StringVar(&o.taskID, "task-id", "", "the task id (default: a new unique one)")
+	orderID := flag.String("order-id", "", "the order's id (default: the task id)")
+	amount := flag.Float64("amount", 42, "the order's amount")
+	inputJSON := flag.String("input", "", "the task input as JSON (instead of -order-id and -amount)")
+	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for the task to end")
+	flag.BoolVar(&o.jsonOut, "json", false, "print each event as a JSON line")
+	flag.Parse()
+	if o.taskID == "" {
+		o.taskID = "go-" + strings.ToLower(nuid.Next())
+	}
+	for _, err := range []error{triad.CheckNamespace(o.namespace), triad.CheckName("-client", o.client), triad.CheckName("-workflow", o.workflow), triad.CheckTaskID(o.taskID)} {
+		if err != nil {
+			return o, err
+		}
+	}
+	if *inputJSON != "" {
+		dec := json.NewDecoder(strings.NewReader(*inputJSON))
+		dec.UseNumber()
+		if err := dec.Decode(&o.input); err != nil {
+			return o, fmt.Errorf("-input is not valid JSON: %v", err)
+		}
+		o.input = triad.PlainJSON(o.input)
+	} else {
+		id := *orderID
+		if id == "" {
+			id = o.taskID
+		}
+		var a interface{} = *amount
+		if *amount == float64(int64(*amount)) {
+			a = int64(*amount) // a whole amount travels as a msgpack integer (§1)
+		}
+		o.input = map[string]interface{}{"orderId": id, "amount": a}
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseOptions()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "client: %v\n", err)
+		os.Exit(2)
+	}
+	status, err := run(o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "client: %v\n", err)
+		os.Exit(1)
+	}
+	if status != "completed" {
+		os.Exit(1)
+	}
+}
+
+// run submits the task and follows its events until one ends it; it returns the task's final status.
+func run(o options) (string, error) {
+	names := triad.Names{NS: o.namespace}
+	// Replies and JetStream acknowledgements come to the client's own inbox (§3).
+	nc, err := nats.Connect(o.natsURL, nats.Name("triad-go-client-"+o.client), nats.CustomInboxPrefix(names.Inbox(o.client)))
+	if err != nil {
+		return "", fmt.Errorf("connecting to NATS at %s: %w (set NATS_URL)", o.natsURL, err)
+	}
+	defer nc.Close()
+	js, err := nc.JetStream()
+	if err != nil {
+		return "", err
+	}
+
+	// Both event sources are open before the submission, so nothing is missed: the private reply
+	// subject (fast, not stored) and the task's subject in the EVENTS stream (complete) (§5).
+	batches := make(chan []byte, 256)
+	forward := func(m *nats.Msg) { batches <- m.Data }
+	replyTo := nc.NewInbox()
+	replySub, err := nc.Subscribe(replyTo, forward)
+	if err != nil {
+		return "", err
+	}
+	defer replySub.Unsubscribe()
+	eventSubject := names.Event(o.client, o.taskID)
+	streamSub, err := js.Subscribe(eventSubject, forward, nats.OrderedConsumer(), nats.DeliverAll(), nats.BindStream(names.EventsStream()))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "client: not reading the EVENTS stream (%v); following the reply subject only\n", err)
+	} else {
+		defer streamSub.Unsubscribe()
+	}
+
+	sub := triad.Submission{TaskID: o.taskID, Workflow: o.workflow, Input: o.input, ReplyTo: replyTo, SubmittedAt: time.Now().UnixMilli()}
+	data, err := msgpack.Marshal(&sub)
+	if err != nil {
+		return "", err
+	}
+	msg := nats.NewMsg(names.Submit(o.client))
+	msg.Header.Set(triad.ProtocolHeader, triad.ProtocolVersion)
+	msg.Header.Set(triad.MsgIDHeader, o.client+":"+o.taskID) // a resubmission is dropped (§4)
+	msg.Header.Set(triad.ReplyToHeader, replyTo)
+	msg.Data = data
+	if _, err := js.PublishMsg(msg); err != nil {
+		if errors.Is(err, nats.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+			return "", fmt.Errorf("submitting on %s: no stream takes it (%v): is a scheduler running in namespace %q?", msg.Subject, err, o.namespace)
+		}
+		return "", fmt.Errorf("submitting on %s: %w", msg.Subject, err)
+	}
+	fmt.Printf("submitted task %s (workflow %s) as client %s\n", o.taskID, o.workflow, o.client)
+
+	// Events are printed in seq order, each once, whichever source brought it first.
+	var next int64 = 1
+	pending := map[int64]triad.TaskEvent{}
+	deadline := time.After(o.timeout)
+	for {
+		var data []byte
+		select {
+		case data = <-batches:
+		case <-deadline:
+			return "", fmt.Errorf("task %s did not end within %s (last event seq %d)", o.taskID, o.timeout, next-1)
+		}
+		events, err := triad.ParseEventBatch(data)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "client: ignoring an unreadable event message: %v\n", err)
+			continue
+		}
+		sort.Slice(events, func(i, j int) bool { return events[i].Seq < events[j].Seq })
+		for _, e := range events {
+			if e.TaskID != o.taskID {
+				continue
+			}
+			if e.Type == "rejected" { // seq 0: no task was created
+				printEvent(o, e)
+				return "rejected", fmt.Errorf("task %s was rejected: %s", o.taskID, describeRejection(e))
+			}
+			if e.Seq >= next {
+				pending[e.Seq] = e
+			}
+		}
+		for {
+			e, ok := pending[next]
+			if !ok {
+				break
+			}
+			delete(pending, next)
+			next++
+			printEvent(o, e)
+			if !triad.TerminalEvents[e.Type] {
+				continue
+			}
+			// An operator may retry an ended task; it then goes on with higher seqs (§5).
+			status, seq, err := taskStatus(nc, names, o.taskID)
+			if err == nil && seq > e.Seq {
+				continue
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "client: task.get: %v\n", err)
+				status = e.Type
+			}
+			fmt.Printf("task %s %s\n", o.taskID, status)
+			return status, nil
+		}
+	}
+}
+
+func describeRejection(e triad.TaskEvent) string {
+	reason := e.Reason
+	if code, ok := e.Error["code"].(string); ok {
+		reason = code + ": " + reason
+	}
+	if details, ok := e.Error["details"].([]interface{}); ok && len(details) > 0 {
+		reason += fmt.Sprintf(" %v", details)
+	}
+	return reason
+}
+
+func printEvent(o options, e triad.TaskEvent) {
+	if o.jsonOut {
+		line, _ := json.Marshal(map[string]interface{}{
+			"taskId": e.TaskID, "seq": e.Seq, "type": e.Type, "at": e.At, "status": e.Status,
+			"step": e.Step, "attempt": e.Attempt, "reason": e.Reason,
+		})
+		fmt.Println(string(line))
+		return
+	}
+	line := fmt.Sprintf("event %d %s", e.Seq, e.Type)
+	if e.Step != "" {
+		line += fmt.Sprintf(" step=%s attempt=%d", e.Step, e.Attempt)
+	}
+	if e.Status != "" {
+		line += " status=" + e.Status
+	}
+	if e.Reason != "" {
+		line += fmt.Sprintf(" reason=%q", e.Reason)
+	}
+	fmt.Println(line)
+}
+
+// taskStatus asks the API for the task's status and current seq (§6 task.get).
+func taskStatus(nc *nats.Conn, names triad.Names, taskID string) (string, int64, error) {
+	body, err := msgpack.Marshal(map[string]interface{}{"taskId": taskID})
+	if err != nil {
+		return "", 0, err
+	}
+	req := nats.NewMsg(names.API("task.get"))
+	req.Header.Set(triad.ProtocolHeader, triad.ProtocolVersion)
+	req.Data = body
+	reply, err := nc.RequestMsg(req, 5*time.Second)
+	if err != nil {
+		return "", 0, err
+	}
+	value, err := triad.ParseAPIReply(reply.Data)
+	if err != nil {
+		return "", 0, err
+	}
+	f := triad.NewFields(value, "value.")
+	status := f.String("status", true, nil)
+	seq := f.Int("seq", true, 0)
+	return status, seq, f.Err()
+}
