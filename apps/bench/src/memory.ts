@@ -61,7 +61,7 @@ async function usedMemory(redis: Redis): Promise<number> {
 
 /** Waits (bounded) until no task lease keys remain: releases are sent without waiting for them. */
 async function leasesGone(redis: Redis, namespace: string): Promise<void> {
-  const pattern = `${keys(namespace).prefix}:lease:*`;
+  const pattern = `${keys(namespace).prefix}:*:lease:*`;
   for (let i = 0; i < 60; i++) {
     const [, found] = await redis.scan('0', 'MATCH', pattern, 'COUNT', 100_000);
     if (found.length === 0) return;
@@ -69,15 +69,20 @@ async function leasesGone(redis: Redis, namespace: string): Promise<void> {
   }
 }
 
+/** Finished tasks waiting in the buckets' compaction indexes. */
+async function compactionWaiting(redis: Redis, namespace: string): Promise<number> {
+  const counts = await Promise.all(keys(namespace).buckets.map((b) => redis.zcard(b.compact)));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
 /** Waits until the compaction index is empty (every completed task compacted). */
 async function compactionDone(redis: Redis, namespace: string, timeoutMs: number): Promise<void> {
-  const k = keys(namespace);
   const t0 = Date.now();
   for (;;) {
-    const left = await redis.zcard(k.compact);
+    const left = await compactionWaiting(redis, namespace);
     if (left === 0) return;
     if (Date.now() - t0 > timeoutMs) {
-      throw new Error(`memory: ${left} finished tasks still wait in ${k.compact} after ${timeoutMs} ms; is the supervisor running with TRIAD_COMPACT_AFTER_MS=0 and leading?`);
+      throw new Error(`memory: ${left} finished tasks still wait in the compaction indexes after ${timeoutMs} ms; is the supervisor running with TRIAD_COMPACT_AFTER_MS=0 and leading?`);
     }
     await sleep(50);
   }
@@ -96,9 +101,18 @@ async function figures(redis: Redis, namespace: string, taskIds: readonly string
   const hashBytes = usage.reduce<number>((a, b) => a + Number(b ?? 0), 0) / sample.length;
   // A task is one member of each index that holds it (the compaction index only until it is compacted).
   let indexBytesPerTask = 0;
-  for (const z of [k.tasks, k.finished, k.compact]) {
-    const [bytes, card] = await Promise.all([redis.memory('USAGE', z, 'SAMPLES', '0'), redis.zcard(z)]);
-    if (card > 0) indexBytesPerTask += Number(bytes ?? 0) / card;
+  // Each index is one zset per bucket (decision 0015): bytes over members, summed over the buckets.
+  for (const which of ['tasks', 'finished', 'compact'] as const) {
+    let bytes = 0;
+    let card = 0;
+    for (const b of k.buckets) {
+      const [u, c] = await Promise.all([redis.memory('USAGE', b[which], 'SAMPLES', '0'), redis.zcard(b[which])]);
+      if (c > 0) {
+        bytes += Number(u ?? 0);
+        card += c;
+      }
+    }
+    if (card > 0) indexBytesPerTask += bytes / card;
   }
   const first = sample[0];
   if (!first) throw new Error('memory: no task ran');
@@ -155,7 +169,8 @@ export async function measureMemory(
   const batch = await runBatch(client, completions, workflow, tasks, steps);
   await leasesGone(redis, namespace);
   const afterRun = await usedMemory(redis);
-  if ((await redis.zcard(k.compact)) !== tasks) throw new Error(`memory: expected the ${tasks} completed tasks in ${k.compact}, found ${await redis.zcard(k.compact)}`);
+  const waiting = await compactionWaiting(redis, namespace);
+  if (waiting !== tasks) throw new Error(`memory: expected the ${tasks} completed tasks in the compaction indexes, found ${waiting}`);
   const uncompacted = await figures(redis, namespace, batch.taskIds, (afterRun - before) / tasks);
   const first = batch.taskIds[0] ?? '';
   const full = await redis.hgetallBuffer(k.task(first));

@@ -121,16 +121,17 @@ function scanner(redis: Redis, namespace: string, o: ScanOptions) {
   const removeLive = async (ids: string[]): Promise<void> => {
     const p = redis.pipeline();
     for (const id of ids) {
+      const b = k.forTask(id);
       p.unlink(k.task(id));
-      p.zrem(k.deadlines, ...plan.map((s) => `${id}|${s.n}`));
-      p.zrem(k.tasks, id);
-      p.zrem(k.finished, id);
+      p.zrem(b.deadlines, ...plan.map((s) => `${id}|${s.n}`));
+      p.zrem(b.tasks, id);
+      p.zrem(b.finished, id);
     }
     await p.exec();
   };
 
   const samples: Samples = { probes: [], sweeps: [], probeServer: [], sweepServer: [] };
-  const seed: SeedTarget = { taskKeyPrefix: `${k.prefix}:task:{`, tasksKey: k.tasks, finishedKey: k.finished, idPrefix: 'f0000000-0000-4000-8000-' };
+  const seed: SeedTarget = { namespace, idPrefix: 'f0000000-0000-4000-8000-' };
   return {
     seed,
     samples,
@@ -143,10 +144,11 @@ function scanner(redis: Redis, namespace: string, o: ScanOptions) {
       for (let i = 0; i < o.probesPerRound; i++) {
         const s = performance.now();
         await store.expiredSteps(Date.now(), SWEEP_BATCH);
-        // What purgeFinished reads first (read here without its deletes; nothing is due anyway).
-        await redis.zrangebyscore(k.finished, '-inf', Date.now() - RETENTION_MS, 'LIMIT', 0, SWEEP_BATCH);
+        // What purgeFinished reads first in every bucket (read here without its deletes; nothing is due anyway).
+        const share = Math.ceil(SWEEP_BATCH / k.buckets.length);
+        await Promise.all(k.buckets.map((b) => redis.zrangebyscore(b.finished, '-inf', Date.now() - RETENTION_MS, 'LIMIT', 0, share)));
         // And what compactFinished reads first.
-        await redis.zrangebyscore(k.compact, '-inf', Date.now() - COMPACT_AFTER_MS, 'LIMIT', 0, SWEEP_BATCH);
+        await Promise.all(k.buckets.map((b) => redis.zrangebyscore(b.compact, '-inf', Date.now() - COMPACT_AFTER_MS, 'LIMIT', 0, share)));
         await store.countExpired(Date.now());
         probes.push(performance.now() - s);
       }

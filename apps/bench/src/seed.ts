@@ -1,20 +1,18 @@
 /**
  * Fast, faithful seeding of finished tasks for the scan measurement: one real finished task's record is
  * replicated inside Redis by a Lua loop (no network per task), each copy with its own id, in both
- * indexes (`tasks` by createdAt, `finished` by finishedAt) and — like a real finished task — with no
- * deadline entry. Chunks keep each script short so Redis never blocks for long.
- *
- * The script touches keys it does not declare in KEYS: fine on a single Redis (the benchmark's), not
- * on a cluster, which is why this lives in the benchmark and not in the store.
+ * indexes of its bucket (`tasks` by createdAt, `finished` by finishedAt, decision 0015) and — like a real
+ * finished task — with no deadline entry. The ids of a chunk are grouped by bucket (computed by the
+ * store's key builder), one script per bucket and chunk, so each script touches one slot.
  */
 import type { Redis } from 'ioredis';
+import { keys, type BucketKeys } from '@triad/store';
 
 const REPLICATE = `
-local prefix, idPrefix = ARGV[1], ARGV[2]
-local first, last, base = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local tasksKey, finishedKey = ARGV[6], ARGV[7]
+local prefix, tasksKey, finishedKey = ARGV[1], ARGV[2], ARGV[3]
+local base, n = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fields, idAt = {}, nil
-for i = 8, #ARGV, 2 do
+for i = 6 + 2 * n, #ARGV, 2 do
   fields[#fields + 1] = ARGV[i]
   fields[#fields + 1] = ARGV[i + 1]
   if ARGV[i] == 'id' then idAt = #fields end
@@ -27,42 +25,41 @@ local function flush()
     zt, zf = {}, {}
   end
 end
-for n = first, last do
-  local id = idPrefix .. string.format('%012d', n)
+for j = 0, n - 1 do
+  local id, num = ARGV[6 + 2 * j], tonumber(ARGV[7 + 2 * j])
   if idAt then fields[idAt] = id end
-  redis.call('HSET', prefix .. id .. '}', unpack(fields))
-  zt[#zt + 1] = base + n
+  redis.call('HSET', prefix .. id, unpack(fields))
+  zt[#zt + 1] = base + num
   zt[#zt + 1] = id
-  zf[#zf + 1] = base + n + 40
+  zf[#zf + 1] = base + num + 40
   zf[#zf + 1] = id
   if #zt >= 1000 then flush() end
 end
 flush()
-return last - first + 1
-`;
-
-const UNLINK = `
-local prefix, idPrefix = ARGV[1], ARGV[2]
-local first, last = tonumber(ARGV[3]), tonumber(ARGV[4])
-local batch = {}
-for n = first, last do
-  batch[#batch + 1] = prefix .. idPrefix .. string.format('%012d', n) .. '}'
-  if #batch >= 1000 then redis.call('UNLINK', unpack(batch)) batch = {} end
-end
-if #batch > 0 then redis.call('UNLINK', unpack(batch)) end
-return last - first + 1
+return n
 `;
 
 export interface SeedTarget {
-  /** Task key up to the id: `triad:<ns>:task:{`. */
-  taskKeyPrefix: string;
-  tasksKey: string;
-  finishedKey: string;
+  namespace: string;
   /** 24 characters: with a 12-digit counter the ids are as long as the UUIDs Triad's client makes. */
   idPrefix: string;
 }
 
 const CHUNK = 20_000;
+
+/** Ids `from`..`to - 1` grouped by their bucket. */
+function byBucket(t: SeedTarget, from: number, to: number): Map<BucketKeys, [string, number][]> {
+  const k = keys(t.namespace);
+  const groups = new Map<BucketKeys, [string, number][]>();
+  for (let n = from; n < to; n++) {
+    const id = replicaId(t, n);
+    const b = k.forTask(id);
+    const g = groups.get(b);
+    if (g) g.push([id, n]);
+    else groups.set(b, [[id, n]]);
+  }
+  return groups;
+}
 
 /** Replicates `template` (a task hash) as tasks number `from`..`to - 1`; returns how many were written. */
 export async function replicateFinished(redis: Redis, t: SeedTarget, template: Record<string, Buffer>, from: number, to: number): Promise<number> {
@@ -72,18 +69,22 @@ export async function replicateFinished(redis: Redis, t: SeedTarget, template: R
   const base = Date.now() - 2 * 3_600_000;
   let written = 0;
   for (let a = from; a < to; a += CHUNK) {
-    const b = Math.min(to, a + CHUNK) - 1;
-    written += Number(await redis.eval(REPLICATE, 0, t.taskKeyPrefix, t.idPrefix, a, b, base, t.tasksKey, t.finishedKey, ...pairs));
+    for (const [b, ids] of byBucket(t, a, Math.min(to, a + CHUNK))) {
+      const flat = ids.flatMap(([id, n]) => [id, n]);
+      written += Number(await redis.eval(REPLICATE, 0, b.taskPrefix, b.tasks, b.finished, base, ids.length, ...flat, ...pairs));
+    }
   }
   return written;
 }
 
-/** Removes replicas `from`..`to - 1` and the two indexes (used when the Redis is not the run's own). */
+/** Removes replicas `from`..`to - 1` and the buckets' two indexes (used when the Redis is not the run's own). */
 export async function removeReplicas(redis: Redis, t: SeedTarget, from: number, to: number): Promise<void> {
-  for (let a = from; a < to; a += CHUNK * 5) {
-    await redis.eval(UNLINK, 0, t.taskKeyPrefix, t.idPrefix, a, Math.min(to, a + CHUNK * 5) - 1);
+  const k = keys(t.namespace);
+  for (let a = from; a < to; a += 1_000) {
+    const ids = Array.from({ length: Math.min(to, a + 1_000) - a }, (_, i) => k.task(replicaId(t, a + i)));
+    await redis.unlink(...ids);
   }
-  await redis.unlink(t.tasksKey, t.finishedKey);
+  for (const b of k.buckets) await redis.unlink(b.tasks, b.finished);
 }
 
 export function replicaId(t: SeedTarget, n: number): string {

@@ -27,11 +27,14 @@ local function task_now(taskKey, now)
   return now
 end
 
--- The supervisors' fence (decision 0004): the epoch stored in `epochKey` when the caller's `epoch` is
--- older (a newer leader exists: the caller writes nothing), else nil.
+-- The supervisors' fence (decisions 0004, 0015): `epochKey` is the bucket's fence, the highest epoch it
+-- has seen. Returns that epoch when the caller's `epoch` is older (a newer leader exists: the caller
+-- writes nothing), else raises the fence to the caller's epoch and returns nil.
 local function newer_epoch(epochKey, epoch)
   local current = tonumber(redis.call('GET', epochKey) or '0')
-  if tonumber(epoch) < current then return current end
+  epoch = tonumber(epoch)
+  if epoch < current then return current end
+  if epoch > current then redis.call('SET', epochKey, epoch) end
   return nil
 end
 

@@ -5,8 +5,9 @@
   compensation_failed task keeps its full record for `triad retry`. Fenced by the supervisor epoch like
   purgeFinished: a deposed leader's call is refused and changes nothing.
 
-  KEYS[1] compaction index (zset by finishedAt)   KEYS[2] supervisor epoch
-  ARGV[1] key prefix of task hashes ("triad:<ns>:task:")   ARGV[2] cutoff (epoch ms)   ARGV[3] limit
+  One bucket per call (decision 0015): every key is the bucket's.
+  KEYS[1] compaction index (zset by finishedAt)   KEYS[2] the bucket's epoch fence
+  ARGV[1] the bucket's task key prefix ("triad:<ns>:{<ns>:bNN}:task:")   ARGV[2] cutoff (epoch ms)   ARGV[3] limit
   ARGV[4] epoch
   Returns { OK, compacted, skipped } | { STALE_EPOCH, current }
   (skipped: index entries whose task is gone, already compacted, or not in a compactable status.)
@@ -14,7 +15,7 @@
   The compact record (what src/task-view.ts reads back):
     kept as is   id, workflow, version, status, seq, createdAt, finishedAt, error, staleResults, client, o:<step>;
                  input only for compensated and cancelled tasks (it explains what was undone).
-    dropped      plan (the pinned definition stays in triad:<ns>:wf:<name> as v:<version>), replyTo,
+    dropped      plan (the pinned definition stays in triad:<ns>:{<ns>:wf}:wf:<name> as v:<version>), replyTo,
                  lockedBy, lockEpoch, onFailure, updatedAt (= finishedAt), endAs, doneSeq, and input of
                  completed tasks; per step completeBy and lockedBy (of the run and of the compensation).
     k:<step>     status|attempt|failureCount|startedAt|finishedAt, and for compensated/cancelled tasks
@@ -27,7 +28,7 @@
   (64 B) and it has at most hash-max-listpack-entries (128) fields. A large input, output or error
   simply leaves that task's compact record a hashtable.
 
-  The task keys are derived from the index here, as in purgeFinished.
+  The task keys are derived from the index here, as in purgeFinished (in the bucket's slot).
 ]]
 --@include _common
 
@@ -102,6 +103,6 @@ local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, to
 local compacted = 0
 for _, id in ipairs(due) do
   redis.call('ZREM', KEYS[1], id)
-  if compact_task(ARGV[1] .. '{' .. id .. '}') then compacted = compacted + 1 end
+  if compact_task(ARGV[1] .. id) then compacted = compacted + 1 end
 end
 return { OK, compacted, #due - compacted }

@@ -2,7 +2,7 @@
   expireStep — the supervisor's transition for one step whose completeBy has passed. Fenced by the
   supervisor leader epoch: a deposed leader's write is rejected (STALE_EPOCH) and changes nothing.
 
-  KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] supervisor epoch (string)   KEYS[4] finished index
+  KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] the bucket's epoch fence   KEYS[4] finished index
   KEYS[5] compaction index   KEYS[6] open alerts (hash)   KEYS[7] alert outbox (zset)
   ARGV[1] taskId  ARGV[2] step  ARGV[3] now  ARGV[4] epoch
 

@@ -2,7 +2,7 @@
   expireTask — the supervisor's transition for a task whose own deadline (`deadlineMs` of its workflow)
   has passed (decision 0009). Fenced by the supervisor leader epoch like expireStep.
 
-  KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] supervisor epoch   KEYS[4] finished index
+  KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] the bucket's epoch fence   KEYS[4] finished index
   KEYS[5] compaction index   KEYS[6] open alerts (hash)   KEYS[7] alert outbox (zset)
   ARGV[1] taskId  ARGV[2] now  ARGV[3] epoch
 

@@ -4,13 +4,14 @@
   indexes). Fenced by the supervisor epoch like every supervisor write. Running tasks are never in the
   finished index.
 
-  KEYS[1] finished index   KEYS[2] tasks index   KEYS[3] supervisor epoch   KEYS[4] compaction index
-  ARGV[1] key prefix of task hashes ("triad:<ns>:task:")   ARGV[2] cutoff (epoch ms)   ARGV[3] limit
+  One bucket per call (decision 0015): every key is the bucket's.
+  KEYS[1] finished index   KEYS[2] tasks index   KEYS[3] the bucket's epoch fence   KEYS[4] compaction index
+  ARGV[1] the bucket's task key prefix ("triad:<ns>:{<ns>:bNN}:task:")   ARGV[2] cutoff (epoch ms)   ARGV[3] limit
   ARGV[4] epoch
   Returns { OK, removed } | { STALE_EPOCH, current }
 
   The task keys are derived from the index here (not passed in KEYS) because which tasks are due is only
-  known inside the script; a cluster deployment would shard the finished index by slot instead.
+  known inside the script; the prefix carries the bucket's hash tag, so they are in the script's slot.
 ]]
 --@include _common
 
@@ -18,7 +19,7 @@ local current = newer_epoch(KEYS[3], ARGV[4])
 if current then return { STALE_EPOCH, current } end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, id in ipairs(due) do
-  redis.call('DEL', ARGV[1] .. '{' .. id .. '}')
+  redis.call('DEL', ARGV[1] .. id)
   redis.call('ZREM', KEYS[2], id)
   redis.call('ZREM', KEYS[1], id)
   -- Not yet compacted (retention shorter than the compaction delay, or a sweep that had not got to it).

@@ -3,10 +3,10 @@
  * called through one wrapper, returning codes mapped to typed errors), task and workflow records, and
  * the deadline index the supervisor reads in O(expired).
  */
-export { keys, parseDeadlineMember, TASK_DEADLINE_STEP, type Keys } from './keys.js';
+export { keys, bucketOf, BUCKETS, parseDeadlineMember, TASK_DEADLINE_STEP, type Keys, type BucketKeys } from './keys.js';
 export { ScriptCode, scriptError, isLeaseBusy, LeaseBusyError } from './codes.js';
 export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts.js';
-export { TaskStore, requireTask, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome } from './task-store.js';
+export { TaskStore, requireTask, type PendingAlert, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome } from './task-store.js';
 export { WorkflowStore, type WorkflowSummary } from './workflow-store.js';
 export { toTaskEvent, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';
 export { Leadership, type LeadershipState } from './leadership.js';

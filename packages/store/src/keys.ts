@@ -1,53 +1,116 @@
 /**
- * Every Redis key Triad uses, built here and nowhere else. A task's keys carry the task id as a
- * `{hash tag}` so they stay on one Redis Cluster slot; scripts receive every key in KEYS.
+ * Every Redis key Triad uses, built here and nowhere else (decision 0015). A namespace's tasks are spread
+ * over BUCKETS buckets by a hash of the task id; every key of a bucket carries the hash tag `{<ns>:bNN}`,
+ * so a transition — one task and its bucket's indexes — touches one Redis Cluster slot. Workflow
+ * definitions share the `{<ns>:wf}` slot and the supervisors' election the `{<ns>:sup}` slot. Every key
+ * stays under `triad:<ns>:` (the ACL pattern of decision 0011). Scripts receive every key in KEYS.
  */
 import { NamespaceSchema } from '@triad/protocol';
 
-export interface Keys {
-  readonly prefix: string;
-  task(taskId: string): string;
+/** The number of buckets: part of the layout, not a setting (changing it moves every task). */
+export const BUCKETS = 64;
+
+/** The keys of one bucket, all in one hash slot. */
+export interface BucketKeys {
+  readonly index: number;
+  /** The bucket's hash tag, `{<ns>:bNN}`. */
+  readonly tag: string;
+  /** Task hashes of this bucket are `taskPrefix + taskId` (scripts that walk an index build them so). */
+  readonly taskPrefix: string;
+  /** Tasks by createdAt. */
   readonly tasks: string;
+  /** Deadlines (`<taskId>|<step>` by completeBy). */
   readonly deadlines: string;
+  /** Finished tasks by finishedAt (retention). */
   readonly finished: string;
   /**
    * Finished tasks that can never be retried (completed, compensated, cancelled), by finish time, until
    * retention compacts their record (decision 0007).
    */
   readonly compact: string;
-  workflow(name: string): string;
-  readonly workflows: string;
-  readonly supervisorLeader: string;
-  readonly supervisorEpoch: string;
-  readonly supervisorStatus: string;
+  /** Open operator alerts of this bucket's tasks (hash id → alert JSON). */
   readonly alerts: string;
   /**
    * Alerts recorded by a transition, waiting for the leader supervisor to publish them to the ALERTS
    * stream (zset of alert JSON by raisedAt; decision 0009).
    */
   readonly alertOutbox: string;
-  /** A Redlock lease on part of a task (`task`: a scheduler's operation), on the task's slot. */
+  /** The highest supervisor epoch this bucket has seen: its fence (decision 0015). */
+  readonly epoch: string;
+}
+
+export interface Keys {
+  readonly prefix: string;
+  readonly buckets: readonly BucketKeys[];
+  /** The bucket a task lives in. */
+  forTask(taskId: string): BucketKeys;
+  task(taskId: string): string;
+  workflow(name: string): string;
+  readonly workflows: string;
+  readonly supervisorLeader: string;
+  /** The epoch counter the election increments (the `sup` slot); buckets keep their own fences. */
+  readonly supervisorEpoch: string;
+  readonly supervisorStatus: string;
+  /** A Redlock lease on part of a task (`task`: a scheduler's operation), in the task's bucket. */
   lease(taskId: string, what: string): string;
 }
 
+/** FNV-1a, 32 bit, of the UTF-8 bytes of `s`. */
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (const b of Buffer.from(s, 'utf8')) {
+    h ^= b;
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h >>> 0;
+}
+
+/** The bucket of a task id (0 … BUCKETS-1). */
+export function bucketOf(taskId: string): number {
+  return fnv1a(taskId) % BUCKETS;
+}
+
+const cache = new Map<string, Keys>();
+
 export function keys(namespace: string): Keys {
-  const prefix = `triad:${NamespaceSchema.parse(namespace)}`;
-  return {
+  const hit = cache.get(namespace);
+  if (hit) return hit;
+  const ns = NamespaceSchema.parse(namespace);
+  const prefix = `triad:${ns}`;
+  const buckets: BucketKeys[] = [];
+  for (let i = 0; i < BUCKETS; i++) {
+    const tag = `{${ns}:b${String(i).padStart(2, '0')}}`;
+    const b = `${prefix}:${tag}`;
+    buckets.push({
+      index: i,
+      tag,
+      taskPrefix: `${b}:task:`,
+      tasks: `${b}:tasks`,
+      deadlines: `${b}:deadlines`,
+      finished: `${b}:finished`,
+      compact: `${b}:compact`,
+      alerts: `${b}:alerts`,
+      alertOutbox: `${b}:alerts:outbox`,
+      epoch: `${b}:epoch`,
+    });
+  }
+  const forTask = (taskId: string): BucketKeys => buckets[bucketOf(taskId)] as BucketKeys;
+  const wf = `${prefix}:{${ns}:wf}`;
+  const sup = `${prefix}:{${ns}:sup}`;
+  const k: Keys = {
     prefix,
-    task: (taskId) => `${prefix}:task:{${taskId}}`,
-    tasks: `${prefix}:tasks`,
-    deadlines: `${prefix}:deadlines`,
-    finished: `${prefix}:finished`,
-    compact: `${prefix}:compact`,
-    workflow: (name) => `${prefix}:wf:${name}`,
-    workflows: `${prefix}:workflows`,
-    supervisorLeader: `${prefix}:supervisor:leader`,
-    supervisorEpoch: `${prefix}:supervisor:epoch`,
-    supervisorStatus: `${prefix}:supervisor:status`,
-    alerts: `${prefix}:alerts`,
-    alertOutbox: `${prefix}:alerts:outbox`,
-    lease: (taskId, what) => `${prefix}:lease:{${taskId}}:${what}`,
+    buckets,
+    forTask,
+    task: (taskId) => `${forTask(taskId).taskPrefix}${taskId}`,
+    workflow: (name) => `${wf}:wf:${name}`,
+    workflows: `${wf}:workflows`,
+    supervisorLeader: `${sup}:leader`,
+    supervisorEpoch: `${sup}:epoch`,
+    supervisorStatus: `${sup}:status`,
+    lease: (taskId, what) => `${prefix}:${forTask(taskId).tag}:lease:${taskId}:${what}`,
   };
+  cache.set(namespace, k);
+  return k;
 }
 
 /** The step part of a task's own deadline in the deadline index (`#` cannot occur in a step name). */

@@ -1,12 +1,14 @@
 /**
  * Leader election in Redis for the supervisors: a lease key held by one candidate, renewed by its owner,
  * and an epoch that grows on every election. The holder must stop acting as soon as it cannot prove
- * its lease is still valid (measured on the monotonic clock from the moment it asked).
+ * its lease is still valid (measured on the monotonic clock from the moment it asked). A newly elected
+ * leader raises every bucket's fence to its epoch before it leads (decision 0015).
  */
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { keys, type Keys } from './keys.js';
 import { runScript } from './scripts.js';
+import { raiseFences } from './fence.js';
 
 export interface LeadershipState {
   leading: boolean;
@@ -20,6 +22,8 @@ export class Leadership {
   private epoch = 0;
   /** performance.now() until which our lease is certainly valid; 0 = not leading. */
   private validUntil = 0;
+  /** The epoch to which this candidate raised every bucket's fence (decision 0015). */
+  private fencedEpoch = 0;
 
   constructor(
     /** A dedicated connection, so renewals never queue behind sweep traffic. */
@@ -37,7 +41,21 @@ export class Leadership {
     // If this throws (Redis unreachable), leadership lapses when the last proven lease runs out.
     const reply = (await runScript(this.redis, 'leadership', [this.keys.supervisorLeader, this.keys.supervisorEpoch], [this.id, this.leaseMs])) as unknown[];
     if (Number(reply[0]) === 1) {
-      this.epoch = Number(reply[1]);
+      const epoch = Number(reply[1]);
+      if (epoch !== this.fencedEpoch) {
+        // Newly elected: raise every bucket's fence to our epoch before acting (decision 0015), so a deposed
+        // leader is refused everywhere. A bucket that already saw a newer epoch means the election's INCR
+        // was lost (a failover): move the counter past it and step down; the next election issues a new one.
+        const newer = await raiseFences(this.redis, this.keys, epoch);
+        if (newer > 0) {
+          await runScript(this.redis, 'raiseEpoch', [this.keys.supervisorEpoch], [newer]);
+          await runScript(this.redis, 'resign', [this.keys.supervisorLeader], [`${this.id}|${epoch}`]);
+          this.validUntil = 0;
+          return { leading: false, epoch: this.epoch };
+        }
+        this.fencedEpoch = epoch;
+      }
+      this.epoch = epoch;
       // Valid from when we asked, not from when we heard back; less a margin for Redis' clock.
       this.validUntil = asked + this.leaseMs * 0.9;
       return { leading: true, epoch: this.epoch };

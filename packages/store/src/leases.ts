@@ -2,7 +2,8 @@
  * A scheduler's lease on a task, for one operation. A lease is **taken inside the transition script it
  * guards** (Redlock's single-instance acquire — SET with a unique token and an expiry — done atomically
  * with the write), extended with Redlock, and released by `releaseLeases.lua`, Redlock's
- * compare-and-delete for many leases in one call. See docs/decisions/0006-leases-redlock.md. (Agents
+ * compare-and-delete for many leases in one call per bucket. See docs/decisions/0006-leases-redlock.md; on a
+ * Redis Cluster the lease is a single key on its task's slot, not a quorum over masters (decision 0015). (Agents
  * hold no lease in Redis: their step request's JetStream message is their lease, decision 0010.)
  */
 import { randomBytes } from 'node:crypto';
@@ -73,21 +74,40 @@ export class Leases {
   private async flushReleases(): Promise<void> {
     const batch = this.releasing;
     this.releasing = [];
-    for (let i = 0; i < batch.length; i += 500) {
-      const part = batch.slice(i, i + 500);
-      await runScript(
-        this.redis,
-        'releaseLeases',
-        part.map((r) => r.claim.key),
-        part.map((r) => r.claim.token),
-      ).catch(() => undefined);
-      for (const r of part) r.done();
+    // One call per bucket: a script's keys must share a slot on a cluster (decision 0015).
+    const bySlot = new Map<string, { claim: LeaseClaim; done(): void }[]>();
+    for (const r of batch) {
+      const tag = hashTag(r.claim.key);
+      const list = bySlot.get(tag);
+      if (list) list.push(r);
+      else bySlot.set(tag, [r]);
     }
+    await Promise.all(
+      [...bySlot.values()].map(async (group) => {
+        for (let i = 0; i < group.length; i += 500) {
+          const part = group.slice(i, i + 500);
+          await runScript(
+            this.redis,
+            'releaseLeases',
+            part.map((r) => r.claim.key),
+            part.map((r) => r.claim.token),
+          ).catch(() => undefined);
+          for (const r of part) r.done();
+        }
+      }),
+    );
   }
 
   private claim(key: string, ms: number): LeaseClaim {
     return { key, token: `${this.prefix}.${(this.seq++).toString(36)}`, ms: Math.max(1, Math.floor(ms)) };
   }
+}
+
+/** A key's Redis Cluster hash tag (the text between its first `{` and the next `}`), or the key itself. */
+function hashTag(key: string): string {
+  const open = key.indexOf('{');
+  const close = open >= 0 ? key.indexOf('}', open + 1) : -1;
+  return close > open + 1 ? key.slice(open + 1, close) : key;
 }
 
 /** Redlock's allowance for clock drift and Redis' 1 ms expiry precision. */

@@ -9,7 +9,7 @@ import type { Redis } from 'ioredis';
 
 const LUA_DIR = new URL('../lua/', import.meta.url);
 
-export const SCRIPT_NAMES = ['createTask', 'applyResult', 'expireStep', 'expireTask', 'retryStep', 'cancelTask', 'releaseLeases', 'purgeFinished', 'compactFinished', 'registerWorkflow', 'leadership', 'resign'] as const;
+export const SCRIPT_NAMES = ['createTask', 'applyResult', 'expireStep', 'expireTask', 'retryStep', 'cancelTask', 'releaseLeases', 'purgeFinished', 'compactFinished', 'fenceBucket', 'registerWorkflow', 'leadership', 'resign', 'raiseEpoch'] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 
 export interface LoadedScript {

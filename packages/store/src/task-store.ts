@@ -11,7 +11,8 @@ import {
   type TaskSummary,
 } from '@triad/protocol';
 import { compilePlan, type PlanStep } from '@triad/core';
-import { keys, parseDeadlineMember, type Keys } from './keys.js';
+import { keys, parseDeadlineMember, type BucketKeys, type Keys } from './keys.js';
+import { fenceBuckets } from './fence.js';
 import type { LeaseClaim } from './leases.js';
 import { ScriptCode, scriptError } from './codes.js';
 import { runScript } from './scripts.js';
@@ -81,10 +82,11 @@ export class TaskStore {
 
   async createTask(a: CreateTaskArgs): Promise<CreateOutcome> {
     const k = this.keys;
+    const b = k.forTask(a.taskId);
     const reply = (await runScript(
       this.redis,
       'createTask',
-      [k.task(a.taskId), k.tasks, k.deadlines, k.finished, a.lease.key, k.compact],
+      [k.task(a.taskId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact],
       [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -98,11 +100,12 @@ export class TaskStore {
 
   async applyResult(a: ApplyResultArgs): Promise<ApplyOutcome> {
     const k = this.keys;
+    const b = k.forTask(a.taskId);
     const o = a.outcome;
     const reply = (await runScript(
       this.redis,
       'applyResult',
-      [k.task(a.taskId), k.deadlines, k.finished, a.lease.key, k.compact, k.alerts, k.alertOutbox],
+      [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox],
       [
         a.taskId,
         a.step,
@@ -149,19 +152,27 @@ export class TaskStore {
     return wf ? compilePlan(wf) : undefined;
   }
 
-  /** Most recent tasks first; `status` filters (reading at most `scanLimit` recent tasks to find them). */
+  /**
+   * Most recent tasks first; `status` filters (reading at most `scanLimit` recent tasks to find them). The
+   * tasks index is per bucket (decision 0015): each bucket's most recent `scan` are read and merged.
+   */
   async listTasks(opts: { status?: TaskStatus; limit: number; scanLimit?: number }): Promise<TaskSummary[]> {
     const scan = opts.status ? (opts.scanLimit ?? Math.max(opts.limit * 20, 2000)) : opts.limit;
-    const ids = await this.redis.zrevrange(this.keys.tasks, 0, scan - 1);
+    const perBucket = await Promise.all(this.keys.buckets.map((b) => this.redis.zrevrange(b.tasks, 0, scan - 1, 'WITHSCORES')));
+    const recent: { id: string; at: number }[] = [];
+    for (const flat of perBucket) for (let i = 0; i + 1 < flat.length; i += 2) recent.push({ id: flat[i] as string, at: Number(flat[i + 1]) });
+    recent.sort((x, y) => y.at - x.at || (x.id < y.id ? 1 : x.id > y.id ? -1 : 0));
+    const ids = recent.slice(0, scan).map((r) => r.id);
     if (ids.length === 0) return [];
-    const pipe = this.redis.pipeline();
-    for (const id of ids) pipe.hmget(this.keys.task(id), 'workflow', 'version', 'status', 'createdAt', 'updatedAt', 'finishedAt');
-    const rows = (await pipe.exec()) ?? [];
+    // One command per task, sent together (a pipeline cannot span a cluster's slots).
+    const rows = await Promise.all(
+      ids.map((id) => this.redis.hmget(this.keys.task(id), 'workflow', 'version', 'status', 'createdAt', 'updatedAt', 'finishedAt').catch(() => undefined)),
+    );
     const out: TaskSummary[] = [];
-    rows.forEach(([err, v], i) => {
-      if (err || !Array.isArray(v) || v[0] === null) return;
+    rows.forEach((v, i) => {
+      if (!v || v[0] === null) return;
       // A compacted record has no updatedAt: a finished task was last updated when it finished.
-      const [workflow, version, status, createdAt, updatedAt, finishedAt] = v as (string | null)[];
+      const [workflow, version, status, createdAt, updatedAt, finishedAt] = v;
       if (opts.status && status !== opts.status) return;
       if (out.length >= opts.limit) return;
       out.push({
@@ -221,10 +232,11 @@ export class TaskStore {
   /** An operator's retry of a failed (or parked) step, optionally with a corrected task input. */
   async retryStep(a: { lease: LeaseClaim; taskId: string; step?: string; input?: Uint8Array; now: number; schedulerId: string }): Promise<Transition & { step: string }> {
     const k = this.keys;
+    const b = k.forTask(a.taskId);
     const reply = (await runScript(
       this.redis,
       'retryStep',
-      [k.task(a.taskId), k.deadlines, k.finished, k.alerts, a.lease.key, k.compact],
+      [k.task(a.taskId), b.deadlines, b.finished, b.alerts, a.lease.key, b.compact],
       [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -235,51 +247,122 @@ export class TaskStore {
   /** An operator cancels a running task: it stops and its completed steps are compensated. */
   async cancelTask(a: { lease: LeaseClaim; taskId: string; reason: string; now: number; schedulerId: string }): Promise<Transition> {
     const k = this.keys;
-    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), k.deadlines, k.finished, a.lease.key, k.compact], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms])) as unknown[];
+    const b = k.forTask(a.taskId);
+    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms])) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `cancel ${a.taskId}`, parseBody(reply[1]).reason);
     return parseTransition(reply);
   }
 
-  /** Retention: removes up to `limit` tasks that finished before `cutoff`. Fenced by the supervisor epoch. */
+  /**
+   * Retention: removes up to `limit` tasks that finished before `cutoff`, oldest first. Fenced by the
+   * supervisor epoch: throws TriadError STALE when `epoch` is older than a bucket's fence.
+   */
   async purgeFinished(cutoff: number, limit: number, epoch: number): Promise<number> {
-    const k = this.keys;
-    const reply = (await runScript(this.redis, 'purgeFinished', [k.finished, k.tasks, k.supervisorEpoch, k.compact], [`${k.prefix}:task:`, cutoff, limit, epoch])) as unknown[];
-    const code = Number(reply[0]);
-    if (code !== ScriptCode.Ok) throw scriptError(code, 'purge finished tasks');
-    return Number(reply[1]);
+    return (await this.purgeFinishedBuckets(cutoff, limit, epoch)).removed;
+  }
+
+  /**
+   * purgeFinished, and whether more may be due (`full`). Each bucket's finished index is read from its
+   * start (decision 0015), the oldest `limit` due chosen, and the purge script runs only in the buckets
+   * that hold them, each with its count: O(buckets + due), one slot per script.
+   */
+  async purgeFinishedBuckets(cutoff: number, limit: number, epoch: number): Promise<{ removed: number; full: boolean }> {
+    const { counts, full } = await this.dueByBucket('finished', cutoff, limit);
+    const replies = await Promise.all(
+      counts.map(async ([b, n]) => (await runScript(this.redis, 'purgeFinished', [b.finished, b.tasks, b.epoch, b.compact], [b.taskPrefix, cutoff, n, epoch])) as unknown[]),
+    );
+    let removed = 0;
+    for (const reply of replies) {
+      const code = Number(reply[0]);
+      if (code !== ScriptCode.Ok) throw scriptError(code, 'purge finished tasks');
+      removed += Number(reply[1]);
+    }
+    return { removed, full };
   }
 
   /**
    * Retention's compaction stage: rewrites up to `limit` tasks that finished (completed, compensated or
-   * cancelled) at or before `cutoff` into their compact record (compactFinished.lua). O(due) on the
-   * compaction index. Fenced by the supervisor epoch: throws TriadError STALE when `epoch` is older.
+   * cancelled) at or before `cutoff` into their compact record (compactFinished.lua), oldest first.
+   * O(buckets + due). Fenced by the supervisor epoch: throws TriadError STALE when `epoch` is older.
    */
   async compactFinished(cutoff: number, limit: number, epoch: number): Promise<{ compacted: number; skipped: number }> {
-    const k = this.keys;
-    const reply = (await runScript(this.redis, 'compactFinished', [k.compact, k.supervisorEpoch], [`${k.prefix}:task:`, cutoff, limit, epoch])) as unknown[];
-    const code = Number(reply[0]);
-    if (code !== ScriptCode.Ok) throw scriptError(code, `compact finished tasks at epoch ${epoch}`);
-    return { compacted: Number(reply[1]), skipped: Number(reply[2]) };
+    const { compacted, skipped } = await this.compactFinishedBuckets(cutoff, limit, epoch);
+    return { compacted, skipped };
+  }
+
+  /** compactFinished, and whether more may be due (`full`); chosen per bucket as purgeFinishedBuckets does. */
+  async compactFinishedBuckets(cutoff: number, limit: number, epoch: number): Promise<{ compacted: number; skipped: number; full: boolean }> {
+    const { counts, full } = await this.dueByBucket('compact', cutoff, limit);
+    const replies = await Promise.all(
+      counts.map(async ([b, n]) => (await runScript(this.redis, 'compactFinished', [b.compact, b.epoch], [b.taskPrefix, cutoff, n, epoch])) as unknown[]),
+    );
+    let compacted = 0;
+    let skipped = 0;
+    for (const reply of replies) {
+      const code = Number(reply[0]);
+      if (code !== ScriptCode.Ok) throw scriptError(code, `compact finished tasks at epoch ${epoch}`);
+      compacted += Number(reply[1]);
+      skipped += Number(reply[2]);
+    }
+    return { compacted, skipped, full };
+  }
+
+  /**
+   * The oldest `limit` entries at or before `cutoff` of an index over every bucket, as a count per bucket
+   * (each bucket's own oldest ones); `full` when `limit` were found (more may be due).
+   */
+  private async dueByBucket(which: 'finished' | 'compact', cutoff: number, limit: number): Promise<{ counts: [BucketKeys, number][]; full: boolean }> {
+    const perBucketDue = await Promise.all(this.keys.buckets.map((b) => this.redis.zrangebyscore(b[which], '-inf', cutoff, 'WITHSCORES', 'LIMIT', 0, limit)));
+    const due: { b: BucketKeys; at: number; member: string }[] = [];
+    perBucketDue.forEach((flat, i) => {
+      const b = this.keys.buckets[i] as BucketKeys;
+      for (let j = 0; j + 1 < flat.length; j += 2) due.push({ b, member: flat[j] as string, at: Number(flat[j + 1]) });
+    });
+    // Oldest first; ties as ZRANGEBYSCORE orders them (by member), so each bucket's count covers the same entries.
+    due.sort((x, y) => x.at - y.at || (x.member < y.member ? -1 : x.member > y.member ? 1 : 0));
+    const counts = new Map<BucketKeys, number>();
+    for (const d of due.slice(0, limit)) counts.set(d.b, (counts.get(d.b) ?? 0) + 1);
+    return { counts: [...counts], full: due.length >= limit };
+  }
+
+  /**
+   * A new leader raises every bucket's fence to its epoch before it acts (decision 0015). Throws TriadError
+   * STALE when a bucket was already fenced by a newer epoch.
+   */
+  async fenceBuckets(epoch: number): Promise<void> {
+    await fenceBuckets(this.redis, this.keys, epoch);
   }
 
   /**
    * Alerts recorded by transitions and not yet published (oldest first, at most `limit`), each with the
-   * exact outbox entry to remove once JetStream stored it (decision 0009).
+   * exact outbox entry to remove once JetStream stored it (decision 0009), and its bucket.
    */
-  async pendingAlerts(limit: number): Promise<{ entry: string; alert: Alert }[]> {
-    const entries = await this.redis.zrange(this.keys.alertOutbox, 0, limit - 1);
-    return entries.map((entry) => ({ entry, alert: JSON.parse(entry) as Alert }));
+  async pendingAlerts(limit: number): Promise<PendingAlert[]> {
+    const perBucketEntries = await Promise.all(this.keys.buckets.map((b) => this.redis.zrange(b.alertOutbox, 0, limit - 1, 'WITHSCORES')));
+    const all: { bucket: number; entry: string; at: number }[] = [];
+    perBucketEntries.forEach((flat, bucket) => {
+      for (let i = 0; i + 1 < flat.length; i += 2) all.push({ bucket, entry: flat[i] as string, at: Number(flat[i + 1]) });
+    });
+    all.sort((x, y) => x.at - y.at);
+    return all.slice(0, limit).map(({ bucket, entry }) => ({ bucket, entry, alert: JSON.parse(entry) as Alert }));
   }
 
-  /** Removes published alerts from the outbox. */
-  async alertsPublished(entries: readonly string[]): Promise<void> {
-    if (entries.length > 0) await this.redis.zrem(this.keys.alertOutbox, ...entries);
+  /** Removes published alerts from their buckets' outboxes. */
+  async alertsPublished(entries: readonly Pick<PendingAlert, 'bucket' | 'entry'>[]): Promise<void> {
+    const byBucket = new Map<number, string[]>();
+    for (const e of entries) byBucket.set(e.bucket, [...(byBucket.get(e.bucket) ?? []), e.entry]);
+    await Promise.all(
+      [...byBucket].map(async ([bucket, list]) => {
+        const b = this.keys.buckets[bucket];
+        if (b) await this.redis.zrem(b.alertOutbox, ...list);
+      }),
+    );
   }
 
-  /** Open operator alerts (closed by an operator's retry of their task). */
+  /** Open operator alerts (closed by an operator's retry of their task), from every bucket. */
   async openAlerts(): Promise<Alert[]> {
-    const all = await this.redis.hvals(this.keys.alerts);
+    const all = (await Promise.all(this.keys.buckets.map((b) => this.redis.hvals(b.alerts)))).flat();
     return all.map((v) => JSON.parse(v) as Alert).sort((a, b) => b.raisedAt - a.raisedAt);
   }
 
@@ -298,7 +381,8 @@ export class TaskStore {
    */
   async expireStep(taskId: string, step: string, now: number, epoch: number): Promise<Expiry> {
     const k = this.keys;
-    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), k.deadlines, k.supervisorEpoch, k.finished, k.compact, k.alerts, k.alertOutbox], [taskId, step, now, epoch])) as unknown[];
+    const b = k.forTask(taskId);
+    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox], [taskId, step, now, epoch])) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire ${taskId}/${step} at epoch ${epoch}`);
@@ -311,33 +395,54 @@ export class TaskStore {
    */
   async expireTask(taskId: string, now: number, epoch: number): Promise<Expiry> {
     const k = this.keys;
-    const reply = (await runScript(this.redis, 'expireTask', [k.task(taskId), k.deadlines, k.supervisorEpoch, k.finished, k.compact, k.alerts, k.alertOutbox], [taskId, now, epoch])) as unknown[];
+    const b = k.forTask(taskId);
+    const reply = (await runScript(this.redis, 'expireTask', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox], [taskId, now, epoch])) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire the deadline of ${taskId} at epoch ${epoch}`);
     return parseExpiry(reply[1]);
   }
 
-  /** Steps whose complete-by has passed, oldest first: O(log n + expired) on the deadline index. */
+  /**
+   * Steps whose complete-by has passed, oldest first, at most `limit`: each bucket's deadline index read
+   * from its start, merged — O(buckets · log n + expired), whatever the number of finished tasks.
+   */
   async expiredSteps(now: number, limit: number): Promise<{ taskId: string; step: string; completeBy: number }[]> {
-    const raw = await this.redis.zrangebyscore(this.keys.deadlines, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit);
+    const perBucketRaw = await Promise.all(this.keys.buckets.map((b) => this.redis.zrangebyscore(b.deadlines, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)));
     const out: { taskId: string; step: string; completeBy: number }[] = [];
-    for (let i = 0; i + 1 < raw.length; i += 2) {
-      const m = parseDeadlineMember(raw[i] as string);
-      if (m) out.push({ ...m, completeBy: Number(raw[i + 1]) });
+    for (const raw of perBucketRaw) {
+      for (let i = 0; i + 1 < raw.length; i += 2) {
+        const m = parseDeadlineMember(raw[i] as string);
+        if (m) out.push({ ...m, completeBy: Number(raw[i + 1]) });
+      }
     }
-    return out;
+    out.sort((x, y) => x.completeBy - y.completeBy);
+    return out.length > limit ? out.slice(0, limit) : out;
   }
 
-  /** The earliest complete-by in the deadline index (epoch ms), if any step is waiting on one. */
+  /** The earliest complete-by in the deadline indexes (epoch ms), if any step is waiting on one. */
   async nextDeadline(): Promise<number | undefined> {
-    const first = await this.redis.zrange(this.keys.deadlines, 0, 0, 'WITHSCORES');
-    return first.length >= 2 ? Number(first[1]) : undefined;
+    const firsts = await Promise.all(this.keys.buckets.map((b) => this.redis.zrange(b.deadlines, 0, 0, 'WITHSCORES')));
+    let next: number | undefined;
+    for (const first of firsts) {
+      if (first.length < 2) continue;
+      const at = Number(first[1]);
+      if (next === undefined || at < next) next = at;
+    }
+    return next;
   }
 
   async countExpired(now: number): Promise<number> {
-    return this.redis.zcount(this.keys.deadlines, '-inf', now);
+    const counts = await Promise.all(this.keys.buckets.map((b) => this.redis.zcount(b.deadlines, '-inf', now)));
+    return counts.reduce((a, b) => a + b, 0);
   }
+}
+
+/** An alert waiting in a bucket's outbox. */
+export interface PendingAlert {
+  bucket: number;
+  entry: string;
+  alert: Alert;
 }
 
 export function requireTask<T>(t: T | undefined, taskId: string): T {

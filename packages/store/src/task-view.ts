@@ -1,5 +1,5 @@
 /**
- * A task record (the hash `triad:<ns>:task:{<id>}`) read back as the TaskState clients and operators
+ * A task record (the hash `triad:<ns>:{<ns>:bNN}:task:<id>`, decision 0015) read back as the TaskState clients and operators
  * see, in both shapes the store keeps: the full record of a running or recently finished task, and the
  * compact record retention leaves of a finished one that can never be retried (compactFinished.lua,
  * decision 0007). No I/O: the caller reads the hash and, for a compact record, the task's pinned plan

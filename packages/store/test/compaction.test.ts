@@ -7,6 +7,7 @@ import { encode, isTriadError, type TaskState, type WorkflowDefinitionInput } fr
 import { compilePlan, validateDefinition, type PlanStep } from '@triad/core';
 import { TaskStore, WorkflowStore } from '../src/index.js';
 import { usePrivateRedis } from './redis-server.js';
+import { indexMembers } from './buckets.js';
 
 const r = usePrivateRedis('triad-compaction-test');
 
@@ -62,7 +63,7 @@ async function setup(): Promise<Ctx> {
     expect(version).toBe(1);
     plans[wf.name] = compilePlan(wf);
   }
-  await r().set(store.keys.supervisorEpoch, EPOCH);
+  await store.fenceBuckets(EPOCH);
   return { store, plans };
 }
 
@@ -136,14 +137,15 @@ async function rawTask(c: Ctx, taskId: string): Promise<Record<string, string>> 
 }
 
 async function indexed(c: Ctx, which: 'compact' | 'finished' | 'tasks'): Promise<string[]> {
-  return r().zrange(c.store.keys[which], 0, -1);
+  return indexMembers(r(), c.store, which);
 }
 
 /** Bytes of the task hash plus its share of the tasks and finished indexes. */
 async function bytesPerTask(c: Ctx, taskId: string): Promise<{ hash: number; total: number }> {
   const hash = Number(await r().memory('USAGE', c.store.keys.task(taskId), 'SAMPLES', '0'));
   let index = 0;
-  for (const z of [c.store.keys.tasks, c.store.keys.finished]) {
+  const b = c.store.keys.forTask(taskId);
+  for (const z of [b.tasks, b.finished]) {
     const [bytes, card] = await Promise.all([r().memory('USAGE', z, 'SAMPLES', '0'), r().zcard(z)]);
     if (card > 0) index += Number(bytes) / card;
   }
@@ -251,7 +253,7 @@ describe('compaction', () => {
     const raw = { failed: await rawTask(c, 'failed-1'), cfailed: await rawTask(c, 'cfailed-1') };
     expect(await c.store.compactFinished(T0 + 60_000, 100, EPOCH)).toEqual({ compacted: 0, skipped: 0 });
     // Even a stray index entry is skipped: the script checks the status itself.
-    await r().zadd(c.store.keys.compact, T0, 'failed-1');
+    await r().zadd(c.store.keys.forTask('failed-1').compact, T0, 'failed-1');
     expect(await c.store.compactFinished(T0 + 60_000, 100, EPOCH)).toEqual({ compacted: 0, skipped: 1 });
     expect({ failed: await rawTask(c, 'failed-1'), cfailed: await rawTask(c, 'cfailed-1') }).toEqual(raw);
     expect((await c.store.getTask('failed-1'))?.compacted).toBeUndefined();
@@ -261,7 +263,7 @@ describe('compaction', () => {
     const c = await setup();
     await completed(c, 'done-1', T0);
     const raw = await rawTask(c, 'done-1');
-    await r().set(c.store.keys.supervisorEpoch, EPOCH + 1);
+    await c.store.fenceBuckets(EPOCH + 1);
     const err = await c.store.compactFinished(T0 + 60_000, 100, EPOCH).then(
       () => undefined,
       (e: unknown) => e,

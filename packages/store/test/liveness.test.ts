@@ -6,6 +6,7 @@ import { encode, type WorkflowDefinitionInput } from '@triad/protocol';
 import { compilePlan, validateDefinition, type PlanStep } from '@triad/core';
 import { Leases, TaskStore } from '../src/index.js';
 import { usePrivateRedis } from './redis-server.js';
+import { indexMap } from './buckets.js';
 
 const HELD = { key: 'test:lease:held', token: 'held-token', ms: 600_000 };
 const r = usePrivateRedis('triad-liveness-test', (redis) => redis.set(HELD.key, HELD.token));
@@ -65,10 +66,7 @@ async function stepOf(store: TaskStore, taskId: string, step: string) {
 }
 
 async function deadlines(store: TaskStore): Promise<Record<string, number>> {
-  const flat = await r().zrange(store.keys.deadlines, 0, -1, 'WITHSCORES');
-  const out: Record<string, number> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i] as string] = Number(flat[i + 1]);
-  return out;
+  return Object.fromEntries(await indexMap(r(), store, 'deadlines'));
 }
 
 describe('a breaker that stays open still ends the step', () => {
@@ -197,7 +195,7 @@ describe('the supervisor writes nothing on a no-op and never moves time backward
     // a completes at T0 + 2000 (its agent's clock), b starts then; a supervisor whose clock says T0 + 1500
     // finds b's deadline passed only after it: clamp to the task's time, never earlier.
     await store.applyResult(ok('clk-1', 'a', 1, T0 + 2_000));
-    await r().zadd(store.keys.deadlines, T0 + 1_000, 'clk-1|b');
+    await r().zadd(store.keys.forTask('clk-1').deadlines, T0 + 1_000, 'clk-1|b');
     await r().hset(store.keys.task('clk-1'), 's:b', JSON.stringify({ ...JSON.parse((await r().hget(store.keys.task('clk-1'), 's:b')) ?? '{}'), completeBy: T0 + 1_000 }));
     const e = await store.expireStep('clk-1', 'b', T0 + 1_500, 1);
     expect(e.action).toBe('retry');

@@ -2,8 +2,9 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, TriadError, encode, isTriadError, unpackTrusted, type WorkflowDefinitionInput } from '@triad/protocol';
 import { compilePlan, validateDefinition, type PlanStep } from '@triad/core';
-import { Leadership, Leases, TaskStore, WorkflowStore, isLeaseBusy } from '../src/index.js';
+import { Leadership, Leases, TaskStore, WorkflowStore, isLeaseBusy, keys } from '../src/index.js';
 import { usePrivateRedis } from './redis-server.js';
+import { indexMap } from './buckets.js';
 
 const r = usePrivateRedis('triad-store-test', (redis) => redis.set(HELD.key, HELD.token));
 
@@ -65,10 +66,7 @@ async function rawTask(store: TaskStore, taskId: string, omit: string[] = []): P
 }
 
 async function deadlines(store: TaskStore): Promise<Record<string, number>> {
-  const flat = await r().zrange(store.keys.deadlines, 0, -1, 'WITHSCORES');
-  const out: Record<string, number> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) out[flat[i] as string] = Number(flat[i + 1]);
-  return out;
+  return Object.fromEntries(await indexMap(r(), store, 'deadlines'));
 }
 
 async function staleResults(store: TaskStore, taskId: string): Promise<number> {
@@ -181,7 +179,7 @@ describe('applyResult', () => {
     expect(done).toMatchObject({ status: 'completed', finishedAt: T0 + 400, updatedAt: T0 + 400 });
     expect(done?.steps.every((s) => s.status === 'processed')).toBe(true);
     expect(await deadlines(store)).toEqual({});
-    expect(await r().zscore(store.keys.finished, 'fan-1')).toBe(String(T0 + 400));
+    expect(await r().zscore(store.keys.forTask('fan-1').finished, 'fan-1')).toBe(String(T0 + 400));
     // Event sequence numbers grow by one across all transitions of the task.
     const seqs = [...ra.transition.events, ...rb.transition.events, ...rc.transition.events, ...rd.transition.events].map((e) => e.seq);
     expect(seqs).toEqual(seqs.map((_, i) => (seqs[0] as number) + i));
@@ -379,7 +377,7 @@ describe('expireStep', () => {
 
   it('an unknown task is a noop and its index entry is removed', async () => {
     const store = new TaskStore(r(), ns());
-    await r().zadd(store.keys.deadlines, T0, 'ghost|a');
+    await r().zadd(store.keys.forTask('ghost').deadlines, T0, 'ghost|a');
     expect(await store.expireStep('ghost', 'a', T0 + 1, 1)).toEqual({ action: 'noop', kind: 'run', client: 'default', events: [], dispatch: [] });
     expect(await deadlines(store)).toEqual({});
   });
@@ -403,8 +401,8 @@ describe('the deadline index', () => {
     const budgets: [string, number][] = [['exp-1', 500], ['exp-2', 800], ['exp-3', 1_000], ['not-yet', 1_001]];
     for (const [id, b] of budgets) await store.createTask(createArgs(id, plan({ name: 'one', steps: [{ name: 's', agent: 'x', budgetMs: b }] }), T0));
 
-    expect(await r().zcard(store.keys.deadlines)).toBe(50 + 4);
-    expect(await r().zcard(store.keys.finished)).toBe(1_000);
+    expect((await indexMap(r(), store, 'deadlines')).size).toBe(50 + 4);
+    expect((await indexMap(r(), store, 'finished')).size).toBe(1_000);
     const expired = await store.expiredSteps(T0 + 1_000, 100);
     expect(expired).toEqual([
       { taskId: 'exp-1', step: 's', completeBy: T0 + 500 },
@@ -463,7 +461,7 @@ describe('Leadership', () => {
     expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
 
     await expect
-      .poll(() => r().exists(`triad:${namespace}:supervisor:leader`), { timeout: 10_000, interval: 20, message: "A's 200 ms lease to lapse (its leader key to expire)" })
+      .poll(() => r().exists(keys(namespace).supervisorLeader), { timeout: 10_000, interval: 20, message: "A's 200 ms lease to lapse (its leader key to expire)" })
       .toBe(0);
     // A did not renew: it must not believe it still leads.
     expect(a.isLeader()).toBe(false);
@@ -474,7 +472,7 @@ describe('Leadership', () => {
 
     // A resigning (it does not hold the lease) changes nothing: B still holds it with the same epoch.
     await a.resign();
-    expect(await r().get(`triad:${namespace}:supervisor:leader`)).toBe('sup-b|2');
+    expect(await r().get(keys(namespace).supervisorLeader)).toBe('sup-b|2');
     expect(await b.tick()).toEqual({ leading: true, epoch: 2 });
     expect(await a.tick()).toMatchObject({ leading: false, holder: 'sup-b|2' });
 
@@ -491,10 +489,33 @@ describe('Leadership', () => {
     expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
     expect(a.isLeader()).toBe(true);
     expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
-    expect(await r().get(`triad:${namespace}:supervisor:epoch`)).toBe('1');
-    const pttl = await r().pttl(`triad:${namespace}:supervisor:leader`);
+    expect(await r().get(keys(namespace).supervisorEpoch)).toBe('1');
+    const pttl = await r().pttl(keys(namespace).supervisorLeader);
     expect(pttl).toBeGreaterThan(0);
     expect(pttl).toBeLessThanOrEqual(30_000);
+  });
+
+  it('a new leader fences every bucket at its epoch; an epoch a bucket already saw (a lost election) is never led with', async () => {
+    const namespace = ns();
+    const k = keys(namespace);
+    const a = new Leadership(r(), namespace, 'sup-a', 30_000);
+    expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
+    expect(await Promise.all(k.buckets.map((b) => r().get(b.epoch)))).toEqual(k.buckets.map(() => '1'));
+    // A failover lost the election's writes (the leader key and the counter) after bucket 7 saw epoch 4.
+    await r().del(k.supervisorLeader, k.supervisorEpoch);
+    await r().set(k.buckets[7]!.epoch, '4');
+    const b = new Leadership(r(), namespace, 'sup-b', 30_000);
+    // Elected with epoch 1 again: bucket 7 refuses it, so B does not lead and moves the counter past 4.
+    expect(await b.tick()).toEqual({ leading: false, epoch: 0 });
+    expect(b.isLeader()).toBe(false);
+    expect(await r().get(k.supervisorEpoch)).toBe('4');
+    expect(await b.tick()).toEqual({ leading: true, epoch: 5 });
+    expect(await Promise.all(k.buckets.map((x) => r().get(x.epoch)))).toEqual(k.buckets.map(() => '5'));
+    // A, still believing in epoch 1, is refused in every bucket.
+    const store = new TaskStore(r(), namespace);
+    await store.createTask(createArgs('fence-1'));
+    await expect(store.expireStep('fence-1', 'a', T0 + 1_000_000, 1)).rejects.toMatchObject({ code: ErrorCode.Stale });
+    await expect(store.fenceBuckets(1)).rejects.toMatchObject({ code: ErrorCode.Stale });
   });
 
   it('a resign by a candidate that never led does nothing', async () => {
@@ -504,7 +525,7 @@ describe('Leadership', () => {
     await a.tick();
     await b.tick();
     await b.resign();
-    expect(await r().get(`triad:${namespace}:supervisor:leader`)).toBe('sup-a|1');
+    expect(await r().get(keys(namespace).supervisorLeader)).toBe('sup-a|1');
     expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
   });
 });
@@ -560,7 +581,7 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     const store = new TaskStore(r(), ns());
     await store.createTask(createArgs('lease-1'));
     const before = await rawTask(store, 'lease-1');
-    const busyKey = `${store.keys.prefix}:lease:{lease-1}:task`;
+    const busyKey = store.keys.lease('lease-1', 'task');
     await r().set(busyKey, 'someone-else', 'PX', 60_000);
     const mine = { key: busyKey, token: 'mine', ms: 5_000 };
     const refused = await store.applyResult({ ...ok('lease-1', 'a', 1, T0 + 100), lease: mine }).catch((e: unknown) => e);

@@ -285,7 +285,7 @@ describe('the alert is recorded by the transition that needs it', () => {
     ]);
     const pending = await u.store.pendingAlerts(10);
     expect(pending.map((p) => p.alert.id)).toEqual(['a-1:reserve:compensation_failed:1']);
-    await u.store.alertsPublished(pending.map((p) => p.entry));
+    await u.store.alertsPublished(pending);
     expect(await u.store.pendingAlerts(10)).toEqual([]);
     // Published alerts stay open until the operator's retry closes them.
     expect(await u.store.openAlerts()).toHaveLength(1);

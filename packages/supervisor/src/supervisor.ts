@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
 import { encode, errorMessage, isTriadError, silentLogger, type Logger, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
-import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type TaskStore } from '@triad/store';
+import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type PendingAlert, type TaskStore } from '@triad/store';
 
 /** Expired steps handled at once within a sweep. */
 const SWEEP_CONCURRENCY = 16;
@@ -64,6 +64,8 @@ export class Supervisor {
   private lastReportAt = 0;
   /** The last sweep found as many expired steps as it could take: sweep again at once. */
   private behind = false;
+  /** A bucket had more due than its share in the last retention pass: run the next one without waiting. */
+  private retentionBehind = false;
 
   constructor(private readonly o: SupervisorOptions) {
     this.id = o.id ?? `supervisor-${randomUUID().slice(0, 8)}`;
@@ -138,7 +140,7 @@ export class Supervisor {
 
   private async nextSweepDelay(): Promise<number> {
     if (!this.leadership.isLeader()) return this.intervalMs;
-    if (this.behind) return MIN_SWEEP_GAP_MS;
+    if (this.behind || this.retentionBehind) return MIN_SWEEP_GAP_MS;
     const next = await this.o.tasks.nextDeadline();
     if (next === undefined) return this.intervalMs;
     return Math.min(this.intervalMs, Math.max(MIN_SWEEP_GAP_MS, next - Date.now() + 1));
@@ -204,14 +206,22 @@ export class Supervisor {
     // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above);
     // then those that can never be retried and are past the compaction delay get their compact record
     // (after the purge, so nothing about to be deleted is compacted first). Both read their index in O(due).
-    if (now - this.lastRetentionAt >= this.intervalMs) {
+    // Each pass walks every bucket with its share of the batch (decision 0015); a bucket left with more
+    // due runs the next pass at the next sweep rather than an interval later.
+    if (this.retentionBehind || now - this.lastRetentionAt >= this.intervalMs) {
       this.lastRetentionAt = now;
+      let behind = false;
       await this.retention('purge', async () => {
-        this.health.purged += await this.o.tasks.purgeFinished(now - (this.o.retentionMs ?? 86_400_000), batch, epoch);
+        const r = await this.o.tasks.purgeFinishedBuckets(now - (this.o.retentionMs ?? 86_400_000), batch, epoch);
+        this.health.purged += r.removed;
+        behind ||= r.full;
       });
       await this.retention('compaction', async () => {
-        this.health.compacted += (await this.o.tasks.compactFinished(now - (this.o.compactAfterMs ?? DEFAULT_COMPACT_AFTER_MS), batch, epoch)).compacted;
+        const r = await this.o.tasks.compactFinishedBuckets(now - (this.o.compactAfterMs ?? DEFAULT_COMPACT_AFTER_MS), batch, epoch);
+        this.health.compacted += r.compacted;
+        behind ||= r.full;
       });
+      this.retentionBehind = behind;
     }
     this.health.lastSweepAt = now;
     // Reported once per interval, or when this sweep had work (so the counters are fresh after a retry).
@@ -263,11 +273,12 @@ export class Supervisor {
     try {
       const pending = await this.o.tasks.pendingAlerts(ALERTS_PER_SWEEP);
       if (pending.length === 0) return;
-      const done: string[] = [];
+      const done: PendingAlert[] = [];
       const sent = await Promise.allSettled(
-        pending.map(async ({ entry, alert }) => {
+        pending.map(async (p) => {
+          const { alert } = p;
           await publishDurable(bus, bus.names.subjects.alert, encode(alert), `alert:${alert.id}`);
-          done.push(entry);
+          done.push(p);
           this.log.error({ ...alert }, 'operator alert raised');
         }),
       );

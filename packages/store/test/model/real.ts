@@ -59,16 +59,23 @@ async function zsetMap(redis: Redis, key: string): Promise<Map<string, number>> 
   return out;
 }
 
+/** An index over all buckets (decision 0015). */
+async function indexOf(sys: RealSystem, which: 'deadlines' | 'finished' | 'compact' | 'alertOutbox'): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const b of sys.store.keys.buckets) for (const [m, score] of await zsetMap(sys.redis, b[which])) out.set(m, score);
+  return out;
+}
+
 export function readDeadlines(sys: RealSystem): Promise<Map<string, number>> {
-  return zsetMap(sys.redis, sys.store.keys.deadlines);
+  return indexOf(sys, 'deadlines');
 }
 
 export function readFinished(sys: RealSystem): Promise<Map<string, number>> {
-  return zsetMap(sys.redis, sys.store.keys.finished);
+  return indexOf(sys, 'finished');
 }
 
 export function readCompact(sys: RealSystem): Promise<Map<string, number>> {
-  return zsetMap(sys.redis, sys.store.keys.compact);
+  return indexOf(sys, 'compact');
 }
 
 /** An alert as a transition wrote it, checked against the wire schema (the leader publishes it as is). */
@@ -82,7 +89,7 @@ function alertOf(json: unknown, where: string): Alert {
 export async function readAlerts(sys: RealSystem): Promise<{ open: Map<string, Alert>; outbox: { alert: Alert; score: number }[] }> {
   const open = new Map<string, Alert>();
   for (const a of await sys.store.openAlerts()) open.set(a.id, alertOf(a, 'the open alerts'));
-  const outbox = [...(await zsetMap(sys.redis, sys.store.keys.alertOutbox))].map(([json, score]) => ({ alert: alertOf(JSON.parse(json), 'the outbox'), score }));
+  const outbox = [...(await indexOf(sys, 'alertOutbox'))].sort((a, b) => a[1] - b[1]).map(([json, score]) => ({ alert: alertOf(JSON.parse(json), 'the outbox'), score }));
   return { open, outbox };
 }
 
@@ -93,7 +100,7 @@ export async function readAlerts(sys: RealSystem): Promise<{ open: Map<string, A
  */
 export async function snapshot(sys: RealSystem): Promise<Record<string, unknown>> {
   const prefix = sys.store.keys.prefix;
-  const names = (await sys.redis.keys(`${prefix}:*`)).filter((k) => !k.startsWith(`${prefix}:lease:`)).sort();
+  const names = (await sys.redis.keys(`${prefix}:*`)).filter((k) => !k.includes(':lease:')).sort();
   const out: Record<string, unknown> = {};
   for (const key of names) {
     const type = await sys.redis.type(key);

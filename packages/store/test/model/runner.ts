@@ -31,7 +31,7 @@ export async function newEnv(redis: Redis, namespace: string): Promise<Env> {
   const sys = realSystem(redis, namespace);
   const model = new Model(T0);
   // The first supervisor leader holds epoch 1.
-  await redis.set(sys.store.keys.supervisorEpoch, String(model.epoch));
+  await sys.store.fenceBuckets(model.epoch);
   return { model, visible: new Set(), history: [], sys, log: [], last: new Map(), current: '', raised: new Map() };
 }
 
@@ -337,7 +337,8 @@ export async function execute(env: Env, op: Op): Promise<void> {
       if (op.t === 'sweep') await sweep(env, label, op.publish);
       return;
     case 'takeover':
-      await env.sys.redis.incr(store.keys.supervisorEpoch);
+      // A new leader fences every bucket before it acts (decision 0015).
+      await store.fenceBuckets(model.epoch + 1);
       model.epoch++;
       await check(env, label, await readAll(env));
       return;
@@ -396,7 +397,7 @@ export async function execute(env: Env, op: Op): Promise<void> {
       const real = pending.map((p) => `${p.alert.id}@${p.alert.raisedAt}`).sort();
       const expected = model.outbox.map((a) => `${a.id}@${a.raisedAt}`).sort();
       if (!isDeepStrictEqual(real, expected)) fail(env, `${label}: the outbox holds ${JSON.stringify(real)} but the model's holds ${JSON.stringify(expected)}`);
-      await store.alertsPublished(pending.map((p) => p.entry));
+      await store.alertsPublished(pending);
       model.published();
       await check(env, label, await readAll(env));
       return;
