@@ -1,6 +1,7 @@
 // Crashed and paused actors on real processes: a scheduler killed mid-run, the supervisor leader killed
 // (another leads within the lease, epoch + 1), and a paused leader that wakes deposed and writes nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keys } from '@triad/store';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { effectCounts, startTriad, type TestTriad, fastOrders } from '../support/triad.js';
 import { tasksInFlight, waitForCall, waitForSupervisorReport, waitForSweeps } from '../support/waits.js';
@@ -17,7 +18,7 @@ const orders = fastOrders({ budgetMs: 1_000, retry: { maxAttempts: 2, initialDel
 
 /** The current supervisor leader of a test Triad, read from its lease key (`<id>|<epoch>`). */
 async function leader(t: TestTriad): Promise<{ id: string; epoch: number } | undefined> {
-  const v = await t.redis.get(`triad:${t.namespace}:supervisor:leader`);
+  const v = await t.redis.get(keys(t.namespace).supervisorLeader);
   if (!v) return undefined;
   const [id, epoch] = v.split('|');
   return { id: id!, epoch: Number(epoch) };
@@ -108,7 +109,7 @@ describe('actor crashes', () => {
     const now = await leader(t);
     expect(now?.id).toBe(next.id);
     expect(now?.epoch).toBe(next.epoch);
-    const status = await t.redis.hgetall(`triad:${t.namespace}:supervisor:status`);
+    const status = await t.redis.hgetall(keys(t.namespace).supervisorStatus);
     const oldStatus = status[first.id] ? (JSON.parse(status[first.id]!) as { leading: boolean }) : undefined;
     expect(oldStatus?.leading ?? false).toBe(false);
     t.services.payment.setFaults({ hangRate: 0 });

@@ -3,6 +3,7 @@
 // and every remote effect is applied once per idempotency key.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StepResultSchema, encode, type StepResult, type TaskEvent } from '@triad/protocol';
+import { keys } from '@triad/store';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { cli, effectCounts, startTriad, fastOrders } from '../support/triad.js';
 import { waitForCall, waitForSweeps } from '../support/waits.js';
@@ -64,7 +65,7 @@ describe('agent faults', () => {
     const late: StepResult = { taskId, step: 'charge', kind: 'run', attempt: 1, agentId: 'paused-agent', finishedAt: Date.now(), tries: 1, ok: true, output: { chargeId: 'forged', amount: 999 } };
     expect(StepResultSchema.safeParse(late).success).toBe(true);
     await t.client.bus.js.publish(t.client.bus.names.subjects.result('payment'), encode(late), { msgID: `late-${taskId}` });
-    const staleKey = `triad:${t.namespace}:task:{${taskId}}`;
+    const staleKey = keys(t.namespace).task(taskId);
     await waitFor(async () => Number((await t.redis.hget(staleKey, 'staleResults')) ?? 0) >= 1 || undefined, { timeoutMs: 10_000, what: 'the late result to be counted as stale' });
     const after = await t.client.getTask(taskId);
     expect(after.steps.find((s) => s.name === 'charge')!.output).toEqual(before.steps.find((s) => s.name === 'charge')!.output);
@@ -91,7 +92,7 @@ describe('agent faults', () => {
     // More sweeps pass: still one.
     await waitForSweeps(t, 3);
     expect((await bus.jsm.streams.info(bus.names.streams.alerts)).state.messages).toBe(1);
-    const open = await t.redis.hgetall(`triad:${t.namespace}:alerts`);
+    const open = await t.redis.hgetall(keys(t.namespace).forTask(state.taskId).alerts);
     expect(Object.keys(open)).toHaveLength(1);
     expect(JSON.parse(Object.values(open)[0]!)).toMatchObject({ taskId: state.taskId, step: 'charge', failureCount: 3, kind: 'step_error' });
 

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TriadClient } from '@triad/client';
 import { StepResultSchema, encode, type StepResult } from '@triad/protocol';
+import { keys } from '@triad/store';
 import { freePort, startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { waitForDeadLetter } from '../support/dead-letters.js';
 import { startTriad, type TestTriad } from '../support/triad.js';
@@ -72,7 +73,7 @@ describe('who may be answered, and who may report', () => {
     expect(await deadLetter((r) => r.startsWith('forged result rejected') && r.includes('step only'), 'the forged result dead-lettered')).toMatch(
       /agent ghost's, but the result came on agent payment's subject/,
     );
-    expect(await t.redis.hget(`triad:${t.namespace}:task:{${taskId}}`, 'forgedResults')).toBe('1');
+    expect(await t.redis.hget(keys(t.namespace).task(taskId), 'forgedResults')).toBe('1');
     expect((await t.client.getTask(taskId)).steps[0]?.status).toBe('processing');
     await t.client.bus.js.publish(t.client.bus.names.subjects.result('ghost'), encode({ ...result, agentId: 'ghost-1' }), { msgID: `real-${taskId}` });
     const done = await t.client.wait(taskId, { timeoutMs: 15_000 });

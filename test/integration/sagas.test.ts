@@ -7,6 +7,7 @@
 import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, type TaskEvent, type TaskState, type WorkflowDefinitionInput } from '@triad/protocol';
+import { keys } from '@triad/store';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { ROOT, SCRIPTS, cli, startTriad, type TestTriad } from '../support/triad.js';
 import type { SagaInput } from '../support/saga-agents.js';
@@ -210,7 +211,7 @@ describe('versions and retention', () => {
     const still = await r.client.getTask(running);
     expect(still.status).toBe('running');
     expect((await r.client.listTasks({ limit: 1000 })).map((x) => x.taskId)).not.toContain(done.taskId);
-    expect(await r.redis.exists(`triad:${r.namespace}:task:{${done.taskId}}`)).toBe(0);
+    expect(await r.redis.exists(keys(r.namespace).task(done.taskId))).toBe(0);
   });
 
   it('with compactAfterMs 0 the leader compacts completed and compensated tasks; the client and triad status still show them', async () => {
@@ -220,13 +221,13 @@ describe('versions and retention', () => {
     const done = await r.client.run('linear', {}, { timeoutMs: 30_000 });
     const undone = await r.client.run('linear', { failAt: 's3' } satisfies SagaInput, { timeoutMs: 45_000 });
     expect([done.status, undone.status]).toEqual(['completed', 'compensated']);
-    const taskKey = (id: string): string => `triad:${r.namespace}:task:{${id}}`;
+    const taskKey = (id: string): string => keys(r.namespace).task(id);
     await waitFor(async () => ((await r.redis.hget(taskKey(done.taskId), 'c')) === '1' && (await r.redis.hget(taskKey(undone.taskId), 'c')) === '1') || undefined, {
       timeoutMs: 15_000,
       what: 'both finished tasks to be compacted',
     });
     expect(await r.redis.object('ENCODING', taskKey(done.taskId))).toBe('listpack');
-    expect(await r.redis.zcard(`triad:${r.namespace}:compact`)).toBe(0);
+    expect(await Promise.all(keys(r.namespace).buckets.map((b) => r.redis.zcard(b.compact)))).toEqual(keys(r.namespace).buckets.map(() => 0));
     expect(await r.redis.hexists(taskKey(done.taskId), 'plan')).toBe(0);
 
     // What survives compaction reads back as it was (`done` may itself have been read before or after it).
