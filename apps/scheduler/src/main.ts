@@ -5,16 +5,16 @@
 import { connectBus } from '@triad/bus';
 import { Scheduler } from '@triad/scheduler';
 import { runService } from '@triad/service';
-import { Leases, TaskStore, WorkflowStore, connectRedis } from '@triad/store';
+import { Leases, TaskStore, WorkflowStore, connectStore } from '@triad/store';
 
 runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
-  const redis = await connectRedis(config.redis, {}, { onFatal: fail });
+  const redis = await connectStore(config.redis, {}, { onFatal: fail });
   onShutdown(() => void redis.disconnect());
   const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-scheduler', onFatal: fail });
   onShutdown(() => bus.close());
   const scheduler = new Scheduler({
     bus,
-    tasks: new TaskStore(redis, config.namespace),
+    tasks: new TaskStore(redis, config.namespace, { waitReplicas: config.redisWaitReplicas, waitMs: config.redisWaitMs }),
     workflows: new WorkflowStore(redis, config.namespace),
     leases: new Leases(redis, config.namespace),
     logger: log,

@@ -10,7 +10,7 @@ import { connectBus } from '@triad/bus';
 import { ErrorCode, TriadError } from '@triad/protocol';
 import { runService } from '@triad/service';
 import { DEFAULT_COMPACT_AFTER_MS, Supervisor } from '@triad/supervisor';
-import { TaskStore, connectRedis } from '@triad/store';
+import { TaskStore, connectStore } from '@triad/store';
 
 /** Each tunable: its environment variable, and what a valid value is (said back when one is not). */
 const TUNABLES = {
@@ -52,14 +52,14 @@ function tuningFrom(env: NodeJS.ProcessEnv): Tuning {
 
 runService('supervisor', async ({ config, log, onShutdown, healthy, fail }) => {
   const tuning = tuningFrom(process.env);
-  const redis = await connectRedis(config.redis, {}, { onFatal: fail });
+  const redis = await connectStore(config.redis, {}, { onFatal: fail });
   onShutdown(() => void redis.disconnect());
   // Leadership renewals get their own connection so they never wait behind sweep traffic.
-  const leaderRedis = await connectRedis(config.redis, { connectionName: 'triad-supervisor-lease', enableAutoPipelining: false }, { onFatal: fail });
+  const leaderRedis = await connectStore(config.redis, { connectionName: 'triad-supervisor-lease', enableAutoPipelining: false }, { onFatal: fail });
   onShutdown(() => void leaderRedis.disconnect());
   const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-supervisor', onFatal: fail });
   onShutdown(() => bus.close());
-  const supervisor = new Supervisor({ bus, tasks: new TaskStore(redis, config.namespace), leaderRedis, logger: log, ...tuning });
+  const supervisor = new Supervisor({ bus, tasks: new TaskStore(redis, config.namespace), leaderRedis, waitReplicas: config.redisWaitReplicas, logger: log, ...tuning });
   await supervisor.start();
   onShutdown(() => supervisor.stop());
   healthy(() => redis.status === 'ready' && !bus.nc.isClosed());

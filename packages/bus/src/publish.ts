@@ -1,11 +1,51 @@
 /** Publishing: JetStream with a message id where duplicates are possible; dead letters; plain NATS for replies. */
+import type { JetStreamPublishOptions, PubAck } from '@nats-io/jetstream';
 import { encode, errorMessage, type DeadLetter, type TaskEvent, type TaskEventBatch } from '@triad/protocol';
 import type { Bus } from './connection.js';
 import { protocolHeaders } from './headers.js';
 
+/**
+ * How long a JetStream publish keeps trying through a stream's leader change on a NATS cluster (a 503 /
+ * no responders while the stream has no leader, or a timeout while one is elected): the replicas elect a
+ * new leader within a few seconds (decision 0015).
+ */
+export const PUBLISH_RETRY_MS = 10_000;
+/** One try's timeout (the JetStream client's own default). */
+const PUBLISH_TRY_MS = 4_000;
+
+/** An error a stream's leader change gives a publish: nobody answered yet, or not in time. */
+export function isLeaderChange(e: unknown): boolean {
+  const name = e instanceof Error ? e.name : '';
+  return name === 'NoRespondersError' || name === 'TimeoutError' || /\b503\b|no responders|timeout|temporarily unavailable/i.test(errorMessage(e));
+}
+
+/** Whether the server this connection talks to is part of a NATS cluster (its INFO names one). */
+function clustered(bus: Bus): boolean {
+  return Boolean(bus.nc.info?.cluster);
+}
+
+/**
+ * `js.publish`, tried again through a stream leader change until PUBLISH_RETRY_MS have passed (then the
+ * last error), when connected to a NATS cluster. A retry is safe where duplicates matter: those publishes carry a message id, which
+ * JetStream de-duplicates.
+ */
+export async function publishRetrying(bus: Bus, subject: string, data: Uint8Array, opts: Partial<JetStreamPublishOptions> = {}): Promise<PubAck> {
+  const deadline = Date.now() + PUBLISH_RETRY_MS;
+  for (let tries = 1; ; tries++) {
+    try {
+      return await bus.js.publish(subject, data, { ...opts, timeout: Math.max(250, Math.min(PUBLISH_TRY_MS, deadline - Date.now())) });
+    } catch (e) {
+      const wait = Math.min(50 * 2 ** tries, 1_000);
+      // Only a clustered server has stream leaders to change; on one server a 503 means no such stream.
+      if (!clustered(bus) || !isLeaderChange(e) || Date.now() + wait >= deadline) throw e;
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+}
+
 /** A JetStream publish of a protocol message (with its version header), optionally de-duplicated by `msgID`. */
 export async function publishDurable(bus: Bus, subject: string, data: Uint8Array, msgID?: string, extraHeaders?: Record<string, string>): Promise<{ duplicate: boolean }> {
-  const ack = await bus.js.publish(subject, data, { headers: protocolHeaders(extraHeaders), ...(msgID ? { msgID } : {}) });
+  const ack = await publishRetrying(bus, subject, data, { headers: protocolHeaders(extraHeaders), ...(msgID ? { msgID } : {}) });
   return { duplicate: ack.duplicate };
 }
 
@@ -21,7 +61,7 @@ export async function deadLetter(bus: Bus, source: string, reason: string, origi
   const kept = reason.length > DEAD_LETTER_REASON_CHARS ? `${reason.slice(0, DEAD_LETTER_REASON_CHARS)}… (${reason.length} characters)` : reason;
   const dl: DeadLetter = { source, reason: kept, receivedAt: Date.now(), deliveries, original: new Uint8Array(original) };
   try {
-    await bus.js.publish(bus.names.subjects.deadLetter(source.replace(/[.*>\s]/g, '_')), encode(dl, 2_000_000), { headers: protocolHeaders() });
+    await publishRetrying(bus, bus.names.subjects.deadLetter(source.replace(/[.*>\s]/g, '_')), encode(dl, 2_000_000), { headers: protocolHeaders() });
     return true;
   } catch (e) {
     // The caller puts the message back for a later delivery (and drops it only past the redelivery limit).

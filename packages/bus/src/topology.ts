@@ -13,7 +13,7 @@ import {
   type StreamConfig,
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
-import { DEFAULT_MAX_MESSAGE_BYTES } from '@triad/protocol';
+import { DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, TriadError } from '@triad/protocol';
 import type { Bus } from './connection.js';
 
 const HOUR = 3_600_000;
@@ -26,6 +26,8 @@ export interface TopologyOptions {
   /** The window in which a resubmitted task id is dropped by JetStream itself. */
   duplicateWindowMs?: number;
   maxMessageBytes?: number;
+  /** Replicas of each stream; default TRIAD_STREAM_REPLICAS, else 1. */
+  replicas?: number;
 }
 
 /**
@@ -79,9 +81,24 @@ const STREAM_NAME_EXIST = 10058;
  */
 const SUBJECTS_OVERLAP = 10065;
 
+/**
+ * Replicas of each stream: TRIAD_STREAM_REPLICAS (default 1; 3 on a 3-node NATS cluster, decision 0015).
+ * Throws INVALID_CONFIG for anything but a whole number from 1 to 5.
+ */
+export function streamReplicas(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env['TRIAD_STREAM_REPLICAS'];
+  if (raw === undefined || raw.trim() === '') return 1;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > 5) {
+    throw new TriadError(ErrorCode.InvalidConfig, `TRIAD_STREAM_REPLICAS is "${raw}": set it to the number of replicas of each stream, 1 to 5 (at most the cluster's JetStream servers; 1 for a single server)`);
+  }
+  return n;
+}
+
 export async function ensureStreams(bus: Bus, o: TopologyOptions = {}): Promise<void> {
+  const replicas = o.replicas ?? streamReplicas();
   for (const spec of streamSpecs(bus, o)) {
-    const cfg: Partial<StreamConfig> & { name: string } = { ...spec, storage: StorageType.File, num_replicas: 1 };
+    const cfg: Partial<StreamConfig> & { name: string } = { ...spec, storage: StorageType.File, num_replicas: replicas };
     for (let tries = 1; ; tries++) {
       try {
         await bus.jsm.streams.add(cfg);

@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import { DeliverPolicy, type Consumer } from '@nats-io/jetstream';
 import { createInbox } from '@nats-io/nats-core';
-import { REPLY_TO_HEADER, connectBus, protocolHeaders, type Bus } from '@triad/bus';
+import { REPLY_TO_HEADER, connectBus, protocolHeaders, publishRetrying, type Bus } from '@triad/bus';
 import {
   ApiReplySchema,
   ClientIdSchema,
@@ -210,7 +210,7 @@ export class TriadClient {
       // scheduler, to be refused there with the reason (decision 0010).
       // The reply subject goes in a header too: a refusal can then be answered even if the body is unreadable.
       const h = protocolHeaders(v.value.replyTo ? { [REPLY_TO_HEADER]: v.value.replyTo } : {});
-      const ack = await this.bus.js.publish(this.bus.names.subjects.submit(this.clientId), bytes, { msgID: `${this.clientId}:${v.value.taskId}`, headers: h });
+      const ack = await publishRetrying(this.bus, this.bus.names.subjects.submit(this.clientId), bytes, { msgID: `${this.clientId}:${v.value.taskId}`, headers: h });
       return { taskId: v.value.taskId, duplicate: ack.duplicate };
     } catch (e) {
       throw new TriadError(

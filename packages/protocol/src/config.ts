@@ -17,6 +17,13 @@ export const ConfigSchema = z.object({
   /** The identity clients and the CLI submit and read under (decision 0010). */
   clientId: ClientIdSchema.default(DEFAULT_CLIENT_ID),
   logLevel: z.enum(['debug', 'info', 'warn', 'error', 'silent']).default('info'),
+  /**
+   * Replicas that must acknowledge a task's creation (and a supervisor election) before it is confirmed:
+   * Redis WAIT (decision 0015). 0 on one Redis; 1 on a cluster whose primaries have replicas.
+   */
+  redisWaitReplicas: z.coerce.number().int().min(0).max(16).default(0),
+  /** How long WAIT waits for them, ms. */
+  redisWaitMs: z.coerce.number().int().min(1).max(60_000).default(1_000),
 });
 
 export type Config = z.output<typeof ConfigSchema> & {
@@ -26,7 +33,7 @@ export type Config = z.output<typeof ConfigSchema> & {
   redisUrl: string;
   /** Everything connectBus needs: servers, the one auth method, TLS files (read when connecting). */
   nats: NatsConnectionOptions;
-  /** Everything connectRedis needs: REDIS_URL and REDIS_TLS_CA. */
+  /** Everything connectStore needs: REDIS_URL, REDIS_TLS_CA, TRIAD_REDIS_CLUSTER. */
   redis: RedisConnectionOptions;
 };
 
@@ -39,8 +46,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     namespace: env['TRIAD_NAMESPACE'] || undefined,
     clientId: env['TRIAD_CLIENT_ID'] || undefined,
     logLevel: env['TRIAD_LOG_LEVEL'] || undefined,
+    redisWaitReplicas: env['TRIAD_REDIS_WAIT_REPLICAS'] || undefined,
+    redisWaitMs: env['TRIAD_REDIS_WAIT_MS'] || undefined,
   });
-  const envName: Record<string, string> = { namespace: 'TRIAD_NAMESPACE', clientId: 'TRIAD_CLIENT_ID', logLevel: 'TRIAD_LOG_LEVEL' };
+  const envName: Record<string, string> = {
+    namespace: 'TRIAD_NAMESPACE',
+    clientId: 'TRIAD_CLIENT_ID',
+    logLevel: 'TRIAD_LOG_LEVEL',
+    redisWaitReplicas: 'TRIAD_REDIS_WAIT_REPLICAS',
+    redisWaitMs: 'TRIAD_REDIS_WAIT_MS',
+  };
   const details = parsed.success ? [] : parsed.error.issues.map((i) => `${envName[String(i.path[0])] ?? String(i.path[0])}: ${i.message}`);
   const nats = checkNatsSettings(natsOptionsFromEnv(env, o.labels));
   const redis = checkRedisSettings(redisOptionsFromEnv(env, o.labels));

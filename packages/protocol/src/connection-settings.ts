@@ -19,6 +19,7 @@ export const CONNECTION_VARIABLES = [
   'NATS_TLS_KEY',
   'REDIS_URL',
   'REDIS_TLS_CA',
+  'TRIAD_REDIS_CLUSTER',
 ] as const;
 export type ConnectionVariable = (typeof CONNECTION_VARIABLES)[number];
 
@@ -74,6 +75,11 @@ export interface NatsSettings {
 export interface RedisConnectionOptions {
   url?: string;
   tlsCa?: string;
+  /**
+   * TRIAD_REDIS_CLUSTER: seed nodes of a Redis Cluster, `host:port,host:port,…` (decision 0015). The user,
+   * password and TLS (rediss://, REDIS_TLS_CA) are then REDIS_URL's; its host is one more seed.
+   */
+  cluster?: string;
   labels?: SettingLabels;
 }
 
@@ -81,6 +87,8 @@ export interface RedisSettings {
   url: string;
   /** Only with rediss://. */
   tlsCaFile?: string;
+  /** Seed nodes of a Redis Cluster (TRIAD_REDIS_CLUSTER); absent = one Redis at `url`. */
+  cluster?: { host: string; port: number }[];
   labels: Labels;
 }
 
@@ -115,12 +123,13 @@ export function redisOptionsFromEnv(env: NodeJS.ProcessEnv, labels?: SettingLabe
   return {
     ...(env['REDIS_URL'] ? { url: env['REDIS_URL'] } : {}),
     ...(env['REDIS_TLS_CA'] !== undefined ? { tlsCa: env['REDIS_TLS_CA'] } : {}),
+    ...(env['TRIAD_REDIS_CLUSTER'] ? { cluster: env['TRIAD_REDIS_CLUSTER'] } : {}),
     ...(labels ? { labels } : {}),
   };
 }
 
 /** Each setting that is a file, and what it must hold (said back when it is missing or empty). */
-const WHAT: Record<Exclude<ConnectionVariable, 'NATS_URL' | 'REDIS_URL'>, string> = {
+const WHAT: Record<Exclude<ConnectionVariable, 'NATS_URL' | 'REDIS_URL' | 'TRIAD_REDIS_CLUSTER'>, string> = {
   NATS_CREDS: 'the path of a .creds file (a user JWT and its nkey seed, as `nsc generate creds` writes)',
   NATS_NKEY_SEED: 'the path of a file holding a user nkey seed (one line starting with "SU")',
   NATS_USER: 'the NATS user name',
@@ -146,7 +155,7 @@ const NatsOptionsSchema = z.object({
   tlsKey: optionalString,
 });
 
-const RedisOptionsSchema = z.object({ url: optionalString, tlsCa: optionalString });
+const RedisOptionsSchema = z.object({ url: optionalString, tlsCa: optionalString, cluster: optionalString });
 
 /** A problem with one setting: the variable it is about, and a message that already names it. */
 export interface SettingProblem {
@@ -288,7 +297,27 @@ export function checkRedisSettings(input: RedisConnectionOptions): { value: Redi
       });
     }
   }
-  return { value: { url, labels: l, ...(tlsCa !== undefined && /^rediss:/i.test(url) ? { tlsCaFile: tlsCa } : {}) }, problems };
+  const cluster = shape.data.cluster === undefined || shape.data.cluster.trim() === '' ? undefined : clusterNodes(shape.data.cluster, l, problems);
+  return {
+    value: { url, labels: l, ...(tlsCa !== undefined && /^rediss:/i.test(url) ? { tlsCaFile: tlsCa } : {}), ...(cluster ? { cluster } : {}) },
+    problems,
+  };
+}
+
+/** The seed nodes of TRIAD_REDIS_CLUSTER: `host:port` separated by commas. */
+function clusterNodes(text: string, l: Labels, problems: SettingProblem[]): { host: string; port: number }[] {
+  const hint = `set it to the seed nodes of the cluster, HOST:PORT,HOST:PORT,… (credentials and TLS go in ${l.REDIS_URL}: rediss://USER:PASSWORD@HOST:PORT)`;
+  const nodes: { host: string; port: number }[] = [];
+  for (const raw of text.split(',').map((s) => s.trim())) {
+    const m = /^(\[[0-9a-fA-F:.]+\]|[^\s:/@]+):(\d{1,5})$/.exec(raw);
+    const port = m ? Number(m[2]) : NaN;
+    if (!m || !(port > 0 && port < 65536)) {
+      problems.push({ variable: 'TRIAD_REDIS_CLUSTER', message: `${l.TRIAD_REDIS_CLUSTER} has "${raw}", which is not HOST:PORT: ${hint}` });
+      continue;
+    }
+    nodes.push({ host: (m[1] as string).replace(/^\[|\]$/g, ''), port });
+  }
+  return nodes;
 }
 
 function refuse(what: string, problems: SettingProblem[]): never {

@@ -88,6 +88,27 @@ describe('Redis settings', () => {
     expect(r.value).toMatchObject({ url: 'rediss://triad:pw@cache:6380/0', tlsCaFile: '/ca.pem' });
   });
 
+  it('takes TRIAD_REDIS_CLUSTER seed nodes (with REDIS_URL for credentials and TLS), and refuses what is not HOST:PORT', () => {
+    const r = checkRedisSettings({ url: 'rediss://triad:pw@ignored:6380', tlsCa: '/ca.pem', cluster: 'r1:7000, 10.0.0.2:7001,[::1]:7002' });
+    expect(r.problems).toEqual([]);
+    expect(r.value).toMatchObject({
+      url: 'rediss://triad:pw@ignored:6380',
+      tlsCaFile: '/ca.pem',
+      cluster: [
+        { host: 'r1', port: 7000 },
+        { host: '10.0.0.2', port: 7001 },
+        { host: '::1', port: 7002 },
+      ],
+    });
+    expect(checkRedisSettings({ cluster: 'r1:7000,redis://r2:7001,r3' }).problems.map((p) => p.message)).toEqual([
+      expect.stringMatching(/^TRIAD_REDIS_CLUSTER has "redis:\/\/r2:7001", which is not HOST:PORT: set it to the seed nodes/),
+      expect.stringMatching(/^TRIAD_REDIS_CLUSTER has "r3", which is not HOST:PORT/),
+    ]);
+    expect(checkRedisSettings({ cluster: '' }).value.cluster).toBeUndefined();
+    expect(loadConfig({ TRIAD_REDIS_CLUSTER: 'a:1,b:2', TRIAD_REDIS_WAIT_REPLICAS: '1' })).toMatchObject({ redis: { cluster: 'a:1,b:2' }, redisWaitReplicas: 1, redisWaitMs: 1_000 });
+    expect(configError({ TRIAD_REDIS_WAIT_REPLICAS: 'one' }).details[0]).toMatch(/^TRIAD_REDIS_WAIT_REPLICAS:/);
+  });
+
   it('refuses REDIS_TLS_CA with redis:// and says to use rediss://', () => {
     expect(checkRedisSettings({ url: 'redis://cache:6379', tlsCa: '/ca.pem' }).problems.map((p) => p.message)).toEqual([
       'REDIS_TLS_CA is set but REDIS_URL uses redis:// (no TLS): use rediss:// to connect over TLS, or unset REDIS_TLS_CA',

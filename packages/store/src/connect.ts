@@ -1,10 +1,12 @@
 /**
  * Opens a Redis connection configured for Triad's actors: REDIS_URL (user, password, rediss://) with
- * REDIS_TLS_CA for a private CA. An outage is waited out; refused credentials or a failing TLS handshake
+ * REDIS_TLS_CA for a private CA; `connectStore` opens a Redis Cluster instead when TRIAD_REDIS_CLUSTER names
+ * its seed nodes (same credentials and TLS, decision 0015). An outage is waited out; refused credentials or a failing TLS handshake
  * are not (retrying cannot fix them): they end the connection with a message naming the setting.
  */
 import { readFile } from 'node:fs/promises';
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import type { RedisClient } from './client.js';
 import {
   ErrorCode,
   TriadError,
@@ -81,21 +83,55 @@ export function explainRedisRefusal(e: unknown, s: RedisSettings): TriadError | 
  */
 export async function connectRedis(target: string | RedisConnectionOptions, options: RedisOptions = {}, handlers: RedisHandlers = {}): Promise<Redis> {
   const settings = parseRedisSettings(typeof target === 'string' ? { url: target } : target);
-  let ca: string | undefined;
-  if (settings.tlsCaFile !== undefined) {
-    const label = settings.labels.REDIS_TLS_CA;
-    try {
-      ca = await readFile(settings.tlsCaFile, 'utf8');
-    } catch (e) {
-      throw unreadableSettingFile(label, settings.tlsCaFile, CA_WHAT, e);
-    }
-    if (ca.trim() === '') throw unreadableSettingFile(label, settings.tlsCaFile, CA_WHAT);
-    // Node ignores a CA that is not a certificate (and then trusts only the public CAs): check.
-    if (!ca.includes('-----BEGIN CERTIFICATE-----')) {
-      throw new TriadError(ErrorCode.InvalidConfig, `${label} file "${settings.tlsCaFile}" holds no PEM certificate (-----BEGIN CERTIFICATE-----): set ${label} to ${CA_WHAT}`);
-    }
-  }
+  const ca = await readCa(settings);
   const redis = new Redis(settings.url, {
+    ...clientDefaults(),
+    ...options,
+    ...(ca !== undefined ? { tls: { ...(typeof options.tls === 'object' ? options.tls : {}), ca } } : {}),
+  });
+  return firstOutcome(redis, settings, handlers);
+}
+
+/**
+ * The state store's connection: a Redis Cluster when the settings name one (TRIAD_REDIS_CLUSTER), else
+ * one Redis (connectRedis). On a cluster the user, password and TLS come from REDIS_URL (its host is not
+ * used); commands wait through a failover (the cluster's slots are re-read and the command retried).
+ */
+export async function connectStore(target: RedisConnectionOptions, options: RedisOptions = {}, handlers: RedisHandlers = {}): Promise<RedisClient> {
+  const settings = parseRedisSettings(target);
+  if (!settings.cluster) return connectRedis(target, options, handlers);
+  const ca = await readCa(settings);
+  const url = new URL(settings.url);
+  const tls = url.protocol === 'rediss:' ? { ...(typeof options.tls === 'object' ? options.tls : {}), ...(ca !== undefined ? { ca } : {}) } : undefined;
+  const cluster = new Cluster(settings.cluster, {
+    redisOptions: {
+      ...clientDefaults(),
+      ...options,
+      ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+      ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+      ...(tls ? { tls } : {}),
+    },
+    // Off for the reason given in clientDefaults.
+    enableAutoPipelining: false,
+    // Reads go to primaries: a replica may lag, and every read here decides a write.
+    scaleReads: 'master',
+    // Through a failover: commands wait in the offline queue and follow MOVED / TRYAGAIN / CLUSTERDOWN.
+    enableOfflineQueue: true,
+    maxRedirections: 64,
+    retryDelayOnFailover: 100,
+    retryDelayOnClusterDown: 200,
+    retryDelayOnTryAgain: 100,
+    retryDelayOnMoved: 0,
+    slotsRefreshTimeout: 2_000,
+    slotsRefreshInterval: 1_000,
+    clusterRetryStrategy: (times) => Math.min(100 * times, 2_000),
+  });
+  return firstOutcome(cluster, settings, handlers);
+}
+
+/** Settings every Triad connection shares (a cluster's node connections too). */
+function clientDefaults(): RedisOptions {
+  return {
     // Commands wait through a short outage (a Redis restart) instead of failing at once; the callers'
     // NATS messages stay unacknowledged meanwhile and are redelivered if the process gives up.
     maxRetriesPerRequest: null,
@@ -105,10 +141,33 @@ export async function connectRedis(target: string | RedisConnectionOptions, opti
     enableAutoPipelining: false,
     retryStrategy: (times) => Math.min(50 * times, 1000),
     connectionName: 'triad',
-    ...options,
-    ...(ca !== undefined ? { tls: { ...(typeof options.tls === 'object' ? options.tls : {}), ca } } : {}),
-  });
-  return new Promise<Redis>((resolve, reject) => {
+  };
+}
+
+/** The PEM text of REDIS_TLS_CA, checked; undefined when not set. */
+async function readCa(settings: RedisSettings): Promise<string | undefined> {
+  if (settings.tlsCaFile === undefined) return undefined;
+  const label = settings.labels.REDIS_TLS_CA;
+  let ca: string;
+  try {
+    ca = await readFile(settings.tlsCaFile, 'utf8');
+  } catch (e) {
+    throw unreadableSettingFile(label, settings.tlsCaFile, CA_WHAT, e);
+  }
+  if (ca.trim() === '') throw unreadableSettingFile(label, settings.tlsCaFile, CA_WHAT);
+  // Node ignores a CA that is not a certificate (and then trusts only the public CAs): check.
+  if (!ca.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new TriadError(ErrorCode.InvalidConfig, `${label} file "${settings.tlsCaFile}" holds no PEM certificate (-----BEGIN CERTIFICATE-----): set ${label} to ${CA_WHAT}`);
+  }
+  return ca;
+}
+
+/**
+ * Waits for the first outcome: ready, or a refusal (rejects with it), or an outage — an error, or no
+ * answer within 5 s — (returns; the client keeps retrying and a later refusal goes to `onFatal`).
+ */
+function firstOutcome<C extends RedisClient>(redis: C, settings: RedisSettings, handlers: RedisHandlers): Promise<C> {
+  return new Promise<C>((resolve, reject) => {
     let settled = false;
     const timer = setTimeout(() => {
       if (settled) return;

@@ -2,7 +2,7 @@
  * The supervisors' fence on every bucket (decision 0015): each bucket keeps the highest leader epoch it
  * has seen, and a new leader raises them all to its epoch before it acts.
  */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './client.js';
 import { ScriptCode, scriptError } from './codes.js';
 import type { Keys } from './keys.js';
 import { runScript } from './scripts.js';
@@ -11,7 +11,7 @@ import { runScript } from './scripts.js';
  * Raises every bucket's fence to `epoch`. Returns the highest epoch a bucket had already seen above
  * `epoch` (that bucket is left as it was), or 0 when every bucket is now fenced at `epoch`.
  */
-export async function raiseFences(redis: Redis, k: Keys, epoch: number): Promise<number> {
+export async function raiseFences(redis: RedisClient, k: Keys, epoch: number): Promise<number> {
   const replies = await Promise.all(k.buckets.map(async (b) => (await runScript(redis, 'fenceBucket', [b.epoch], [epoch])) as unknown[]));
   let newer = 0;
   for (const reply of replies) {
@@ -23,7 +23,7 @@ export async function raiseFences(redis: Redis, k: Keys, epoch: number): Promise
 }
 
 /** raiseFences that throws TriadError STALE when a bucket has seen a newer epoch. */
-export async function fenceBuckets(redis: Redis, k: Keys, epoch: number): Promise<void> {
+export async function fenceBuckets(redis: RedisClient, k: Keys, epoch: number): Promise<void> {
   const newer = await raiseFences(redis, k, epoch);
   if (newer > 0) throw scriptError(ScriptCode.StaleEpoch, `fence the buckets at epoch ${epoch}`, `a bucket has seen epoch ${newer}`);
 }

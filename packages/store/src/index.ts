@@ -6,9 +6,10 @@
 export { keys, bucketOf, BUCKETS, parseDeadlineMember, TASK_DEADLINE_STEP, type Keys, type BucketKeys } from './keys.js';
 export { ScriptCode, scriptError, isLeaseBusy, LeaseBusyError } from './codes.js';
 export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts.js';
-export { TaskStore, requireTask, type PendingAlert, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome } from './task-store.js';
+export { TaskStore, requireTask, type PendingAlert, type StoreOptions, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome } from './task-store.js';
 export { WorkflowStore, type WorkflowSummary } from './workflow-store.js';
 export { toTaskEvent, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';
 export { Leadership, type LeadershipState } from './leadership.js';
 export { Leases, type Lease, type LeaseClaim } from './leases.js';
-export { connectRedis, explainRedisRefusal, type RedisHandlers } from './connect.js';
+export { connectRedis, connectStore, explainRedisRefusal, type RedisHandlers } from './connect.js';
+export type { RedisClient } from './client.js';

@@ -5,7 +5,7 @@
  * leader raises every bucket's fence to its epoch before it leads (decision 0015).
  */
 import { performance } from 'node:perf_hooks';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './client.js';
 import { keys, type Keys } from './keys.js';
 import { runScript } from './scripts.js';
 import { raiseFences } from './fence.js';
@@ -27,12 +27,26 @@ export class Leadership {
 
   constructor(
     /** A dedicated connection, so renewals never queue behind sweep traffic. */
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     namespace: string,
     readonly id: string,
     readonly leaseMs: number,
+    /** Replicas that must hold an election before the winner acts (WAIT, decision 0015); 0 = none. */
+    private readonly waitReplicas = 0,
   ) {
     this.keys = keys(namespace);
+  }
+
+  /** Whether `waitReplicas` replicas acknowledged this connection's writes to the election's primary. */
+  private async electionReplicated(): Promise<boolean> {
+    if (this.waitReplicas === 0) return true;
+    const replies = await this.redis
+      .pipeline()
+      .exists(this.keys.supervisorEpoch)
+      .call('WAIT', this.waitReplicas, Math.max(1, Math.floor(this.leaseMs / 3)))
+      .exec();
+    const [err, acked] = replies?.[1] ?? [new Error('no reply'), 0];
+    return !err && Number(acked) >= this.waitReplicas;
   }
 
   /** Acquires or renews; call every leaseMs/3. */
@@ -43,6 +57,11 @@ export class Leadership {
     if (Number(reply[0]) === 1) {
       const epoch = Number(reply[1]);
       if (epoch !== this.fencedEpoch) {
+        // An epoch only a primary knows can be issued again after a failover: lead only once a replica has it.
+        if (!(await this.electionReplicated())) {
+          this.validUntil = 0;
+          return { leading: false, epoch: this.epoch };
+        }
         // Newly elected: raise every bucket's fence to our epoch before acting (decision 0015), so a deposed
         // leader is refused everywhere. A bucket that already saw a newer epoch means the election's INCR
         // was lost (a failover): move the counter past it and step down; the next election issues a new one.

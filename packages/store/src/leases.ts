@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import Redlock, { Lock } from 'redlock';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './client.js';
 import { keys, type Keys } from './keys.js';
 import { runScript } from './scripts.js';
 
@@ -40,7 +40,7 @@ export class Leases {
 
   /** `redis`: the state store, where the transitions take the leases. */
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     namespace: string,
   ) {
     this.keys = keys(namespace);

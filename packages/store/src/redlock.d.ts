@@ -2,7 +2,7 @@
 // resolution; this declares the part of its API Triad uses (checked against dist/index.d.ts).
 declare module 'redlock' {
   import type { EventEmitter } from 'node:events';
-  import type { Redis } from 'ioredis';
+  import type { Cluster, Redis } from 'ioredis';
 
   export interface Settings {
     readonly driftFactor: number;
@@ -22,7 +22,7 @@ declare module 'redlock' {
   }
 
   export default class Redlock extends EventEmitter {
-    constructor(clients: Iterable<Redis>, settings?: Partial<Settings>);
+    constructor(clients: Iterable<Redis | Cluster>, settings?: Partial<Settings>);
     acquire(resources: string[], duration: number, settings?: Partial<Settings>): Promise<Lock>;
   }
 }

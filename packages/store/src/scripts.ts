@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './client.js';
 
 const LUA_DIR = new URL('../lua/', import.meta.url);
 
@@ -49,7 +49,7 @@ export function loadScripts(): Map<ScriptName, LoadedScript> {
 }
 
 /** Runs a script, returning Redis' reply with bulk strings as Buffers. */
-export async function runScript(redis: Redis, name: ScriptName, keys: readonly string[], args: readonly (string | number | Buffer | Uint8Array)[]): Promise<unknown> {
+export async function runScript(redis: RedisClient, name: ScriptName, keys: readonly string[], args: readonly (string | number | Buffer | Uint8Array)[]): Promise<unknown> {
   const script = loadScripts().get(name);
   if (!script) throw new Error(`unknown script ${name}`);
   const argv = args.map((a) => (a instanceof Uint8Array && !Buffer.isBuffer(a) ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : a));

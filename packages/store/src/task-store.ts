@@ -1,9 +1,10 @@
 /** The task state store: task and step records in Redis, changed only through the Lua transitions. */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './client.js';
 import {
   DEFAULT_CLIENT_ID,
   ErrorCode,
   TriadError,
+  errorMessage,
   type Alert,
   type FailurePolicy,
   type TaskState,
@@ -68,16 +69,48 @@ export interface ApplyResultArgs {
 /** Not applied: stale (fenced by the attempt), or `forged` (from another agent type than the step's). */
 export type ApplyOutcome = { applied: true; transition: Transition } | { applied: false; reason: string; forged?: true };
 
+export interface StoreOptions {
+  /** Replicas that must acknowledge a task's creation (TRIAD_REDIS_WAIT_REPLICAS; default 0 = no WAIT). */
+  waitReplicas?: number;
+  /** How long WAIT waits for them, ms (TRIAD_REDIS_WAIT_MS; default 1000). */
+  waitMs?: number;
+}
+
 export class TaskStore {
   readonly keys: Keys;
   /** Pinned definitions, read for compacted tasks (whose record no longer carries the plan). */
   private workflows: WorkflowStore | undefined;
 
+  /** Replicas that must acknowledge a task's creation before it is confirmed (Redis WAIT, decision 0015). */
+  private readonly waitReplicas: number;
+  private readonly waitMs: number;
+
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisClient,
     readonly namespace: string,
+    options: StoreOptions = {},
   ) {
     this.keys = keys(namespace);
+    this.waitReplicas = options.waitReplicas ?? 0;
+    this.waitMs = options.waitMs ?? 1_000;
+  }
+
+  /**
+   * Returns once `waitReplicas` replicas acknowledged every write this client's connection to `key`'s
+   * primary made so far (WAIT, sent on that connection); throws UNAVAILABLE when fewer did in time.
+   */
+  private async replicated(key: string, what: string): Promise<void> {
+    if (this.waitReplicas === 0) return;
+    // A pipeline goes to the node of its keys (EXISTS names the key), so WAIT runs on that connection.
+    const replies = await this.redis.pipeline().exists(key).call('WAIT', this.waitReplicas, this.waitMs).exec();
+    const [err, acked] = replies?.[1] ?? [new Error('no reply'), 0];
+    if (err) throw new TriadError(ErrorCode.Unavailable, `${what}: WAIT failed (${errorMessage(err)}); it is not confirmed and will be tried again`, { cause: err });
+    if (Number(acked) < this.waitReplicas) {
+      throw new TriadError(
+        ErrorCode.Unavailable,
+        `${what}: written on the primary but acknowledged by ${Number(acked)} of ${this.waitReplicas} replica(s) within ${this.waitMs} ms (TRIAD_REDIS_WAIT_REPLICAS, TRIAD_REDIS_WAIT_MS); a failover now could lose it, so it is not confirmed and will be tried again — check the replicas (INFO replication)`,
+      );
+    }
   }
 
   async createTask(a: CreateTaskArgs): Promise<CreateOutcome> {
@@ -90,11 +123,14 @@ export class TaskStore {
       [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client],
     )) as unknown[];
     const code = Number(reply[0]);
+    if (code !== ScriptCode.Ok && code !== ScriptCode.Exists) throw scriptError(code, `create task ${a.taskId}`);
+    // Acknowledged submissions exist nowhere else: confirm the task is on a replica first (a duplicate too:
+    // it may be the redelivery of one whose WAIT failed).
+    await this.replicated(k.task(a.taskId), `create task ${a.taskId}`);
     if (code === ScriptCode.Exists) {
       const body = parseBody(reply[1]);
       return { created: false, status: body.status ?? 'running', client: body.client ?? DEFAULT_CLIENT_ID };
     }
-    if (code !== ScriptCode.Ok) throw scriptError(code, `create task ${a.taskId}`);
     return { created: true, transition: parseTransition(reply) };
   }
 

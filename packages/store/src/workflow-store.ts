@@ -1,5 +1,5 @@
 /** Registered workflow definitions: immutable per version, a task pins the version it started with. */
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './client.js';
 import { ErrorCode, TriadError, WorkflowDefinitionSchema, type RegisteredWorkflow, type WorkflowDefinition } from '@triad/protocol';
 import { canonicalJson } from '@triad/core';
 import { keys, type Keys } from './keys.js';
@@ -27,7 +27,7 @@ export class WorkflowStore {
   private readonly latest = new Map<string, { version: number; until: number }>();
 
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisClient,
     namespace: string,
   ) {
     this.keys = keys(namespace);

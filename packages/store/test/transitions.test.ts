@@ -679,3 +679,20 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     expect((await store.getTask('who-1'))?.client).toBe('client-1');
   });
 });
+
+describe('WAIT for replicas (decision 0015)', () => {
+  it('a creation not acknowledged by the replicas asked for is not confirmed: UNAVAILABLE, and again on the redelivery', async () => {
+    // This Redis has no replica: WAIT 1 returns 0 after its timeout.
+    const store = new TaskStore(r(), ns(), { waitReplicas: 1, waitMs: 50 });
+    const started = Date.now();
+    const err = await store.createTask(createArgs('wait-1')).catch((e: unknown) => e);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(45);
+    expect(err).toMatchObject({ code: ErrorCode.Unavailable });
+    expect((err as Error).message).toMatch(/acknowledged by 0 of 1 replica\(s\) within 50 ms \(TRIAD_REDIS_WAIT_REPLICAS/);
+    // Written on the primary all the same: the redelivered submission finds it, and is not confirmed either.
+    expect(await r().exists(store.keys.task('wait-1'))).toBe(1);
+    await expect(store.createTask(createArgs('wait-1'))).rejects.toMatchObject({ code: ErrorCode.Unavailable });
+    // Without WAIT (a single Redis), the same duplicate is confirmed at once.
+    expect(await new TaskStore(r(), store.namespace).createTask(createArgs('wait-1'))).toMatchObject({ created: false, status: 'running' });
+  });
+});

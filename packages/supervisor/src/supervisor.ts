@@ -9,10 +9,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type { Redis } from 'ioredis';
 import { ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
 import { encode, errorMessage, isTriadError, silentLogger, type Logger, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
-import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type PendingAlert, type TaskStore } from '@triad/store';
+import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type PendingAlert, type RedisClient, type TaskStore } from '@triad/store';
 
 /** Expired steps handled at once within a sweep. */
 const SWEEP_CONCURRENCY = 16;
@@ -25,7 +24,9 @@ export interface SupervisorOptions {
   bus: Bus;
   tasks: TaskStore;
   /** A dedicated Redis connection for the leadership lease. */
-  leaderRedis: Redis;
+  leaderRedis: RedisClient;
+  /** Replicas that must hold an election before the winner leads (TRIAD_REDIS_WAIT_REPLICAS, decision 0015). */
+  waitReplicas?: number;
   id?: string;
   logger?: Logger;
   /** How often the leader sweeps. */
@@ -72,7 +73,7 @@ export class Supervisor {
     this.log = o.logger ?? silentLogger;
     this.intervalMs = o.intervalMs ?? 1_000;
     this.leaseMs = o.leaseMs ?? 5_000;
-    this.leadership = new Leadership(o.leaderRedis, o.bus.names.namespace, this.id, this.leaseMs);
+    this.leadership = new Leadership(o.leaderRedis, o.bus.names.namespace, this.id, this.leaseMs, o.waitReplicas ?? 0);
     this.health = {
       supervisorId: this.id,
       leading: false,
