@@ -2,7 +2,7 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
-export type ServerBinary = 'nats-server' | 'redis-server';
+export type ServerBinary = 'nats-server' | 'redis-server' | 'redis-cli';
 
 const INSTALL_HINTS: Record<ServerBinary, string> = {
   'nats-server':
@@ -11,6 +11,9 @@ const INSTALL_HINTS: Record<ServerBinary, string> = {
   'redis-server':
     'Debian/Ubuntu: `apt-get install -y redis-server` (installs /usr/bin/redis-server); ' +
     'elsewhere: build a release from https://redis.io/downloads/ (`make`) and put `src/redis-server` on PATH',
+  'redis-cli':
+    'Debian/Ubuntu: `apt-get install -y redis-tools` (installs /usr/bin/redis-cli; redis-server depends on it); ' +
+    'elsewhere: it is built with redis-server (`src/redis-cli`): put it on PATH',
 };
 
 // Debian installs nats-server into /usr/sbin, which is not on the PATH of most non-root shells.

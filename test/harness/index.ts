@@ -34,6 +34,7 @@ export { makeTestPki, type TestPki } from './pki.js';
 export { freePort, freePorts } from './ports.js';
 export { startProcess, type ActorProcess, type StartProcessOptions } from './process.js';
 export { startRedis, type RedisServer, type StartRedisOptions } from './redis.js';
+export { startNatsCluster, startRedisCluster, type NatsCluster, type RedisCluster } from './clusters.js';
 export { redisCommand, redisCommandWith, redisReply, type RedisCommandOptions, type RespValue } from './resp.js';
 export { Teardown, withTeardown, type TeardownStep } from './teardown.js';
 export type { ServerControl } from './server.js';

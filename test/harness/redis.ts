@@ -30,6 +30,8 @@ export interface StartRedisOptions {
    * clients trust. Clients need not send a certificate (`--tls-auth-clients no`).
    */
   tls?: { certFile: string; keyFile: string; caFile: string };
+  /** More redis-server arguments (e.g. `--cluster-enabled yes`: see startRedisCluster). */
+  extraArgs?: readonly string[];
 }
 
 /** A redis-server; restart() replays its AOF; while paused, connections are accepted by the kernel but nothing answers. */
@@ -72,6 +74,7 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
              '--tls-ca-cert-file', opts.tls.caFile, '--tls-auth-clients', 'no']),
         '--bind', '127.0.0.1', '--dir', serverDir, '--save', '',
         '--appendonly', aof ? 'yes' : 'no', ...(aof ? ['--appendfsync', 'always'] : []), '--daemonize', 'no', ...security,
+        ...(opts.extraArgs ?? []),
       ],
       probe: async ({ port }, pid) => {
         const url = `${scheme}://127.0.0.1:${port}`;

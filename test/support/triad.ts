@@ -5,11 +5,10 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Redis } from 'ioredis';
 import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow, startRemoteService, type Faults, type RemoteService } from '@triad/example-orders';
 import { redisOptionsFromEnv, type LadderInput, type RetryPolicy, type WorkflowDefinitionInput } from '@triad/protocol';
-import { connectRedis } from '@triad/store';
+import { connectStore, type RedisClient } from '@triad/store';
 import { startProcess, uniqueNamespace, type ActorProcess, type Teardown } from '../harness/index.js';
 
 /** The repository root (the folder with turbo.json), from the source or the compiled test/dist copy. */
@@ -72,7 +71,8 @@ export interface TestTriad {
   namespace: string;
   env: Record<string, string>;
   client: TriadClient;
-  redis: Redis;
+  /** One Redis, or the Redis Cluster TRIAD_REDIS_CLUSTER names (in `env`). */
+  redis: RedisClient;
   services: Record<ServiceName, RemoteService>;
   schedulers: ActorProcess[];
   supervisors: ActorProcess[];
@@ -118,7 +118,7 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
     env,
     client: undefined as unknown as TriadClient,
     // The same connect path as the actors', with the same settings.
-    redis: await connectRedis(redisOptionsFromEnv(env), { connectionName: 'triad-test' }),
+    redis: await connectStore(redisOptionsFromEnv(env), { connectionName: 'triad-test' }),
     services,
     schedulers: [],
     supervisors: [],

@@ -15,8 +15,13 @@ const PUBLISH_TRY_MS = 4_000;
 
 /** An error a stream's leader change gives a publish: nobody answered yet, or not in time. */
 export function isLeaderChange(e: unknown): boolean {
-  const name = e instanceof Error ? e.name : '';
-  return name === 'NoRespondersError' || name === 'TimeoutError' || /\b503\b|no responders|timeout|temporarily unavailable/i.test(errorMessage(e));
+  // nats.js reports a 503 to a JetStream request as "jetstream is not enabled" (caused by "no responders").
+  for (let c: unknown = e, depth = 0; c !== undefined && c !== null && depth < 5; c = (c as { cause?: unknown }).cause, depth++) {
+    const name = c instanceof Error ? c.name : '';
+    if (name === 'NoRespondersError' || name === 'TimeoutError' || name === 'JetStreamNotEnabled') return true;
+    if (/\b503\b|no responders|jetstream is not enabled|timeout|temporarily unavailable/i.test(errorMessage(c))) return true;
+  }
+  return false;
 }
 
 /** Whether the server this connection talks to is part of a NATS cluster (its INFO names one). */

@@ -15,6 +15,7 @@ import {
 import { nanos } from '@nats-io/nats-core';
 import { DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, TriadError } from '@triad/protocol';
 import type { Bus } from './connection.js';
+import { PUBLISH_RETRY_MS, isLeaderChange } from './publish.js';
 
 const HOUR = 3_600_000;
 
@@ -99,11 +100,20 @@ export async function ensureStreams(bus: Bus, o: TopologyOptions = {}): Promise<
   const replicas = o.replicas ?? streamReplicas();
   for (const spec of streamSpecs(bus, o)) {
     const cfg: Partial<StreamConfig> & { name: string } = { ...spec, storage: StorageType.File, num_replicas: replicas };
+    // Actors start together and each ensures the streams: one that exists as wanted is left alone (on a
+    // NATS cluster every add or update is a round of the meta group's consensus).
+    if (await existsAsWanted(bus, cfg)) continue;
+    const deadline = Date.now() + PUBLISH_RETRY_MS * 3;
     for (let tries = 1; ; tries++) {
       try {
         await bus.jsm.streams.add(cfg);
         break;
       } catch (e) {
+        // A meta leader change on a NATS cluster: no answer, or not in time. Tried again, bounded.
+        if (bus.nc.info?.cluster && isLeaderChange(e) && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 250 * Math.min(tries, 8)));
+          continue;
+        }
         if (e instanceof JetStreamApiError && e.code === STREAM_NAME_EXIST) {
           const { name, ...update } = cfg;
           delete update.storage; // storage cannot change on an existing stream
@@ -116,6 +126,26 @@ export async function ensureStreams(bus: Bus, o: TopologyOptions = {}): Promise<
       }
     }
   }
+}
+
+/** Whether the stream exists with every setting `cfg` names as asked (storage and retention cannot change). */
+async function existsAsWanted(bus: Bus, cfg: Partial<StreamConfig> & { name: string }): Promise<boolean> {
+  let have: StreamConfig;
+  try {
+    have = (await bus.jsm.streams.info(cfg.name)).config;
+  } catch {
+    return false; // not found (or not answerable now): the add below says which
+  }
+  const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+  return (
+    same([...(have.subjects ?? [])].sort(), [...(cfg.subjects ?? [])].sort()) &&
+    have.retention === cfg.retention &&
+    have.max_age === cfg.max_age &&
+    have.duplicate_window === cfg.duplicate_window &&
+    have.max_msg_size === cfg.max_msg_size &&
+    have.discard === cfg.discard &&
+    have.num_replicas === cfg.num_replicas
+  );
 }
 
 export interface ConsumerSpec {
@@ -142,6 +172,20 @@ export async function ensureConsumer(bus: Bus, c: ConsumerSpec): Promise<void> {
     max_deliver: -1,
     max_ack_pending: c.maxAckPending ?? 10_000,
   };
+  const deadline = Date.now() + PUBLISH_RETRY_MS * 3;
+  for (let tries = 1; ; tries++) {
+    try {
+      await addOrUpdateConsumer(bus, c, cfg);
+      return;
+    } catch (e) {
+      // A stream or meta leader change on a NATS cluster: tried again, bounded.
+      if (!(bus.nc.info?.cluster && isLeaderChange(e) && Date.now() < deadline)) throw e;
+      await new Promise((r) => setTimeout(r, 250 * Math.min(tries, 8)));
+    }
+  }
+}
+
+async function addOrUpdateConsumer(bus: Bus, c: ConsumerSpec, cfg: Partial<ConsumerConfig>): Promise<void> {
   try {
     await bus.jsm.consumers.add(c.stream, cfg);
   } catch (e) {
