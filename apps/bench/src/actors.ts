@@ -19,6 +19,8 @@ export interface ActorsOptions {
   /** When set, the scheduler and agent processes run under `node --cpu-prof` writing here. */
   profileDir?: string;
   logLevel?: string;
+  /** More environment for every actor (e.g. TRIAD_REDIS_CLUSTER for the scaling-cluster mode). */
+  env?: Record<string, string>;
 }
 
 export class Actors {
@@ -43,6 +45,7 @@ export class Actors {
         // warn: per-message logging must not cost CPU in a throughput measurement.
         TRIAD_LOG_LEVEL: this.o.logLevel ?? 'warn',
         TRIAD_HEALTH_FILE: healthFile,
+        ...this.o.env,
         ...env,
       },
     });

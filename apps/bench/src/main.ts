@@ -27,6 +27,7 @@ import { details, jsonSummary, profileText, table, type Results } from './report
 import { measureRtt } from './rtt.js';
 import { measureTransitionFloor } from './floor.js';
 import { measureScaling } from './scaling.js';
+import { measureScalingCluster } from './scaling-cluster.js';
 import { measureScan, type ScanResult, type ScanTarget } from './scan.js';
 import { envServers, startRedis, startServers, type Servers } from './servers.js';
 import { measureThroughput } from './throughput.js';
@@ -176,6 +177,10 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
     await client.registerWorkflow(io);
     progress(`scaling: ${o.scalingTasks} io10 tasks × 3 steps, 1 then 2 agent processes`);
     results.scaling = await measureScaling(actors, client, completions, redis, io.name, o.scalingTasks, 3, o.scalingRepeats);
+  }
+  if (has('scaling-cluster')) {
+    if (!servers.own) throw new Error('--mode scaling-cluster starts its own clusters and compares them with the run\'s own servers: run it without --use-env');
+    results.scalingCluster = await measureScalingCluster(servers, tmp, o.scalingClusterTasks, [1, 2, 4], progress);
   }
   if (has('recovery')) {
     const stall = stallWorkflow(o.recoveryBudgetMs);

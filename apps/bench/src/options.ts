@@ -2,7 +2,9 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 
 export const MODES = ['throughput', 'recovery', 'scan', 'memory', 'scaling'] as const;
-export type Mode = (typeof MODES)[number];
+/** Modes only run when named (not part of `all`): they start servers of their own. */
+export const EXTRA_MODES = ['scaling-cluster'] as const;
+export type Mode = (typeof MODES)[number] | (typeof EXTRA_MODES)[number];
 
 export interface Options {
   tasks: number;
@@ -25,6 +27,7 @@ export interface Options {
   memoryTasks: number;
   scalingTasks: number;
   scalingRepeats: number;
+  scalingClusterTasks: number;
 }
 
 const int = (min: number) => (v: string): number => {
@@ -37,8 +40,8 @@ function parseModes(v: string): Mode[] {
   const out = new Set<Mode>();
   for (const m of v.split(',').map((s) => s.trim())) {
     if (m === 'all') MODES.forEach((x) => out.add(x));
-    else if ((MODES as readonly string[]).includes(m)) out.add(m as Mode);
-    else throw new InvalidArgumentError(`unknown mode "${m}" (known: all, ${MODES.join(', ')})`);
+    else if ([...MODES, ...EXTRA_MODES].includes(m as Mode)) out.add(m as Mode);
+    else throw new InvalidArgumentError(`unknown mode "${m}" (known: all, ${[...MODES, ...EXTRA_MODES].join(', ')})`);
   }
   return [...out];
 }
@@ -51,7 +54,7 @@ export function parseOptions(argv: string[]): Options {
     .option('--agents <n>', 'agent processes running the no-op agent', int(1), 1)
     .option('--json', 'print one JSON object with the figures as the last line', false)
     .addOption(
-      new Option('--mode <modes>', `what to measure, comma-separated: all, ${MODES.join(', ')} (throughput = baseline + throughput + latency)`)
+      new Option('--mode <modes>', `what to measure, comma-separated: all, ${MODES.join(', ')} (throughput = baseline + throughput + latency); also ${EXTRA_MODES.join(', ')}, only when named`)
         .argParser(parseModes)
         .default([...MODES], 'all'),
     )
@@ -74,6 +77,7 @@ export function parseOptions(argv: string[]): Options {
     .option('--memory-tasks <n>', 'memory: finished tasks created', int(1), 1000)
     .option('--scaling-tasks <n>', 'scaling: io10 tasks per measurement', int(1), 400)
     .option('--scaling-repeats <n>', 'scaling: 1-agent / 2-agent pairs, alternating', int(1), 2)
+    .option('--scaling-cluster-tasks <n>', 'scaling-cluster (only when named): no-op 3-step tasks per measurement, single servers vs clusters, 1/2/4 processes', int(1), 300)
     .showHelpAfterError('(bench --help lists the options)')
     .parse(argv);
   return p.opts<Options>();

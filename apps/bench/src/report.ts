@@ -11,6 +11,7 @@ import type { ProfileSummary } from './profile.js';
 import type { RecoveryResult } from './recovery.js';
 import type { RttResult } from './rtt.js';
 import type { ScalingResult } from './scaling.js';
+import type { ScalingClusterResult } from './scaling-cluster.js';
 import type { ScanResult } from './scan.js';
 import type { ThroughputResult } from './throughput.js';
 import { round } from './timing.js';
@@ -30,6 +31,7 @@ export interface Results {
   scan?: ScanResult;
   memory?: MemoryResult;
   scaling?: ScalingResult;
+  scalingCluster?: ScalingClusterResult;
   /** Supervisor retries counted during the load tests: 0 means no step expired while queued. */
   supervisorRetriesDuringLoad?: number;
   profiles?: ProfileSummary[];
@@ -193,6 +195,16 @@ export function details(r: Results): string {
       for (const f of m.fields) out.push(`  ${f.field.padEnd(12)} ${String(f.bytes).padStart(5)} B  ${f.sample}`);
     }
   }
+  if (r.scalingCluster) {
+    const c = r.scalingCluster;
+    out.push(`\nScaling on clusters (${c.note}):`);
+    out.push('  setup    processes  steps/s  Redis cmds/step  NATS msgs in/step  Redis by command');
+    for (const row of c.rows) {
+      const by = Object.entries(row.redisByCommand).map(([k, v]) => `${k} ${v}`).join(', ');
+      out.push(`  ${row.setup.padEnd(8)} ${String(row.processes).padStart(9)}  ${String(row.stepsPerSec).padStart(7)}  ${fmt(row.redisPerStep, 2).padStart(15)}  ${fmt(row.natsInPerStep, 2).padStart(17)}  ${by}`);
+    }
+    out.push(`  task creation on the cluster, p50: ${fmt(c.createP50Ms.noWait, 2)} ms without WAIT, ${fmt(c.createP50Ms.wait1, 2)} ms with WAIT 1`);
+  }
   return out.join('\n');
 }
 
@@ -273,6 +285,15 @@ export function jsonSummary(r: Results): Record<string, unknown> {
     put('scaling_one_agent_steps_per_sec', r.scaling.oneAgentStepsPerSec, 1);
     put('scaling_two_agents_steps_per_sec', r.scaling.twoAgentsStepsPerSec, 1);
     put('scaling_ratio', r.scaling.ratio);
+  }
+  if (r.scalingCluster) {
+    for (const row of r.scalingCluster.rows) {
+      put(`scaling_${row.setup}_${row.processes}_steps_per_sec`, row.stepsPerSec, 0);
+      put(`scaling_${row.setup}_${row.processes}_redis_per_step`, row.redisPerStep, 2);
+      put(`scaling_${row.setup}_${row.processes}_nats_in_per_step`, row.natsInPerStep, 2);
+    }
+    put('cluster_create_p50_ms_no_wait', r.scalingCluster.createP50Ms.noWait, 2);
+    put('cluster_create_p50_ms_wait1', r.scalingCluster.createP50Ms.wait1, 2);
   }
   return j;
 }
