@@ -77,6 +77,8 @@ export interface RedisCluster {
   primaryFor(key: string): Promise<RedisServer>;
   /** The current primaries, by port. */
   primaries(): Promise<RedisServer[]>;
+  /** The live primaries with at least one connected replica (that a failover can replace). */
+  replicatedPrimaries(): Promise<RedisServer[]>;
   /**
    * Resolves once every slot is served by a live primary again and the cluster state is ok on the live
    * nodes — after a primary was killed, once its replica was promoted.
@@ -165,6 +167,14 @@ export async function startRedisCluster(
       return byPort(owner.port);
     },
     primaries: async () => (await view()).filter((l) => l.flags.includes('master') && !l.flags.includes('fail')).map((l) => byPort(l.port)),
+    replicatedPrimaries: async () => {
+      const out: RedisServer[] = [];
+      for (const n of await cluster.primaries()) {
+        const info = await redisReply(n.url, ['INFO', 'replication'], { timeoutMs: 1_000 }).catch(() => '');
+        if (typeof info === 'string' && /^connected_slaves:[1-9]/m.test(info)) out.push(n);
+      }
+      return out;
+    },
     waitForHealthy: async (timeoutMs = 60_000) => {
       await waitFor(
         async () => {

@@ -15,6 +15,11 @@ export interface LeadershipState {
   epoch: number;
   /** The current holder (`id|epoch`) when another candidate leads. */
   holder?: string;
+  /**
+   * false: elected, but no replica acknowledged the election within the wait (a primary without a
+   * replica, e.g. just after a failover): a failover now could issue this epoch again (decision 0015).
+   */
+  replicated?: false;
 }
 
 export class Leadership {
@@ -57,11 +62,10 @@ export class Leadership {
     if (Number(reply[0]) === 1) {
       const epoch = Number(reply[1]);
       if (epoch !== this.fencedEpoch) {
-        // An epoch only a primary knows can be issued again after a failover: lead only once a replica has it.
-        if (!(await this.electionReplicated())) {
-          this.validUntil = 0;
-          return { leading: false, epoch: this.epoch };
-        }
+        // An epoch only a primary knows can be issued again after a failover. Leading anyway keeps expired
+        // steps recovered while the primary has no replica; every supervisor transition still decides
+        // from the state it reads atomically, so a second leader at the same epoch repeats nothing.
+        const replicated = await this.electionReplicated();
         // Newly elected: raise every bucket's fence to our epoch before acting (decision 0015), so a deposed
         // leader is refused everywhere. A bucket that already saw a newer epoch means the election's INCR
         // was lost (a failover): move the counter past it and step down; the next election issues a new one.
@@ -73,6 +77,9 @@ export class Leadership {
           return { leading: false, epoch: this.epoch };
         }
         this.fencedEpoch = epoch;
+        this.epoch = epoch;
+        this.validUntil = asked + this.leaseMs * 0.9;
+        return replicated ? { leading: true, epoch } : { leading: true, epoch, replicated: false };
       }
       this.epoch = epoch;
       // Valid from when we asked, not from when we heard back; less a margin for Redis' clock.

@@ -154,6 +154,9 @@ export class Supervisor {
       if (s.leading && (!this.health.leading || s.epoch !== this.health.epoch)) {
         this.log.info({ supervisorId: this.id, epoch: s.epoch }, 'leading');
       }
+      if (s.replicated === false) {
+        this.log.warn({ supervisorId: this.id, epoch: s.epoch }, 'leading, but no Redis replica acknowledged the election (TRIAD_REDIS_WAIT_REPLICAS): a failover of its primary now could issue this epoch again');
+      }
       this.health.leading = s.leading;
       this.health.epoch = s.epoch;
       if (s.leading) this.health.leader = this.id;
