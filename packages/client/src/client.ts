@@ -13,7 +13,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { DeliverPolicy, type Consumer } from '@nats-io/jetstream';
-import { createInbox } from '@nats-io/nats-core';
+import { createInbox, type Msg } from '@nats-io/nats-core';
 import { REPLY_TO_HEADER, connectBus, protocolHeaders, publishRetrying, type Bus } from '@triad/bus';
 import {
   ApiReplySchema,
@@ -121,11 +121,29 @@ export class TriadClient {
     await this.bus.close();
   }
 
+  /**
+   * One API request. On a NATS cluster a scheduler's subscription reaches the other nodes a moment
+   * after it subscribed (interest travels over the routes): "no responders" then is retried for up to
+   * 3 s — safe, since nobody received the request.
+   */
+  private async requestOnce(op: ApiOp, body: unknown): Promise<Msg> {
+    const deadline = Date.now() + 3_000;
+    for (;;) {
+      try {
+        return await this.bus.nc.request(this.bus.names.subjects.api(op), encode(body), { timeout: this.requestTimeoutMs, headers: protocolHeaders() });
+      } catch (e) {
+        const noResponders = /no responders/i.test(errorMessage(e));
+        if (!noResponders || !this.bus.nc.info?.cluster || Date.now() > deadline) throw e;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+
   /** Calls a scheduler API operation; throws the TriadError the scheduler answered with. */
   async request<T>(op: ApiOp, body: unknown): Promise<T> {
     let raw;
     try {
-      raw = await this.bus.nc.request(this.bus.names.subjects.api(op), encode(body), { timeout: this.requestTimeoutMs, headers: protocolHeaders() });
+      raw = await this.requestOnce(op, body);
     } catch (e) {
       throw new TriadError(
         ErrorCode.Unavailable,
