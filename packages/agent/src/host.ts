@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { ensureConsumer, ensureStreams, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
 import { StepRequestSchema, decode, encode, errorMessage, isTriadError, silentLogger, type Logger, type StepRequest, type StepResult } from '@triad/protocol';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
-import type { AgentDefinition } from './define.js';
+import { DEFAULT_AGENT_CONCURRENCY, type AgentDefinition } from './define.js';
 import { isPermanent } from './errors.js';
 import { ResultSender } from './result-sender.js';
 import { runStep, type StepOutcome } from './run-step.js';
@@ -100,7 +100,7 @@ export class AgentHost {
       const durable = n.consumers.agent(agent.name);
       await ensureConsumer(bus, { stream: n.streams.steps, durable, filterSubject: n.subjects.step(agent.name), ackWaitMs });
       this.consumers.push(
-        startConsumer(bus, { stream: n.streams.steps, durable, source: `step.${agent.name}`, concurrency: agent.concurrency ?? 32, prefetch: agent.concurrency ?? 32, logger: this.log }, (d) =>
+        startConsumer(bus, { stream: n.streams.steps, durable, source: `step.${agent.name}`, concurrency: agent.concurrency ?? DEFAULT_AGENT_CONCURRENCY, prefetch: agent.concurrency ?? DEFAULT_AGENT_CONCURRENCY, logger: this.log }, (d) =>
           this.onRequest(agent, d.data, d.deliveryCount, d.working, d.ackNow, ackWaitMs),
         ),
       );
