@@ -81,7 +81,7 @@ export async function serveHttp(o: HttpSurfaceOptions): Promise<HttpSurface> {
     return reply.header('content-type', metricsRegistry.contentType).send(text);
   });
   app.get('/healthz', (_req, reply) => reply.send({ alive: true, pid: process.pid, uptimeSeconds: Math.round(process.uptime()) }));
-  app.get('/readyz', async (_req, reply) => {
+  app.get('/readyz', (_req, reply) => {
     const r = o.readiness();
     return reply.code(r.ready ? 200 : 503).send(r);
   });
