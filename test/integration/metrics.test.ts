@@ -4,9 +4,11 @@
  * triad_* metrics each one owns; /readyz answers 503 with the reason while NATS is down (a harness
  * nats-server this test stops), and 200 again once it is back.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNats, startRedis, waitFor, withTeardown, type ActorProcess, type NatsServer, type RedisServer } from '../harness/index.js';
-import { startTriad, type TestTriad } from '../support/triad.js';
+import { ROOT, startTriad, type TestTriad } from '../support/triad.js';
 
 const td = withTeardown(afterAll);
 let nats: NatsServer;
@@ -114,6 +116,18 @@ describe('metrics and health over HTTP', () => {
     expect(total(supervisor, 'triad_supervisor_leadership_changes_total', ns)).toBeGreaterThanOrEqual(1);
     expect(has(supervisor, 'triad_supervisor_sweep_lag_seconds', ns)).toBe(true);
   }, 60_000);
+
+  it('every metric the Grafana dashboard (deploy/grafana/triad.json) queries is one the actors serve', async () => {
+    const dashboard = readFileSync(join(ROOT, 'deploy/grafana/triad.json'), 'utf8');
+    const queried = new Set([...dashboard.matchAll(/\b(triad_[a-z0-9_]*[a-z0-9])\b/g)].map((m) => m[1]!.replace(/_(bucket|count|sum)$/, '')));
+    expect(queried.size, 'the dashboard queries triad_* metrics').toBeGreaterThan(15);
+    const served = new Set<string>();
+    for (const p of [t.schedulers[0]!, t.supervisors[0]!, t.agents[0]!]) {
+      const text = await (await fetch(`http://127.0.0.1:${httpPort(p)}/metrics`)).text();
+      for (const m of text.matchAll(/^# TYPE (\S+) /gm)) served.add(m[1]!);
+    }
+    expect([...queried].filter((name) => !served.has(name)), 'queried by the dashboard but served by no actor').toEqual([]);
+  }, 30_000);
 
   it('/readyz answers 503 naming NATS while NATS is down, and 200 once it is back', async () => {
     const url = `http://127.0.0.1:${httpPort(t.schedulers[0]!)}/readyz`;
