@@ -271,8 +271,10 @@ export class Supervisor {
 
   /**
    * The task's trace as its latest event carries it (the events stream keeps the `traceparent` of the
-   * transition that published it): the parent of the supervisor's span, and its link when that event is
-   * about this step. Only read when tracing is configured; a task whose events are gone starts a new trace.
+   * transition that published it): the parent of the supervisor's span, and its link — for a step that
+   * failed or timed out, the transition of its last attempt (another step's, when one of the task's
+   * parallel steps moved since). Only read when tracing is configured; a task whose events are gone starts
+   * a new trace.
    */
   private async stepContext(taskId: string, step: string, client: string): Promise<{ parent: Context; link?: ReturnType<typeof spanContextOf> }> {
     if (!tracingEnabled()) return { parent: ROOT_CONTEXT };
