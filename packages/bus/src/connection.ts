@@ -40,6 +40,8 @@ export interface Bus {
   readonly js: JetStreamClient;
   readonly jsm: JetStreamManager;
   readonly names: Names;
+  /** Connected to a server now (false while nats.js reconnects, and once closed): what /readyz reports. */
+  isConnected(): boolean;
   close(): Promise<void>;
 }
 
@@ -61,6 +63,13 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
       }
     });
   }
+  let connected = true;
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect') connected = false;
+      else if (s.type === 'reconnect') connected = true;
+    }
+  })().catch(() => undefined);
   const jsm = await jetstreamManager(nc, { timeout: 10_000 });
   // A publish whose ack never comes (the server died under it) fails after this and the message that
   // caused it is redelivered: short, so a NATS restart costs seconds, not tens of seconds.
@@ -70,6 +79,7 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
     js,
     jsm,
     names: names(opts.namespace),
+    isConnected: () => connected && !nc.isClosed(),
     close: async () => {
       if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
     },
