@@ -104,8 +104,9 @@ describe('an undo leaves no effect behind', () => {
   });
 
   it('an agent killed while it undoes a charge: the refund is retried by another and applied once', async () => {
-    const t = await startTriad(td, { nats, redis }, { registerOrders: false, supervisor: { intervalMs: 100, leaseMs: 2_000 }, faults: { shipping: { failRate: 1 } } });
-    // ship fails for good at once; the refund takes 1.5 s against a 1 s budget the first time.
+    const t = await startTriad(td, { nats, redis }, { registerOrders: false, supervisor: { intervalMs: 100, leaseMs: 2_000 }, faults: { shipping: { failRate: 1, latencyMs: 1_000 } } });
+    // ship fails for good after 1 s (time for the test to see the charge done and slow the payment
+    // service before the undo starts); the refund then takes 1.5 s against a 1 s budget the first time.
     await t.client.registerWorkflow(
       fastExampleOrders({
         budgetMs: 2_000,
