@@ -52,7 +52,7 @@ export class DashboardData {
     });
     const answered = this.client.alerts().then(
       () => 'ok' as const,
-      (e: unknown) => (e instanceof TriadError && e.code === ErrorCode.Unavailable ? ('silent' as const) : ('ok' as const)),
+      (e: unknown) => (isPermissionDenial(e) ? ('denied' as const) : e instanceof TriadError && e.code === ErrorCode.Unavailable ? ('silent' as const) : ('ok' as const)),
     );
     const timeout = new Promise<'silent'>((r) => setTimeout(() => r('silent'), PROBE_TIMEOUT_MS).unref());
     const r = await Promise.race([answered, refused, timeout]);
@@ -83,7 +83,7 @@ export class DashboardData {
     try {
       return await fn();
     } catch (e) {
-      if (subject && this.denied.has(subject)) {
+      if (subject && (this.denied.has(subject) || isPermissionDenial(e))) {
         this.identity = { ...this.identity, canAct: false, why: `NATS refused ${subject} for identity "${this.client.clientId}": it does not hold the operator role` };
         throw new TriadError(ErrorCode.InvalidState, `cannot ${what}: ${this.identity.why ?? ''}`, { cause: e });
       }
@@ -231,4 +231,9 @@ function epochOf(v: unknown): number | undefined {
   }
   if (typeof v === 'number' && v > 0) return v > 1e15 ? Math.round(v / 1e6) : v;
   return undefined;
+}
+
+/** A request NATS refused to publish: the SDK's error carries the server's "Permissions Violation for Publish". */
+function isPermissionDenial(e: unknown): boolean {
+  return /permissions violation for publish/i.test(errorMessage(e));
 }

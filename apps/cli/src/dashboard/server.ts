@@ -70,22 +70,23 @@ export async function startDashboard(client: TriadClient, o: { port: number; hos
     return data.act(`replay dead letter ${seq.data}`, 'dlq.replay', () => client.replayDeadLetter(seq.data));
   });
 
-  // Live snapshots: GET /api/live?topics=tasks,alerts
+  // One stream per tab: GET /api/live?topics=identity,tasks[&task=<id>] — the topics' snapshots and,
+  // with a task, its state and events (history first) as they happen.
   app.get('/api/live', (req, reply) => {
-    const asked = String((req.query as { topics?: string }).topics ?? 'tasks').split(',');
-    const topics = asked.filter((t): t is Topic => (TOPICS as readonly string[]).includes(t));
+    const q = req.query as { topics?: string; task?: string };
+    const topics = String(q.topics ?? 'tasks')
+      .split(',')
+      .filter((t): t is Topic => (TOPICS as readonly string[]).includes(t));
+    const task = q.task === undefined ? undefined : TaskIdSchema.safeParse(q.task);
+    if (task && !task.success) throw new TriadError(ErrorCode.InvalidMessage, `not a task id: ${task.error.issues[0]?.message ?? 'invalid'}`);
     const send = openStream(req, reply, streams);
     const unsubscribe = hub.subscribe(topics, (topic, value) => send(topic, value));
-    req.raw.on('close', unsubscribe);
-  });
-
-  // One task: its state and, as they happen, its events (history first), until the page leaves.
-  app.get('/api/tasks/:id/live', (req, reply) => {
-    const id = taskIdOf(req);
-    const send = openStream(req, reply, streams);
     const ac = new AbortController();
-    req.raw.on('close', () => ac.abort());
-    void followTask(data, id, send, ac.signal).catch((e: unknown) => send('problem', { message: errorMessage(e) }));
+    req.raw.on('close', () => {
+      unsubscribe();
+      ac.abort();
+    });
+    if (task?.data) void followTask(data, task.data, send, ac.signal).catch((e: unknown) => send('problem', { topic: 'task', message: errorMessage(e) }));
   });
 
   app.setErrorHandler((e, _req, reply) => {
@@ -190,7 +191,7 @@ async function followTask(data: DashboardData, taskId: string, send: (event: str
         sendState();
       }
     } catch (e) {
-      send('problem', { message: `the events of task ${taskId} cannot be read: ${errorMessage(e)}` });
+      send('problem', { topic: 'task', message: `the events of task ${taskId} cannot be read: ${errorMessage(e)}` });
     }
     // Ended (or unreadable): look again every second, and follow the events again when there are new ones.
     const lastSeq = Math.max(0, ...seen);

@@ -1,6 +1,7 @@
-/** The page's side of the dashboard API: JSON requests, server-sent-event hooks, and the shared identity. */
+/** The page's side of the dashboard API: JSON requests, the tab's one live stream, and formatting. */
 import { useEffect, useState } from 'preact/hooks';
-import type { LiveTopics, Topic } from '../dashboard/view.js';
+import type { TaskEvent } from '@triad/protocol';
+import type { LiveTopics, TaskDetail, Topic } from '../dashboard/view.js';
 
 /** A JSON request; a refusal throws the server's message. */
 export async function api<T>(path: string, body?: unknown): Promise<T> {
@@ -10,30 +11,39 @@ export async function api<T>(path: string, body?: unknown): Promise<T> {
   return json as T;
 }
 
-/** One live topic's latest snapshot (and the last problem reading it). */
-export function useLive<T extends Topic>(topic: T): { value: LiveTopics[T] | undefined; problem: string | undefined } {
-  const [value, setValue] = useState<LiveTopics[T] | undefined>(undefined);
-  const [problem, setProblem] = useState<string | undefined>(undefined);
-  useEffect(() => {
-    const es = new EventSource(`/api/live?topics=${topic}`);
-    es.addEventListener(topic, (e) => {
-      setValue(JSON.parse((e as MessageEvent<string>).data) as LiveTopics[T]);
-      setProblem(undefined);
-    });
-    es.addEventListener('problem', (e) => setProblem((JSON.parse((e as MessageEvent<string>).data) as { message: string }).message));
-    return () => es.close();
-  }, [topic]);
-  return { value, problem };
+/** What the tab's live stream has delivered: each topic's latest snapshot, the followed task, its events, problems. */
+export interface Live {
+  snapshots: Partial<LiveTopics>;
+  task: TaskDetail | undefined;
+  events: TaskEvent[];
+  /** The last problem per topic ("task" for the followed task); empty once the topic reads again. */
+  problems: Record<string, string>;
 }
 
-/** Server-sent events of one URL, by event name, to handlers (re-opened when the URL changes). */
-export function useEvents(url: string, handlers: Record<string, (data: unknown) => void>): void {
+/**
+ * One server-sent-events connection per tab for everything the current page shows: browsers allow six
+ * connections to a host, and a stream per widget (or per tab's widgets) would starve its requests.
+ */
+export function useLiveStream(topics: readonly Topic[], taskId: string | undefined): Live {
+  const [live, setLive] = useState<Live>({ snapshots: {}, task: undefined, events: [], problems: {} });
+  const url = `/api/live?topics=${topics.join(',')}${taskId ? `&task=${encodeURIComponent(taskId)}` : ''}`;
   useEffect(() => {
+    setLive((l) => ({ snapshots: l.snapshots, task: undefined, events: [], problems: {} }));
     const es = new EventSource(url);
-    for (const [name, fn] of Object.entries(handlers)) es.addEventListener(name, (e) => fn(JSON.parse((e as MessageEvent<string>).data)));
+    const on = (name: string, fn: (data: unknown) => void): void => es.addEventListener(name, (e) => fn(JSON.parse((e as MessageEvent<string>).data)));
+    for (const t of topics) on(t, (v) => setLive((l) => ({ ...l, snapshots: { ...l.snapshots, [t]: v }, problems: { ...l.problems, [t]: '' } })));
+    on('state', (v) => setLive((l) => ({ ...l, task: v as TaskDetail, problems: { ...l.problems, task: '' } })));
+    on('event', (v) => {
+      const ev = v as TaskEvent;
+      setLive((l) => (l.events.some((e) => e.seq === ev.seq) ? l : { ...l, events: [...l.events, ev].sort((a, b) => a.seq - b.seq) }));
+    });
+    on('problem', (v) => {
+      const p = v as { topic?: string; message: string };
+      setLive((l) => ({ ...l, problems: { ...l.problems, [p.topic ?? 'task']: p.message } }));
+    });
     return () => es.close();
-    // The handlers are set-state functions: the URL alone decides when to reconnect.
   }, [url]);
+  return live;
 }
 
 export function time(ms: number | undefined): string {

@@ -2,7 +2,8 @@
 import { html } from 'htm/preact';
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { useLive } from './api.js';
+import type { Topic } from '../dashboard/view.js';
+import { useLiveStream } from './api.js';
 import { AlertsPage, DeadLettersPage } from './pages/alerts.js';
 import { ClusterPage } from './pages/cluster.js';
 import { TaskPage } from './pages/task.js';
@@ -29,14 +30,20 @@ function useHash(): string {
 
 function App() {
   const hash = useHash();
-  const { value: me } = useLive('identity');
   const task = /^#\/tasks\/(.+)$/.exec(hash);
-  const page = task?.[1] ? html`<${TaskPage} key=${task[1]} taskId=${decodeURIComponent(task[1])} me=${me} />`
-    : hash.startsWith('#/alerts') ? html`<${AlertsPage} me=${me} />`
+  const taskId = task?.[1] ? decodeURIComponent(task[1]) : undefined;
+  const topics: Topic[] = ['identity'];
+  if (!taskId && (hash.startsWith('#/tasks') || hash === '#/')) topics.push('tasks');
+  if (hash.startsWith('#/alerts')) topics.push('alerts');
+  if (hash.startsWith('#/cluster')) topics.push('cluster');
+  const live = useLiveStream(topics, taskId);
+  const me = live.snapshots.identity;
+  const page = taskId ? html`<${TaskPage} key=${taskId} taskId=${taskId} me=${me} live=${live} />`
+    : hash.startsWith('#/alerts') ? html`<${AlertsPage} me=${me} live=${live} />`
     : hash.startsWith('#/dead-letters') ? html`<${DeadLettersPage} me=${me} />`
     : hash.startsWith('#/workflows') ? html`<${WorkflowsPage} />`
-    : hash.startsWith('#/cluster') ? html`<${ClusterPage} />`
-    : html`<${TasksPage} />`;
+    : hash.startsWith('#/cluster') ? html`<${ClusterPage} live=${live} />`
+    : html`<${TasksPage} live=${live} />`;
   return html`<header>
       <b class="logo">Triad</b>
       <nav>${NAV.map(([href, label]) => html`<a href=${href} class=${hash.startsWith(href) ? 'on' : ''}>${label}</a>`)}</nav>

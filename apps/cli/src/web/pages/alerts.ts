@@ -3,10 +3,11 @@ import { html } from 'htm/preact';
 import { useEffect, useState } from 'preact/hooks';
 import type { StoredDeadLetter } from '@triad/client';
 import type { Identity } from '../../dashboard/view.js';
-import { api, dateTime, useLive } from '../api.js';
+import { api, dateTime, type Live } from '../api.js';
 
-export function AlertsPage({ me }: { me: Identity | undefined }) {
-  const { value: alerts, problem } = useLive('alerts');
+export function AlertsPage({ me, live }: { me: Identity | undefined; live: Live }) {
+  const alerts = live.snapshots.alerts;
+  const problem = live.problems['alerts'];
   const [notice, setNotice] = useState<string | undefined>(undefined);
   const [failure, setFailure] = useState<string | undefined>(undefined);
   const retry = async (taskId: string, step: string | undefined): Promise<void> => {

@@ -1,10 +1,11 @@
 /** The cluster: supervisor leader, epoch and sweep lag; agents consuming now; stream and consumer backlogs. */
 import { html } from 'htm/preact';
 import { age } from '../../dashboard/view.js';
-import { dateTime, ms, useLive } from '../api.js';
+import { dateTime, ms, type Live } from '../api.js';
 
-export function ClusterPage() {
-  const { value: c, problem } = useLive('cluster');
+export function ClusterPage({ live }: { live: Live }) {
+  const c = live.snapshots.cluster;
+  const problem = live.problems['cluster'];
   if (!c) return html`<section><h1>Cluster</h1><p class=${problem ? 'problem' : 'muted'}>${problem ?? 'loading…'}</p></section>`;
   const now = c.at;
   return html`<section>

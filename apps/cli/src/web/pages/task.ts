@@ -4,23 +4,18 @@
  */
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
-import type { TaskEvent } from '@triad/protocol';
-import { attemptsFromEvents, TERMINAL_TASK, type Identity, type TaskDetail } from '../../dashboard/view.js';
-import { api, dateTime, ms, time, useEvents } from '../api.js';
+import { attemptsFromEvents, TERMINAL_TASK, type Identity } from '../../dashboard/view.js';
+import { api, dateTime, ms, time, type Live } from '../api.js';
 import { Dag } from '../dag.js';
 
 const RETRYABLE_STEP = new Set(['failed', 'error', 'parked', 'abandoned']);
 
-export function TaskPage({ taskId, me }: { taskId: string; me: Identity | undefined }) {
-  const [detail, setDetail] = useState<TaskDetail | undefined>(undefined);
-  const [events, setEvents] = useState<TaskEvent[]>([]);
-  const [problem, setProblem] = useState<string | undefined>(undefined);
+export function TaskPage({ taskId, me, live }: { taskId: string; me: Identity | undefined; live: Live }) {
+  const detail = live.task?.task.taskId === taskId ? live.task : undefined;
+  const events = live.events;
+  const [failure, setProblem] = useState<string | undefined>(undefined);
   const [notice, setNotice] = useState<string | undefined>(undefined);
-  useEvents(`/api/tasks/${encodeURIComponent(taskId)}/live`, {
-    state: (d) => setDetail(d as TaskDetail),
-    event: (e) => setEvents((list) => [...list, e as TaskEvent].sort((a, b) => a.seq - b.seq)),
-    problem: (p) => setProblem((p as { message: string }).message),
-  });
+  const problem = failure ?? (live.problems['task'] || undefined);
   if (!detail) return html`<section><h1>Task ${taskId}</h1><p class=${problem ? 'problem' : 'muted'}>${problem ?? 'loading…'}</p></section>`;
   const t = detail.task;
   const attempts = attemptsFromEvents(events, t.steps);

@@ -2,10 +2,11 @@
 import { html } from 'htm/preact';
 import { useState } from 'preact/hooks';
 import { age } from '../../dashboard/view.js';
-import { api, useLive } from '../api.js';
+import { api, type Live } from '../api.js';
 
-export function TasksPage() {
-  const { value: tasks, problem } = useLive('tasks');
+export function TasksPage({ live }: { live: Live }) {
+  const tasks = live.snapshots.tasks;
+  const problem = live.problems['tasks'];
   const [status, setStatus] = useState('');
   const [workflow, setWorkflow] = useState('');
   const [search, setSearch] = useState('');
