@@ -56,5 +56,5 @@ export function dateTime(ms: number | undefined): string {
 
 export function ms(d: number | undefined): string {
   if (d === undefined) return '';
-  return d < 1000 ? `${d} ms` : d < 60_000 ? `${(d / 1000).toFixed(1)} s` : `${(d / 60_000).toFixed(1)} min`;
+  return d < 1 ? '< 1 ms' : d < 1000 ? `${Math.round(d)} ms` : d < 60_000 ? `${(d / 1000).toFixed(1)} s` : `${(d / 60_000).toFixed(1)} min`;
 }
