@@ -97,7 +97,7 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
   const handle = async (m: JsMsg): Promise<void> => {
     const deliveryCount = m.info.deliveryCount;
     if (deliveryCount > maxDeliveries) {
-      const stored = await deadLetter(bus, o.source, `redelivered ${deliveryCount - 1} times without success (limit ${maxDeliveries})`, m.data, deliveryCount);
+      const stored = await deadLetter(bus, o.source, `redelivered ${deliveryCount - 1} times without success (limit ${maxDeliveries})`, m.data, deliveryCount, { subject: m.subject, headers: m.headers });
       if (!stored) log.error({ subject: m.subject, deliveryCount }, 'dead letter not stored past the redelivery limit: message dropped');
       m.term();
       return;
@@ -105,7 +105,7 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
     // A message of another major protocol version is not guessed at: dead-lettered with the reason.
     const foreign = unsupportedVersion(m.headers);
     if (foreign) {
-      await deadLetter(bus, o.source, foreign, m.data, deliveryCount);
+      await deadLetter(bus, o.source, foreign, m.data, deliveryCount, { subject: m.subject, headers: m.headers });
       m.term();
       return;
     }
@@ -130,7 +130,7 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
     if (acked || d === 'defer') return;
     if (d === 'ack') m.ack();
     else if ('nakDelayMs' in d) m.nak(d.nakDelayMs);
-    else if (await deadLetter(bus, o.source, d.deadLetter, m.data, deliveryCount)) {
+    else if (await deadLetter(bus, o.source, d.deadLetter, m.data, deliveryCount, { subject: m.subject, headers: m.headers })) {
       // term() without a reason: nats-server 2.9 silently ignores a term carrying one.
       m.term();
     } else {

@@ -6,5 +6,5 @@ export { connectBus, type Bus, type BusOptions } from './connection.js';
 export { loadNatsCredentials, type NatsCredentials } from './credentials.js';
 export { ensureStreams, ensureConsumer, streamSpecs, type TopologyOptions, type ConsumerSpec } from './topology.js';
 export { startConsumer, type Delivery, type Disposition, type ConsumeOptions, type RunningConsumer } from './consumer.js';
-export { publishDurable, publishPlain, deadLetter, publishTaskEvents, sendTaskEvents } from './publish.js';
+export { publishDurable, publishPlain, deadLetter, publishTaskEvents, sendTaskEvents, type DeadLetterOrigin } from './publish.js';
 export { protocolHeaders, unsupportedVersion, PROTOCOL_HEADER, REPLY_TO_HEADER, PROTOCOL_MAJOR } from './headers.js';

@@ -16,6 +16,7 @@ import { DeliverPolicy, type Consumer } from '@nats-io/jetstream';
 import { createInbox } from '@nats-io/nats-core';
 import { REPLY_TO_HEADER, connectBus, protocolHeaders, type Bus } from '@triad/bus';
 import { SpanKind, inSpan } from '@triad/telemetry';
+import { listDeadLetters, replayDeadLetter, type DeadLetterQuery, type ReplayResult, type StoredDeadLetter } from './dead-letters.js';
 import {
   ApiReplySchema,
   ClientIdSchema,
@@ -179,6 +180,19 @@ export class TriadClient {
   /** Open operator alerts: steps that failed for good and have not been retried since. */
   async alerts(): Promise<Alert[]> {
     return this.request('alert.list', {});
+  }
+
+  /**
+   * The namespace's dead letters, newest first, each original decoded where it can be (operator role:
+   * it reads the DLQ stream).
+   */
+  async deadLetters(q: DeadLetterQuery = {}): Promise<StoredDeadLetter[]> {
+    return listDeadLetters(this.bus, q);
+  }
+
+  /** Re-publishes dead letter `seq`'s original to the subject it arrived on (once its cause is fixed). */
+  async replayDeadLetter(seq: number): Promise<ReplayResult> {
+    return replayDeadLetter(this.bus, seq);
   }
 
   /** The current supervisor leader and every supervisor's last report. */

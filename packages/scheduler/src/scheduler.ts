@@ -310,7 +310,7 @@ export class Scheduler {
     const { bus } = this.o;
     // A dead letter that was not stored fails the batch, which is then redelivered whole (not lost).
     const deadLettered = async (reason: string): Promise<void> => {
-      if (!(await deadLetter(bus, 'result', reason, item.bytes, deliveryCount))) throw new Error(`the dead letter of a batched result was not stored: ${reason}`);
+      if (!(await deadLetter(bus, 'result', reason, item.bytes, deliveryCount, { subject }))) throw new Error(`the dead letter of a batched result was not stored: ${reason}`);
     };
     if (!item.ok) {
       this.metrics.deadLettered++;

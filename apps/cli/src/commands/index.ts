@@ -5,6 +5,8 @@
 import type { Command } from 'commander';
 import * as alerts from './alerts.js';
 import * as cancel from './cancel.js';
+import * as dashboard from './dashboard.js';
+import * as dlq from './dlq.js';
 import * as list from './list.js';
 import * as retry from './retry.js';
 import * as status from './status.js';
@@ -17,4 +19,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, cancel, retry, alerts, supervisor];
+export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, cancel, retry, alerts, dlq, supervisor, dashboard];
