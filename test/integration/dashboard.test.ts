@@ -21,6 +21,7 @@ let triad: TestTriad;
 let browser: BrowserContext;
 let operatorUrl: string;
 let viewerUrl: string;
+let operatorHealthUrl: string;
 
 /** A client identity as decision 0010's table has it: its submit subject, the read-only API ops, its inbox, its own events. */
 function viewerPermissions(client: string): string {
@@ -38,10 +39,10 @@ function viewerPermissions(client: string): string {
   return `permissions: { publish: { allow: [${publish.map((s) => `"${s}"`).join(', ')}] }, subscribe: { allow: ["_INBOX.${ns}.${client}.>"] } }`;
 }
 
-async function startDashboard(name: string, env: Record<string, string>): Promise<{ url: string; process: ActorProcess }> {
+async function startDashboard(name: string, env: Record<string, string>, args: string[] = []): Promise<{ url: string; process: ActorProcess }> {
   const p = await startProcess({
     name,
-    args: [SCRIPTS.cli, 'dashboard', '--port', '0'],
+    args: [SCRIPTS.cli, 'dashboard', '--port', '0', ...args],
     env: { ...triad.env, ...env },
     cwd: ROOT,
     readyPattern: /dashboard at http/,
@@ -74,11 +75,12 @@ beforeAll(async () => {
     name: 'orders-strict',
   });
   const [operator, viewer] = await Promise.all([
-    startDashboard('dashboard-operator', { NATS_USER: 'operator', NATS_PASSWORD: 'operator-secret', TRIAD_CLIENT_ID: 'ops' }),
+    startDashboard('dashboard-operator', { NATS_USER: 'operator', NATS_PASSWORD: 'operator-secret', TRIAD_CLIENT_ID: 'ops' }, ['--http-port', '0']),
     startDashboard('dashboard-viewer', { NATS_USER: 'viewer', NATS_PASSWORD: 'viewer-secret', TRIAD_CLIENT_ID: 'viewer' }),
   ]);
   operatorUrl = operator.url;
   viewerUrl = viewer.url;
+  operatorHealthUrl = /metrics and health at (http:\/\/\S+)\/metrics/.exec(operator.process.output())?.[1] ?? '';
   expect(operator.process.output()).toContain('operator: actions enabled');
   expect(viewer.process.output()).toContain('read-only');
   browser = await launchBrowser(td);
@@ -186,5 +188,16 @@ describe('the dashboard in a browser', () => {
     expect(((await refused.json()) as { error: { message: string } }).error.message).toContain('operator role');
     triad.services.payment.setFaults({ latencyMs: 0 });
     await waitFor(async () => (await triad.client.getTask(taskId)).status === 'completed' || undefined, { timeoutMs: 30_000, what: `task ${taskId} completed, not cancelled` });
+  });
+
+  it('--http-port serves the dashboard process\'s own /metrics, /healthz and /readyz', async () => {
+    expect(operatorHealthUrl, 'the "metrics and health at" line').toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const metrics = await fetch(`${operatorHealthUrl}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toMatch(/^triad_process_cpu_seconds_total\{namespace="[^"]+"\} /m);
+    expect((await fetch(`${operatorHealthUrl}/healthz`)).status).toBe(200);
+    const ready = await fetch(`${operatorHealthUrl}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toMatchObject({ ready: true, checks: { nats: true } });
   });
 });
