@@ -1,6 +1,6 @@
 /** `triad auth init`: the credentials and permissions of a least-privilege deployment (decision 0016). */
 import type { Command } from 'commander';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { AuthInitSchema, authInit } from '../auth-files.js';
 import { usageError } from '../io.js';
 import { action, examples, optionsOf, out, printJson } from '../runtime.js';
