@@ -81,7 +81,8 @@ export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const seedsAt = o.mountDir ?? dir;
   const natsVars: string[] = [];
-  const aclLines = [`# Redis ACL users of Triad namespace "${o.namespace}" (triad auth init). The default user is off.`, 'user default off'];
+  // Redis refuses comments in an ACL file: the file is users only, the default user off first.
+  const aclLines = ['user default off'];
   const out: AuthInitResult['identities'] = [];
   for (const id of ids) {
     const kp = createUser();
@@ -114,14 +115,13 @@ export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
     await chmod(envFile, 0o600);
     out.push({ name: id.name, role: id.role, env: envFile });
   }
-  const usersVar = confVar(o.namespace, 'USERS');
+  // nats-server rejects a variable no one uses: a configuration that includes nats-users.conf lists them all.
   await writeFile(
     join(dir, 'nats-users.conf'),
     [
       `# NATS users of Triad namespace "${o.namespace}" (triad auth init): one nkey user per identity, with just its permissions.`,
-      `# Several namespaces on one server: include each namespace's file and list every ${'$'}TRIAD_<NS>_USERS entry's users.`,
+      `# Several namespaces on one server: include each namespace's file and list all their variables in one users array.`,
       ...natsVars,
-      `${usersVar} = [\n${ids.map((i) => `  ${'$'}${confVar(o.namespace, i.name)}`).join('\n')}\n]`,
       '',
     ].join('\n\n'),
     { mode: 0o644 },
@@ -129,10 +129,12 @@ export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
   await writeFile(
     join(dir, 'nats-server.conf'),
     [
-      `# Include from the nats-server configuration (include "<this folder>/nats-server.conf"); reload with nats-server --signal reload.`,
+      `# Include from the nats-server configuration (include "<path relative to it>/nats-server.conf"); reload with nats-server --signal reload.`,
       `include "nats-users.conf"`,
       `authorization {`,
-      `  users = ${'$'}${usersVar}`,
+      `  users = [`,
+      ...ids.map((i) => `    ${'$'}${confVar(o.namespace, i.name)}`),
+      `  ]`,
       `}`,
       '',
     ].join('\n'),

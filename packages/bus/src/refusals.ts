@@ -78,10 +78,13 @@ export function isConnectionRefused(e: unknown): boolean {
  * subject, the roles that hold it, and what to do; else undefined.
  */
 export function explainPermissionViolation(e: unknown, namespace: string): TriadError | undefined {
-  if (!isNamed(e, 'PermissionViolationError')) return undefined;
+  if (!(e instanceof Error)) return undefined;
+  // nats.js' PermissionViolationError, or an error that wraps its message (a request's).
+  const m = /Permissions Violation for (Publish|Subscription) to "(\S+)"/i.exec(e.message);
+  if (!isNamed(e, 'PermissionViolationError') && !m) return undefined;
   const pe = e as Error & { operation?: string; subject?: string; queue?: string };
-  const subject = pe.subject ?? '?';
-  const op = pe.operation === 'subscription' ? 'subscribe' : 'publish';
+  const subject = pe.subject ?? m?.[2] ?? '?';
+  const op = (pe.operation ?? m?.[1]?.toLowerCase()) === 'subscription' ? 'subscribe' : 'publish';
   const allowed = rolesAllowed(namespace, op, subject);
   const verb = op === 'subscribe' ? `subscribe to "${subject}"${pe.queue ? ` (queue group ${pe.queue})` : ''}` : `publish to "${subject}"`;
   const who =

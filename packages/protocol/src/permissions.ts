@@ -54,7 +54,7 @@ export function serviceInboxPrefix(namespace: string, role: 'scheduler' | 'super
 }
 
 /** Connection basics every Redis user needs (ioredis: AUTH, the ready check's INFO, its CLIENT SETNAME/SETINFO). */
-const REDIS_CONNECTION = ['auth', 'hello', 'ping', 'info', 'select', 'quit', 'client|setname', 'client|setinfo', 'client|getname', 'client|id'];
+const REDIS_CONNECTION = ['auth', 'hello', 'ping', 'info', 'select', 'quit', 'client|setname', 'client|getname', 'client|id'];
 
 /** Reads of packages/store's TypeScript side (task views, lists, the deadline and alert indexes). */
 const REDIS_READS = ['get', 'hget', 'hgetall', 'hkeys', 'hmget', 'hvals', 'smembers', 'zcount', 'zrange', 'zrangebyscore', 'zrevrange'];
@@ -97,6 +97,7 @@ function jsApi(n: Names) {
     consumerDelete: (s: string, consumer: string) => `${api}.CONSUMER.DELETE.${s}.${consumer}`,
     consumerList: (s: string) => `${api}.CONSUMER.LIST.${s}`,
     consumerNames: (s: string) => `${api}.CONSUMER.NAMES.${s}`,
+    msgGet: (s: string) => `${api}.STREAM.MSG.GET.${s}`,
     next: (s: string, consumer: string) => `${api}.CONSUMER.MSG.NEXT.${s}.${consumer}`,
     ack: (s: string, consumer: string) => `$JS.ACK.${s}.${consumer}.>`,
     streams: Object.values(n.streams),
@@ -167,8 +168,8 @@ export function supervisorIdentity(namespace: string): Identity {
         s.deadLetterAll,
         `_INBOX.${n.namespace}.>`,
         j.accountInfo,
-        // Reads stream state; at start it checks the streams exist (a scheduler creates them).
-        ...j.streams.map((st) => j.streamInfo(st)),
+        // It ensures the streams at start as the scheduler does (it may start first), and reads their state.
+        ...j.streams.flatMap((st) => [j.streamCreate(st), j.streamUpdate(st), j.streamInfo(st)]),
       ]),
       subscribe: [`${inboxPrefix}.>`],
     },
@@ -234,6 +235,8 @@ function clientLike(namespace: string, clientId: string, role: 'client' | 'opera
         ...orderedRead(j, n.streams.events, `triad.${n.namespace}.event.>`),
         ...orderedRead(j, n.streams.alerts, s.alert),
         ...orderedRead(j, n.streams.deadLetters, `triad.${n.namespace}.dlq.>`),
+        // Its namespace's logs whole: an unfiltered consumer, or one message by sequence.
+        ...[n.streams.events, n.streams.alerts, n.streams.deadLetters].flatMap((st) => [`$JS.API.CONSUMER.CREATE.${st}.*`, j.msgGet(st)]),
         ...j.streams.map((st) => j.streamInfo(st)),
         ...j.streams.flatMap((st) => [j.consumerList(st), j.consumerNames(st)]),
       ]),
