@@ -140,7 +140,8 @@ export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
     ].join('\n'),
     { mode: 0o644 },
   );
-  await writeFile(join(dir, 'redis-users.acl'), `${aclLines.join('\n')}\n`, { mode: 0o600 });
+  // 0644: it holds only SHA-256 hashes of random passwords, and redis-server (its own user in a container) must read it.
+  await writeFile(join(dir, 'redis-users.acl'), `${aclLines.join('\n')}\n`, { mode: 0o644 });
   return { dir, identities: out, files: files.map((f) => join(dir, f)) };
 }
 
