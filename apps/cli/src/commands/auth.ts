@@ -38,7 +38,7 @@ export function register(program: Command): void {
       const o = optionsOf<{ dir: string; namespace?: string; agents: string; clients?: string; natsUrl?: string; redisUrl?: string; mountDir?: string; force?: boolean; json?: boolean }>(self);
       const parsed = AuthInitSchema.safeParse({
         dir: o.dir,
-        namespace: o.namespace ?? process.env['TRIAD_NAMESPACE'] ?? 'default',
+        namespace: o.namespace ?? (process.env['TRIAD_NAMESPACE'] || 'default'),
         agents: list(o.agents),
         clients: list(o.clients) ?? [],
         ...(o.natsUrl !== undefined ? { natsUrl: o.natsUrl } : {}),
