@@ -111,7 +111,9 @@ describe('an undo leaves no effect behind', () => {
         budgetMs: 2_000,
         compensateBudgetMs: 1_000,
         retry: { maxAttempts: 1, initialDelayMs: 1, maxDelayMs: 1 },
-        ladder: { retries: 3, longBackoffMs: 100, maxFailures: 4 },
+        // The refund's ladder outlasts the agents' restart on a loaded machine (each attempt without an
+        // agent expires after 1 s and counts); four failures gave up before the new agents served.
+        ladder: { retries: 3, longBackoffMs: 500, maxFailures: 30 },
         steps: { ship: { ladder: { retries: 0, longBackoffMs: 100, maxFailures: 1 } } },
       }),
     );

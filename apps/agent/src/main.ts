@@ -34,5 +34,5 @@ runService('agent-host', async ({ config, log, onShutdown, healthy, fail }) => {
   const host = new AgentHost({ bus, agents, logger: log });
   await host.start();
   onShutdown(() => host.stop());
-  healthy(() => !bus.nc.isClosed() && host.serving());
+  healthy({ nats: () => bus.isConnected(), serving: () => host.serving() });
 });

@@ -53,6 +53,6 @@ runService('order-agents', async ({ config, log, onShutdown, healthy, fail }) =>
   }
   // Healthy once the workflow is registered too: a Compose `depends_on: service_healthy` on the agents
   // then means orders can be submitted (the heartbeat starts within 5 s of the registration).
-  healthy(() => !bus.nc.isClosed() && host.serving() && (registration === undefined || registration.current().state === 'registered'));
+  healthy({ nats: () => bus.isConnected(), serving: () => host.serving(), workflow: () => registration === undefined || registration.current().state === 'registered' });
   log.info({ urls, agents: [...serve] }, 'order agents calling these services');
 });

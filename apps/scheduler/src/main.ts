@@ -21,5 +21,5 @@ runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
   });
   await scheduler.start();
   onShutdown(() => scheduler.stop());
-  healthy(() => redis.status === 'ready' && !bus.nc.isClosed());
+  healthy({ nats: () => bus.isConnected(), redis: () => redis.status === 'ready' });
 });

@@ -62,5 +62,5 @@ runService('supervisor', async ({ config, log, onShutdown, healthy, fail }) => {
   const supervisor = new Supervisor({ bus, tasks: new TaskStore(redis, config.namespace), leaderRedis, logger: log, ...tuning });
   await supervisor.start();
   onShutdown(() => supervisor.stop());
-  healthy(() => redis.status === 'ready' && !bus.nc.isClosed());
+  healthy({ nats: () => bus.isConnected(), redis: () => redis.status === 'ready' && leaderRedis.status === 'ready' });
 });

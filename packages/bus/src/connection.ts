@@ -40,6 +40,8 @@ export interface Bus {
   readonly js: JetStreamClient;
   readonly jsm: JetStreamManager;
   readonly names: Names;
+  /** Connected to a server now (false while nats.js reconnects, and once closed): what /readyz reports. */
+  isConnected(): boolean;
   close(): Promise<void>;
 }
 
@@ -61,6 +63,13 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
       }
     });
   }
+  let connected = true;
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect') connected = false;
+      else if (s.type === 'reconnect') connected = true;
+    }
+  })().catch(() => undefined);
   // The first request: credentials of another namespace or role are refused here (its inbox, $JS.API.INFO).
   const jsm = await jetstreamManager(nc, { timeout: 10_000 }).catch(async (e: unknown) => {
     const refused = explainPermissionViolation(e, opts.namespace);
@@ -76,6 +85,7 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
     js,
     jsm,
     names: names(opts.namespace),
+    isConnected: () => connected && !nc.isClosed(),
     close: async () => {
       if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
     },

@@ -6,6 +6,7 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { MsgHdrs } from '@nats-io/nats-core';
 import { errorMessage, silentLogger, type Logger } from '@triad/protocol';
+import { triadMetrics } from '@triad/telemetry';
 import type { Bus } from './connection.js';
 import { unsupportedVersion } from './headers.js';
 import { deadLetter } from './publish.js';
@@ -47,6 +48,34 @@ export interface ConsumeOptions {
    */
   prefetch?: number;
   logger?: Logger;
+  /**
+   * How often the consumer's info (pending, ack pending, redelivered) is read for the
+   * triad_nats_consumer_* gauges (default 5 s; 0 turns it off). Decision 0013.
+   */
+  infoIntervalMs?: number;
+}
+
+/** Reads the consumer's info into the triad_nats_consumer_* gauges every `everyMs` until stopped. */
+function pollConsumerInfo(bus: Bus, o: ConsumeOptions, everyMs: number): () => void {
+  if (everyMs <= 0) return () => undefined;
+  const m = triadMetrics();
+  const labels = { namespace: bus.names.namespace, stream: o.stream, consumer: o.durable };
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy || !bus.isConnected()) return;
+    busy = true;
+    bus.jsm.consumers
+      .info(o.stream, o.durable)
+      .then((ci) => {
+        m.consumerPending.set(labels, ci.num_pending);
+        m.consumerAckPending.set(labels, ci.num_ack_pending);
+        m.consumerRedelivered.set(labels, ci.num_redelivered);
+      })
+      .catch(() => undefined) // the next poll tries again; the gauges keep their last value
+      .finally(() => (busy = false));
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 export interface RunningConsumer {
@@ -139,11 +168,13 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
     }
   };
   const done = loop();
+  const stopPolling = pollConsumerInfo(bus, o, o.infoIntervalMs ?? 5_000);
 
   return {
     ready,
     stop: async () => {
       stopped = true;
+      stopPolling();
       current?.stop();
       await done;
       await Promise.allSettled([...inFlight]);

@@ -1,5 +1,6 @@
 /** Publishing: JetStream with a message id where duplicates are possible; dead letters; plain NATS for replies. */
 import { encode, errorMessage, type DeadLetter, type TaskEvent, type TaskEventBatch } from '@triad/protocol';
+import { deadLetterReasonClass, triadMetrics } from '@triad/telemetry';
 import type { Bus } from './connection.js';
 import { protocolHeaders } from './headers.js';
 
@@ -22,6 +23,7 @@ export async function deadLetter(bus: Bus, source: string, reason: string, origi
   const dl: DeadLetter = { source, reason: kept, receivedAt: Date.now(), deliveries, original: new Uint8Array(original) };
   try {
     await bus.js.publish(bus.names.subjects.deadLetter(source.replace(/[.*>\s]/g, '_')), encode(dl, 2_000_000), { headers: protocolHeaders() });
+    triadMetrics().deadLetters.inc({ namespace: bus.names.namespace, source, reason: deadLetterReasonClass(reason) });
     return true;
   } catch (e) {
     // The caller puts the message back for a later delivery (and drops it only past the redelivery limit).

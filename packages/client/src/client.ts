@@ -15,6 +15,7 @@ import { randomUUID } from 'node:crypto';
 import { DeliverPolicy, type Consumer } from '@nats-io/jetstream';
 import { createInbox } from '@nats-io/nats-core';
 import { REPLY_TO_HEADER, connectBus, explainPermissionViolation, protocolHeaders, type Bus } from '@triad/bus';
+import { SpanKind, inSpan } from '@triad/telemetry';
 import {
   ApiReplySchema,
   ClientIdSchema,
@@ -214,6 +215,18 @@ export class TriadClient {
     const v = validate(candidate, SubmissionSchema, 'submission');
     if (!v.ok) throw v.error;
     const bytes = encode(v.value); // an oversized submission is refused here, before it is sent
+    // The task's trace: a child of the caller's active span, or a new trace (decision 0013). Its
+    // `traceparent` goes in the submission's headers; every actor's spans for the task descend from it.
+    const attributes = { 'triad.namespace': this.namespace, 'triad.task_id': v.value.taskId, 'triad.workflow': workflow, 'triad.client': this.clientId };
+    return inSpan(`triad.submit ${workflow}`, { kind: SpanKind.PRODUCER, attributes }, async (span) => {
+      const r = await this.publishSubmission(v.value, bytes);
+      span.setAttribute('triad.duplicate', r.duplicate);
+      return r;
+    });
+  }
+
+  private async publishSubmission(sub: Submission, bytes: Uint8Array): Promise<{ taskId: string; duplicate: boolean }> {
+    const v = { value: sub };
     try {
       // Deduplicated per client: another client's submission with the same task id must reach a
       // scheduler, to be refused there with the reason (decision 0010).

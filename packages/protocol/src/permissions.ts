@@ -170,6 +170,8 @@ export function supervisorIdentity(namespace: string): Identity {
         j.accountInfo,
         // It ensures the streams at start as the scheduler does (it may start first), and reads their state.
         ...j.streams.flatMap((st) => [j.streamCreate(st), j.streamUpdate(st), j.streamInfo(st)]),
+        // With tracing on, a task's latest event (its trace context) by subject.
+        j.msgGet(n.streams.events),
       ]),
       subscribe: [`${inboxPrefix}.>`],
     },
