@@ -3,6 +3,9 @@
  * (created idempotently), the consumer loop with dead-lettering, and publishing.
  */
 export { connectBus, type Bus, type BusOptions } from './connection.js';
+export { explainPermissionViolation } from './refusals.js';
+/** Re-exported so a service sets its connection's inbox prefix with the bus it opens (decision 0016). */
+export { serviceInboxPrefix } from '@triad/protocol';
 export { loadNatsCredentials, type NatsCredentials } from './credentials.js';
 export { ensureStreams, ensureConsumer, streamSpecs, type TopologyOptions, type ConsumerSpec } from './topology.js';
 export { startConsumer, type Delivery, type Disposition, type ConsumeOptions, type RunningConsumer } from './consumer.js';

@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import { DeliverPolicy, type Consumer } from '@nats-io/jetstream';
 import { createInbox } from '@nats-io/nats-core';
-import { REPLY_TO_HEADER, connectBus, protocolHeaders, type Bus } from '@triad/bus';
+import { REPLY_TO_HEADER, connectBus, explainPermissionViolation, protocolHeaders, type Bus } from '@triad/bus';
 import { SpanKind, inSpan } from '@triad/telemetry';
 import { listDeadLetters, replayDeadLetter, type DeadLetterQuery, type ReplayResult, type StoredDeadLetter } from './dead-letters.js';
 import {
@@ -115,6 +115,15 @@ export class TriadClient {
     return new TriadClient(bus, id.data, requestTimeoutMs ?? 10_000);
   }
 
+  /** A permission NATS refused this client's credentials, explained (decision 0016); else undefined. */
+  private refusal(e: unknown): TriadError | undefined {
+    for (let c: unknown = e; c instanceof Error; c = c.cause) {
+      const explained = explainPermissionViolation(c, this.namespace);
+      if (explained) return explained;
+    }
+    return undefined;
+  }
+
   get namespace(): string {
     return this.bus.names.namespace;
   }
@@ -129,7 +138,7 @@ export class TriadClient {
     try {
       raw = await this.bus.nc.request(this.bus.names.subjects.api(op), encode(body), { timeout: this.requestTimeoutMs, headers: protocolHeaders() });
     } catch (e) {
-      throw new TriadError(
+      throw this.refusal(e) ?? new TriadError(
         ErrorCode.Unavailable,
         `no scheduler answered ${op} in namespace "${this.namespace}" (${errorMessage(e)}): is a scheduler running with TRIAD_NAMESPACE=${this.namespace}?`,
         { cause: e },
@@ -240,7 +249,7 @@ export class TriadClient {
       const ack = await this.bus.js.publish(this.bus.names.subjects.submit(this.clientId), bytes, { msgID: `${this.clientId}:${v.value.taskId}`, headers: h });
       return { taskId: v.value.taskId, duplicate: ack.duplicate };
     } catch (e) {
-      throw new TriadError(
+      throw this.refusal(e) ?? new TriadError(
         ErrorCode.Unavailable,
         `submission not stored (${errorMessage(e)}): is JetStream enabled and has a scheduler run in namespace "${this.namespace}" (it creates the streams)?`,
         { cause: e },
@@ -304,6 +313,8 @@ export class TriadClient {
           deliver_policy: DeliverPolicy.All,
         });
       } catch (e) {
+        const refused = this.refusal(e);
+        if (refused) throw refused;
         if (!isTransient(e)) {
           throw new TriadError(ErrorCode.Unavailable, `cannot read the events of task ${taskId} (${errorMessage(e)}): has a scheduler run in namespace "${this.namespace}"?`, { cause: e });
         }

@@ -4,6 +4,7 @@
  */
 import type { Command } from 'commander';
 import * as alerts from './alerts.js';
+import * as auth from './auth.js';
 import * as cancel from './cancel.js';
 import * as dashboard from './dashboard.js';
 import * as dlq from './dlq.js';
@@ -19,4 +20,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, cancel, retry, alerts, dlq, supervisor, dashboard];
+export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, cancel, retry, alerts, dlq, supervisor, dashboard, auth];
