@@ -13,6 +13,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join, posix, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { SERVICE_ENDPOINTS, serviceUrlsFromEnv } from '@triad/example-orders';
 import { ComposeFile, isObj, scalar, type Obj } from '../support/compose.js';
 
@@ -213,12 +214,36 @@ describe('docker-compose.yml', () => {
       expect(bad, `unescaped $ in healthchecks (compose substitutes them from the host environment):\n  ${bad.join('\n  ')}`).toEqual([]);
     });
 
-    it.each(ACTORS)('actor `%s` sets TRIAD_HEALTH_FILE and its healthcheck checks that file is fresh', (name) => {
-      const file = environment(name)['TRIAD_HEALTH_FILE'];
-      expect(file, `actor \`${name}\` must set TRIAD_HEALTH_FILE (the heartbeat its healthcheck reads)`).toBeTruthy();
+    it.each(ACTORS)('actor `%s` serves its HTTP surface on TRIAD_HTTP_PORT, exposed in the network, and its healthcheck asks /readyz there', (name) => {
+      const port = environment(name)['TRIAD_HTTP_PORT'];
+      expect(port, `actor \`${name}\` must set TRIAD_HTTP_PORT (where it serves /metrics, /healthz and /readyz; decision 0013)`).toMatch(/^\d+$/);
+      expect(file().containerPorts(name), `actor \`${name}\` must \`expose\` its TRIAD_HTTP_PORT ${String(port)} (Prometheus scrapes it in the network)`).toContain(Number(port));
       const test = (healthcheckTest(name) ?? []).join(' ');
-      expect(test, `actor \`${name}\`: the healthcheck must read the heartbeat file ${String(file)}`).toContain(String(file));
-      expect(test, `actor \`${name}\`: the healthcheck must check the heartbeat's age (stat), not only that it exists`).toMatch(/stat/);
+      expect(test, `actor \`${name}\`: the healthcheck must ask /readyz (ready = connected and serving)`).toContain('/readyz');
+      expect(test, `actor \`${name}\`: the healthcheck must reach the port the actor serves on (TRIAD_HTTP_PORT)`).toContain('TRIAD_HTTP_PORT');
+    });
+
+    it.each(ACTORS)('actor `%s` still writes the heartbeat file (TRIAD_HEALTH_FILE) for set-ups that prefer it', (name) => {
+      expect(environment(name)['TRIAD_HEALTH_FILE'], `actor \`${name}\` must set TRIAD_HEALTH_FILE`).toBeTruthy();
+    });
+
+    it('Prometheus (profile observability) scrapes every actor on its TRIAD_HTTP_PORT, with its config and the Grafana dashboard mounted from deploy/', () => {
+      expect(isDefaultProfile('prometheus'), 'prometheus runs only with --profile observability').toBe(false);
+      const mounted = volumes('prometheus').find((v) => v.target === '/etc/prometheus/prometheus.yml');
+      expect(mounted?.source, 'prometheus must mount deploy/prometheus/prometheus.yml').toBe('./deploy/prometheus/prometheus.yml');
+      const config = parseYaml(readRepoFile(join(ROOT, 'deploy/prometheus/prometheus.yml'), 'deploy/prometheus/prometheus.yml')) as {
+        scrape_configs: { dns_sd_configs?: { names: string[]; port: number }[] }[];
+      };
+      const scraped = new Map<string, number>();
+      for (const job of config.scrape_configs) for (const sd of job.dns_sd_configs ?? []) for (const n of sd.names) scraped.set(n, sd.port);
+      for (const actor of ACTORS) {
+        expect(scraped.get(actor), `prometheus.yml must scrape \`${actor}\` on its TRIAD_HTTP_PORT`).toBe(Number(environment(actor)['TRIAD_HTTP_PORT']));
+      }
+      const dashboard = volumes('grafana').find((v) => v.source === './deploy/grafana/triad.json');
+      expect(dashboard, 'grafana must mount deploy/grafana/triad.json').toBeDefined();
+      for (const v of [...volumes('prometheus'), ...volumes('grafana')]) {
+        if (v.source?.startsWith('./')) expect(existsSync(join(ROOT, v.source)), `${v.source} is mounted but does not exist`).toBe(true);
+      }
     });
   });
 

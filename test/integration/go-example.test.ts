@@ -1,10 +1,17 @@
 // The protocol is a public contract: the example runs with its fraud step served by the Go agent of
 // examples/go (written from docs/protocol.md alone) and orders submitted by the Go client too — also when
-// the Go agent is killed mid-step, each effect applied once per idempotency key.
+// the Go agent is killed mid-step, each effect applied once per idempotency key. The Go programs connect
+// as least-privilege identities (decision 0016: an nkey agent identity for fraud, a client identity), so
+// their credentials and inbox prefixes are checked by a real nats-server's permissions.
 import { execFile } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startNats, startProcess, startRedis, withTeardown, type ActorProcess, type NatsServer, type RedisServer } from '../harness/index.js';
+import { agentIdentity, clientIdentity, type Identity } from '@triad/protocol';
+import { startNats, startProcess, startRedis, uniqueNamespace, withTeardown, type ActorProcess, type NatsServer, type RedisServer } from '../harness/index.js';
 import { buildGoExamples, type GoExamples } from '../support/go.js';
+import { nkeyUser } from '../support/nats-identities.js';
 import { effectCounts, startTriad, ROOT, type TestTriad } from '../support/triad.js';
 import { waitForCall } from '../support/waits.js';
 
@@ -14,17 +21,46 @@ let redis: RedisServer;
 let go: GoExamples;
 let t: TestTriad;
 const goAgents: ActorProcess[] = [];
+const ns = uniqueNamespace('go');
+const GO_CLIENT = 'goweb';
+/** The Go programs' environments: the test's settings with their own identity instead of the actors' user. */
+let goAgentEnv: Record<string, string>;
+let goClientEnv: Record<string, string>;
+
+/** One nats-server user: an nkey with the identity's permissions, as `triad auth init` writes it. */
+function nkeyUserConfig(publicKey: string, id: Identity): string {
+  const list = (xs: string[]): string => `[${xs.map((x) => JSON.stringify(x)).join(', ')}]`;
+  return `{ nkey: ${publicKey}, permissions: { publish: { allow: ${list(id.nats.publish)} }, subscribe: { allow: ${list(id.nats.subscribe)} } } }`;
+}
 
 beforeAll(async () => {
+  const agentUser = nkeyUser();
+  const clientUser = nkeyUser();
+  const dir = await mkdtemp(join(tmpdir(), 'triad-go-ids-'));
+  const [agentSeed, clientSeed] = [join(dir, 'agent-fraud.nk'), join(dir, `client-${GO_CLIENT}.nk`)];
+  await Promise.all([writeFile(agentSeed, agentUser.seed, { mode: 0o600 }), writeFile(clientSeed, clientUser.seed, { mode: 0o600 })]);
+  const users = [
+    // The TypeScript actors and the test's own client: no restrictions (least-privilege.test.ts covers them).
+    '{ user: actors, password: "actors-secret" }',
+    nkeyUserConfig(agentUser.publicKey, agentIdentity(ns, 'fraud')),
+    nkeyUserConfig(clientUser.publicKey, clientIdentity(ns, GO_CLIENT)),
+  ];
   // The Go packages are installed when missing (minutes on a fresh machine), then the examples built.
-  [go, nats, redis] = await Promise.all([buildGoExamples(td), startNats({ teardown: td }), startRedis({ teardown: td })]);
+  [go, nats, redis] = await Promise.all([
+    buildGoExamples(td),
+    startNats({ teardown: td, config: `authorization {\n  users = [\n    ${users.join('\n    ')}\n  ]\n}` }),
+    startRedis({ teardown: td }),
+  ]);
   // The example's agent host serves every agent type but fraud: that one is the Go agent's.
-  t = await startTriad(td, { nats, redis }, { env: { ORDERS_AGENTS: 'inventory,payment,shipping' } });
+  t = await startTriad(td, { nats, redis }, { namespace: ns, env: { ORDERS_AGENTS: 'inventory,payment,shipping', NATS_USER: 'actors', NATS_PASSWORD: 'actors-secret' } });
+  const { NATS_USER: _u, NATS_PASSWORD: _p, ...base } = t.env;
+  goAgentEnv = { ...base, NATS_NKEY_SEED: agentSeed };
+  goClientEnv = { ...base, NATS_NKEY_SEED: clientSeed, TRIAD_CLIENT_ID: GO_CLIENT };
   await startGoAgent();
 }, 900_000);
 
 async function startGoAgent(): Promise<ActorProcess> {
-  const p = await startProcess({ name: `go-agent-${goAgents.length + 1}`, command: go.agent, args: ['-agent', 'fraud'], env: t.env, cwd: ROOT, readyPattern: /go agent ready/, teardown: td });
+  const p = await startProcess({ name: `go-agent-${goAgents.length + 1}`, command: go.agent, args: ['-agent', 'fraud'], env: goAgentEnv, cwd: ROOT, readyPattern: /go agent ready/, teardown: td });
   goAgents.push(p);
   return p;
 }
@@ -32,7 +68,7 @@ async function startGoAgent(): Promise<ActorProcess> {
 /** Runs the Go client; resolves with its exit code and output (never rejects). */
 function goClient(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(go.client, ['-timeout', '45s', ...args], { env: { ...process.env, ...t.env }, timeout: 60_000 }, (error, stdout, stderr) => {
+    execFile(go.client, ['-timeout', '45s', ...args], { env: { ...process.env, ...goClientEnv }, timeout: 60_000 }, (error, stdout, stderr) => {
       resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
     });
   });

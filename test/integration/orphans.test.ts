@@ -104,14 +104,17 @@ describe('an undo leaves no effect behind', () => {
   });
 
   it('an agent killed while it undoes a charge: the refund is retried by another and applied once', async () => {
-    const t = await startTriad(td, { nats, redis }, { registerOrders: false, supervisor: { intervalMs: 100, leaseMs: 2_000 }, faults: { shipping: { failRate: 1 } } });
-    // ship fails for good at once; the refund takes 1.5 s against a 1 s budget the first time.
+    const t = await startTriad(td, { nats, redis }, { registerOrders: false, supervisor: { intervalMs: 100, leaseMs: 2_000 }, faults: { shipping: { failRate: 1, latencyMs: 1_000 } } });
+    // ship fails for good after 1 s (time for the test to see the charge done and slow the payment
+    // service before the undo starts); the refund then takes 1.5 s against a 1 s budget the first time.
     await t.client.registerWorkflow(
       fastExampleOrders({
         budgetMs: 2_000,
         compensateBudgetMs: 1_000,
         retry: { maxAttempts: 1, initialDelayMs: 1, maxDelayMs: 1 },
-        ladder: { retries: 3, longBackoffMs: 100, maxFailures: 4 },
+        // The refund's ladder outlasts the agents' restart on a loaded machine (each attempt without an
+        // agent expires after 1 s and counts); four failures gave up before the new agents served.
+        ladder: { retries: 3, longBackoffMs: 500, maxFailures: 30 },
         steps: { ship: { ladder: { retries: 0, longBackoffMs: 100, maxFailures: 1 } } },
       }),
     );

@@ -57,6 +57,11 @@ function exec(command: string, args: readonly string[], o: { cwd: string; env: R
   });
 }
 
+/** The key of a local port: replica 0's is `service:port` (what the service's hostname reaches; stand-ins use it too). */
+function replicaPortKey(service: string, replica: number, containerPort: number): string {
+  return replica === 0 ? `${service}:${containerPort}` : `${service}#${replica}:${containerPort}`;
+}
+
 export class LocalStack {
   private readonly ports = new Map<string, number>();
   private readonly replicas = new Map<string, ActorProcess[]>();
@@ -71,16 +76,25 @@ export class LocalStack {
     for (const [name, ports] of Object.entries(o.standIns)) {
       for (const [container, local] of Object.entries(ports)) stack.ports.set(`${name}:${container}`, local);
     }
+    // One local port per container port per replica (and one more for a `run` container): replicas of a
+    // scaled service each listen on their own, as each container does on its own address.
     const wanted = o.compose
       .serviceNames()
       .filter((n) => !(n in o.standIns))
-      .flatMap((n) => o.compose.containerPorts(n).map((p) => `${n}:${p}`));
+      .flatMap((n) => o.compose.containerPorts(n).flatMap((p) => Array.from({ length: (o.scale?.[n] ?? 1) + 1 }, (_x, i) => replicaPortKey(n, i, p))));
     const free = await freePorts(wanted.length);
     wanted.forEach((key, i) => stack.ports.set(key, free[i] as number));
     return stack;
   }
 
-  /** The local port standing in for `service`'s container port. */
+  /** The local port standing in for container port `containerPort` of `service`'s replica `replica`. */
+  replicaPort(service: string, replica: number, containerPort: number): number {
+    const port = this.ports.get(replicaPortKey(service, replica, containerPort));
+    if (port === undefined) throw new Error(`\`${service}\` replica ${replica} does not listen on port ${containerPort} (no expose/ports entry, and no stand-in)`);
+    return port;
+  }
+
+  /** The local port standing in for `service`'s container port (its first replica: what its hostname reaches). */
   hostPort(service: string, containerPort: number): number {
     const port = this.ports.get(`${service}:${containerPort}`);
     if (port === undefined) throw new Error(`\`${service}\` does not listen on port ${containerPort} (no expose/ports entry, and no stand-in)`);
@@ -101,7 +115,7 @@ export class LocalStack {
   private localise(service: string, replica: number, key: string, value: string): string {
     const names = this.o.compose.serviceNames();
     const own = this.o.compose.containerPorts(service).map(String);
-    if (own.includes(value.trim())) return String(this.hostPort(service, Number(value.trim())));
+    if (own.includes(value.trim())) return String(this.replicaPort(service, replica, Number(value.trim())));
     return value
       .replace(/\b([A-Za-z0-9][A-Za-z0-9_.-]*):(\d+)\b/g, (match, host: string, port: string) => {
         if (!names.includes(host)) return match;

@@ -65,6 +65,12 @@ export interface TriadOptions {
    * which read it as the actors do (e.g. NATS_USER, NATS_TLS_CA, REDIS_URL with a password, REDIS_TLS_CA).
    */
   env?: Record<string, string>;
+  /**
+   * Environment per role on top of `env`, so each actor runs on its own identity (decision 0016):
+   * e.g. the scheduler's NATS_NKEY_SEED and REDIS_URL from `triad auth init`'s scheduler.env; `client`
+   * is the test's own client.
+   */
+  roleEnv?: Partial<Record<'scheduler' | 'supervisor' | 'client', Record<string, string>>>;
 }
 
 export interface TestTriad {
@@ -124,7 +130,7 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
     supervisors: [],
     agents: [],
     startScheduler: async () => {
-      const p = await startProcess({ name: `scheduler-${++started.scheduler}`, args: [SCRIPTS.scheduler], env, cwd: ROOT, readyPattern: /scheduler ready/, teardown: td });
+      const p = await startProcess({ name: `scheduler-${++started.scheduler}`, args: [SCRIPTS.scheduler], env: { ...env, ...o.roleEnv?.scheduler }, cwd: ROOT, readyPattern: /scheduler ready/, teardown: td });
       t.schedulers.push(p);
       return p;
     },
@@ -134,6 +140,7 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
         args: [SCRIPTS.supervisor],
         env: {
           ...env,
+          ...o.roleEnv?.supervisor,
           TRIAD_SUPERVISOR_INTERVAL_MS: String(s.intervalMs ?? 200),
           TRIAD_SUPERVISOR_LEASE_MS: String(s.leaseMs ?? 2_000),
           ...(s.retentionMs !== undefined ? { TRIAD_RETENTION_MS: String(s.retentionMs) } : {}),
@@ -164,7 +171,7 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
   for (let i = 0; i < (o.agentProcesses ?? 1); i++) starts.push(t.startAgents());
   if (o.supervisor !== false) for (let i = 0; i < (o.supervisors ?? 1); i++) starts.push(t.startSupervisor(o.supervisor ?? {}));
   await Promise.all(starts);
-  t.client = await TriadClient.connect(clientOptionsFromEnv(env));
+  t.client = await TriadClient.connect(clientOptionsFromEnv({ ...env, ...o.roleEnv?.client }));
   td.add(() => t.client.close());
   if (o.registerOrders !== false) await t.client.registerWorkflow(ordersWorkflow);
   return t;

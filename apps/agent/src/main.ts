@@ -4,7 +4,7 @@
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { connectBus } from '@triad/bus';
+import { connectBus, serviceInboxPrefix } from '@triad/bus';
 import { AgentHost, type AgentDefinition } from '@triad/agent';
 import { runService } from '@triad/service';
 
@@ -29,10 +29,10 @@ runService('agent-host', async ({ config, log, onShutdown, healthy, fail }) => {
   const agents = await loadAgents(modules);
   if (agents.length === 0) throw new Error(`no agents found in ${modules.join(', ')}: export them made with defineAgent()`);
   // NATS only: an agent holds no Redis connection (decision 0010).
-  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-agent', onFatal: fail });
+  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-agent', inboxPrefix: serviceInboxPrefix(config.namespace, 'agent', agents.map((a) => a.name)), onFatal: fail });
   onShutdown(() => bus.close());
   const host = new AgentHost({ bus, agents, logger: log });
   await host.start();
   onShutdown(() => host.stop());
-  healthy(() => !bus.nc.isClosed() && host.serving());
+  healthy({ nats: () => bus.isConnected(), serving: () => host.serving() });
 });

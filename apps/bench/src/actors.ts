@@ -16,8 +16,6 @@ export interface ActorsOptions {
   redisUrl: string;
   namespace: string;
   tmpDir: string;
-  /** When set, the scheduler and agent processes run under `node --cpu-prof` writing here. */
-  profileDir?: string;
   logLevel?: string;
   /** More environment for every actor (e.g. TRIAD_REDIS_CLUSTER for the scaling-cluster mode). */
   env?: Record<string, string>;
@@ -31,12 +29,10 @@ export class Actors {
     mkdirSync(join(o.tmpDir, 'health'), { recursive: true });
   }
 
-  private async start(label: string, readyName: string, script: string, args: string[], env: Record<string, string>, profile: boolean): Promise<Child> {
+  private async start(label: string, readyName: string, script: string, args: string[], env: Record<string, string>): Promise<Child> {
     const name = `${label}-${++this.seq}`;
     const healthFile = join(this.o.tmpDir, 'health', `${name}.hb`);
-    const nodeArgs: string[] = [];
-    if (profile && this.o.profileDir) nodeArgs.push('--cpu-prof', '--cpu-prof-dir', this.o.profileDir, '--cpu-prof-name', `${name}.cpuprofile`);
-    const child = spawnChild(name, process.execPath, [...nodeArgs, join(REPO_ROOT, script), ...args], {
+    const child = spawnChild(name, process.execPath, [join(REPO_ROOT, script), ...args], {
       cwd: REPO_ROOT,
       env: {
         NATS_URL: this.o.natsUrl,
@@ -55,7 +51,7 @@ export class Actors {
   }
 
   scheduler(): Promise<Child> {
-    return this.start('scheduler', 'scheduler', 'apps/scheduler/dist/main.js', [], {}, true);
+    return this.start('scheduler', 'scheduler', 'apps/scheduler/dist/main.js', [], {});
   }
 
   /** A supervisor; `compactAfterMs` sets TRIAD_COMPACT_AFTER_MS (unset: the service's default, 10 min). */
@@ -70,13 +66,12 @@ export class Actors {
         TRIAD_SUPERVISOR_LEASE_MS: String(leaseMs),
         ...(compactAfterMs !== undefined ? { TRIAD_COMPACT_AFTER_MS: String(compactAfterMs) } : {}),
       },
-      false,
     );
   }
 
   /** One agent host process running the named bench agents. */
   agent(agents: readonly string[]): Promise<Child> {
-    return this.start(`agent-${agents.join('+')}`, 'agent-host', 'apps/agent/dist/main.js', ['apps/bench/dist/bench-agents.js'], { BENCH_AGENTS: agents.join(',') }, true);
+    return this.start(`agent-${agents.join('+')}`, 'agent-host', 'apps/agent/dist/main.js', ['apps/bench/dist/bench-agents.js'], { BENCH_AGENTS: agents.join(',') });
   }
 
   async agents(agents: readonly string[], count: number): Promise<Child[]> {
@@ -88,7 +83,7 @@ export class Actors {
     return this.started.filter((c) => c.isRunning()).map((c) => ({ name: c.name, pid: c.pid }));
   }
 
-  /** Stops every actor gracefully (so profiles get written), all at once. */
+  /** Stops every actor gracefully, all at once. */
   async stopAll(): Promise<void> {
     await Promise.all(this.started.map((c) => c.stop(10_000)));
   }

@@ -1,7 +1,7 @@
 /**
  * The baseline's second process: consumes requests from the REQ work-queue stream and answers each with
  * a publish-with-ack to the REP stream, then acknowledges it — what an agent does for a step, minus
- * Triad. `node apps/bench/dist/baseline-echo.js` (NATS_URL, BENCH_NAMESPACE, BENCH_ECHO_CONCURRENCY, BENCH_NO_ASYNC_TRACES).
+ * Triad. `node apps/bench/dist/baseline-echo.js` (NATS_URL, BENCH_NAMESPACE, BENCH_ECHO_CONCURRENCY).
  */
 import { jetstream } from '@nats-io/jetstream';
 import { natsOptionsFromEnv } from '@triad/protocol';
@@ -12,7 +12,7 @@ async function main(): Promise<void> {
   if (!namespace) throw new Error('BENCH_NAMESPACE is not set');
   const concurrency = Number(process.env['BENCH_ECHO_CONCURRENCY'] ?? 32);
   const n = baselineNames(namespace);
-  const nc = await baselineConnection(natsOptionsFromEnv(process.env), namespace, 'bench-baseline-echo', process.env['BENCH_NO_ASYNC_TRACES'] === '1');
+  const nc = await baselineConnection(natsOptionsFromEnv(process.env), namespace, 'bench-baseline-echo');
   const js = jetstream(nc, { timeout: 10_000 });
   const consumer = await js.consumers.get(n.reqStream, 'echo');
   const p = await pump(

@@ -30,12 +30,6 @@ export interface BaselineOptions {
   payloadBytes: number;
   /** Chains of an unmeasured burst run first. */
   warmupChains: number;
-  /**
-   * Off: both processes connect exactly as Triad's actors do (connectBus). On: nats.js' `noAsyncTraces`
-   * — the client's best setting, for comparison — which spares every request (each publish-with-ack)
-   * the two Error objects nats.js otherwise creates up front for their stack traces.
-   */
-  noAsyncTraces: boolean;
   natsMonitorUrl?: string;
   /** Server processes to include in the CPU accounting. */
   servers: readonly ProcessRef[];
@@ -45,7 +39,6 @@ export interface BaselineResult {
   roundTrips: number;
   elapsedMs: number;
   roundTripsPerSec: number;
-  noAsyncTraces: boolean;
   /** Messages into / out of nats-server per round trip (JetStream API, acks and pulls included). */
   natsInPerRoundTrip?: number;
   natsOutPerRoundTrip?: number;
@@ -54,7 +47,7 @@ export interface BaselineResult {
 
 export async function measureBaseline(o: BaselineOptions): Promise<BaselineResult> {
   const n = baselineNames(o.namespace);
-  const nc = await baselineConnection(o.nats, o.namespace, 'bench-baseline-driver', o.noAsyncTraces);
+  const nc = await baselineConnection(o.nats, o.namespace, 'bench-baseline-driver');
   const jsm = await jetstreamManager(nc, { timeout: 10_000 });
   const js = jetstream(nc, { timeout: 10_000 });
   // The same stream settings as Triad's work queues (packages/bus/src/topology.ts).
@@ -69,7 +62,7 @@ export async function measureBaseline(o: BaselineOptions): Promise<BaselineResul
   const echo = spawnChild('baseline-echo', process.execPath, [join(REPO_ROOT, 'apps/bench/dist/baseline-echo.js')], {
     cwd: REPO_ROOT,
     // The NATS credentials and TLS settings, if any, come with the environment the bench runs in.
-    env: { NATS_URL: o.nats.url ?? DEFAULT_NATS_URL, BENCH_NAMESPACE: o.namespace, BENCH_ECHO_CONCURRENCY: String(o.echoConcurrency), BENCH_NO_ASYNC_TRACES: o.noAsyncTraces ? '1' : '' },
+    env: { NATS_URL: o.nats.url ?? DEFAULT_NATS_URL, BENCH_NAMESPACE: o.namespace, BENCH_ECHO_CONCURRENCY: String(o.echoConcurrency) },
   });
   let failure: unknown;
   try {
@@ -127,7 +120,6 @@ export async function measureBaseline(o: BaselineOptions): Promise<BaselineResul
         roundTrips: total,
         elapsedMs,
         roundTripsPerSec: total / (elapsedMs / 1000),
-        noAsyncTraces: o.noAsyncTraces,
         cpu: shares,
         ...(work.natsInPerStep !== undefined ? { natsInPerRoundTrip: work.natsInPerStep, natsOutPerRoundTrip: work.natsOutPerStep } : {}),
       };

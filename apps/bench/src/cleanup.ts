@@ -9,8 +9,9 @@ import type { TriadClient } from '@triad/client';
 const MAX_SCANS = 5_000;
 
 export async function removeNamespace(redis: Redis, client: TriadClient, namespace: string): Promise<void> {
-  // The `-scan` and `-probe` namespaces of the scan and floor measurements share the prefix.
+  // The scan measurement's `-scan` namespace shares the prefix; the BullMQ peer's queues are `bull-<ns>`.
   await removeKeys(redis, `triad:${namespace}*`);
+  await removeKeys(redis, `bull-${namespace}:*`);
   const prefix = `TRIAD_${namespace}_`;
   for await (const s of client.bus.jsm.streams.list()) {
     if (s.config.name.startsWith(prefix)) await client.bus.jsm.streams.delete(s.config.name);

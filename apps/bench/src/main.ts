@@ -1,18 +1,21 @@
 /**
- * `npm run bench -- [--tasks N] [--steps S] [--agents K] [--json] [--mode m]`: starts its own NATS and
- * Redis (or uses NATS_URL/REDIS_URL with --use-env), runs Triad's actors as separate processes, measures
- * the raw JetStream baseline and Triad's throughput, latency, recovery, scan cost, memory and scaling
- * in one run, prints one table, and stops everything it started — also on failure or Ctrl-C.
+ * `npm run bench -- [--tasks N] [--steps S] [--agents K] [--peers bullmq,restate] [--json] [--mode m]`:
+ * starts its own NATS and Redis (or uses NATS_URL/REDIS_URL with --use-env), runs Triad's actors as
+ * separate processes, measures Triad's throughput and latency beside the peers a user would pick instead
+ * (BullMQ flows, Restate) and the raw JetStream baseline, then recovery, scan cost, memory and scaling,
+ * in one run; prints the peer table and one table of figures, and stops everything it started — also
+ * on failure or Ctrl-C.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { Redis } from 'ioredis';
+import { DEFAULT_AGENT_CONCURRENCY } from '@triad/agent';
 import { TriadClient } from '@triad/client';
 import { errorMessage, redactUrl } from '@triad/protocol';
 import { connectRedis, keys } from '@triad/store';
-import { Actors, REPO_ROOT } from './actors.js';
+import { Actors } from './actors.js';
 import { runBatch } from './batch.js';
 import { measureBaseline } from './baseline.js';
 import { readCounters } from './counters.js';
@@ -21,11 +24,9 @@ import { Completions } from './completions.js';
 import { measureLatency } from './latency.js';
 import { measureMemory, type SupervisorControl } from './memory.js';
 import { stopAll, type Child } from './procs.js';
-import { summariseDir } from './profile.js';
 import { measureRecovery } from './recovery.js';
-import { details, jsonSummary, profileText, table, type Results } from './report.js';
-import { measureRtt } from './rtt.js';
-import { measureTransitionFloor } from './floor.js';
+import { peerTable, details, jsonSummary, table, type Results } from './report.js';
+import { measurePeers } from './peers/index.js';
 import { measureScaling } from './scaling.js';
 import { measureScalingCluster } from './scaling-cluster.js';
 import { measureScan, type ScanResult, type ScanTarget } from './scan.js';
@@ -82,8 +83,6 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
   const namespace = `bench-${randomBytes(4).toString('hex')}`;
   const tmp = mkdtempSync(join(tmpdir(), 'triad-bench-'));
   cleanups.push(() => Promise.resolve(rmSync(tmp, { recursive: true, force: true })));
-  const profileDir = o.profile ? resolve(REPO_ROOT, typeof o.profile === 'string' ? o.profile : `.triad/bench-profile-${new Date().toISOString().replace(/[:.]/g, '-')}`) : undefined;
-  if (profileDir) mkdirSync(profileDir, { recursive: true });
   const has = (m: Mode): boolean => o.mode.includes(m);
   const results: Results = { config: { namespace, ...o, mode: o.mode.join(',') } };
 
@@ -94,26 +93,21 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
 
   if (has('throughput')) {
     progress(`baseline: ${o.tasks} chains × ${o.steps} JetStream round trips through a second process`);
-    const baseline = (noAsyncTraces: boolean) =>
-      measureBaseline({
+    results.baseline = await measureBaseline({
         nats: servers.nats,
         namespace,
         chains: o.tasks,
         hops: o.steps,
         driverConcurrency: 64,
-        echoConcurrency: 32 * o.agents,
+        echoConcurrency: DEFAULT_AGENT_CONCURRENCY * o.agents,
         payloadBytes: 256,
         warmupChains: Math.min(200, Math.ceil(o.tasks / 10)),
-        noAsyncTraces,
-        servers: servers.processes,
-        ...(servers.natsMonitorUrl ? { natsMonitorUrl: servers.natsMonitorUrl } : {}),
-      });
-    // The ratio's baseline connects as Triad's actors do; the second shows what the client's best setting gives.
-    results.baseline = await baseline(false);
-    results.baselineNoAsyncTraces = await baseline(true);
+      servers: servers.processes,
+      ...(servers.natsMonitorUrl ? { natsMonitorUrl: servers.natsMonitorUrl } : {}),
+    });
   }
 
-  const actors = new Actors({ natsUrl: servers.natsUrl, redisUrl: servers.redisUrl, namespace, tmpDir: tmp, ...(profileDir ? { profileDir } : {}) });
+  const actors = new Actors({ natsUrl: servers.natsUrl, redisUrl: servers.redisUrl, namespace, tmpDir: tmp });
   cleanups.push(() => actors.stopAll());
   progress(`starting the scheduler, the supervisor and ${o.agents} agent process(es)`);
   await actors.scheduler();
@@ -160,11 +154,15 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
     if (o.latencyTasks > 0) {
       progress(`latency: ${o.warmup} warm-up + ${o.latencyTasks} 3-step tasks one at a time`);
       results.latency = await measureLatency(client, noop3.name, o.latencyTasks, o.warmup);
-      results.rtt = await measureRtt(redis, client, namespace);
     }
-    if (o.floorTasks > 0) {
-      progress(`transition floor: ${o.floorTasks} tasks × ${o.steps} steps of state work without messages, in this process`);
-      results.floor = await measureTransitionFloor(servers.redis, namespace, o.floorTasks, o.steps, servers.processes.filter((p) => p.name === 'redis-server'));
+    if (o.peers.length > 0) {
+      // The same tasks, steps and latency runs; workers as concurrent as Triad's agents; BullMQ on the run's Redis.
+      const redisPid = servers.processes.find((p) => p.name === 'redis-server')?.pid;
+      results.peers = await measurePeers(
+        o.peers,
+        { tasks: o.tasks, steps: o.steps, latencyTasks: o.latencyTasks, warmup: o.warmup, concurrency: DEFAULT_AGENT_CONCURRENCY * o.agents, redisUrl: servers.redisUrl, namespace, tmpDir: tmp, progress },
+        redisPid,
+      );
     }
   }
   if (has('memory')) {
@@ -206,12 +204,6 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
     progress(`scan: seeding ${o.scanSizes.map((n) => n.toLocaleString('en')).join(' and ')} finished tasks (replicas of ${id}, ${bytes} bytes each)`);
     results.scan = await scanOnTargets(o, servers, tmp, namespace, redis, { record, bytes });
   }
-
-  if (profileDir) {
-    // Profiles are written when the processes exit: stop the actors now, then read them.
-    await actors.stopAll();
-    results.profiles = summariseDir(profileDir);
-  }
   return results;
 }
 
@@ -239,8 +231,8 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   await cleanUp();
-  process.stdout.write(`\n${table(results)}\n${details(results)}\n`);
-  if (results.profiles) process.stdout.write(`${profileText(results.profiles)}\n`);
+  const peers = peerTable(results);
+  process.stdout.write(`\n${peers ? `${peers}\n\n` : ''}${table(results)}\n${details(results)}\n`);
   if (o.json) process.stdout.write(`${JSON.stringify(jsonSummary(results))}\n`);
 }
 

@@ -1,5 +1,6 @@
 /** The benchmark's command line: every option with its default, validated by commander. */
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { PEERS, type PeerName } from './peers/peer.js';
 
 export const MODES = ['throughput', 'recovery', 'scan', 'memory', 'scaling'] as const;
 /** Modes only run when named (not part of `all`): they start servers of their own. */
@@ -13,9 +14,8 @@ export interface Options {
   json: boolean;
   mode: Mode[];
   useEnv: boolean;
-  profile?: string | boolean;
+  peers: PeerName[];
   latencyTasks: number;
-  floorTasks: number;
   warmup: number;
   recoverySamples: number;
   recoveryBudgetMs: number;
@@ -46,9 +46,21 @@ function parseModes(v: string): Mode[] {
   return [...out];
 }
 
+/** `restate-fsync` is accepted as another name of `restate` (fsync on, its default). */
+function parsePeers(v: string): PeerName[] {
+  const out = new Set<PeerName>();
+  for (const raw of v.split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+    const m = raw === 'restate-fsync' ? 'restate' : raw;
+    if (m === 'all') PEERS.forEach((x) => out.add(x));
+    else if ((PEERS as readonly string[]).includes(m)) out.add(m as PeerName);
+    else throw new InvalidArgumentError(`unknown peer "${raw}" (known: all, ${PEERS.join(', ')}, restate-fsync)`);
+  }
+  return [...out];
+}
+
 export function parseOptions(argv: string[]): Options {
   const p = new Command('bench')
-    .description('Triad benchmark: throughput, latency, recovery, scan cost, memory and scaling, against the raw JetStream limit, in one run')
+    .description('Triad benchmark: throughput, latency, recovery, scan cost, memory and scaling, against BullMQ and Restate (--peers) and the raw JetStream limit, in one run')
     .option('--tasks <n>', 'throughput: tasks submitted at once', int(1), 2000)
     .option('--steps <n>', 'throughput: sequential no-op steps per task', int(1), 3)
     .option('--agents <n>', 'agent processes running the no-op agent', int(1), 1)
@@ -59,10 +71,13 @@ export function parseOptions(argv: string[]): Options {
         .default([...MODES], 'all'),
     )
     .option('--use-env', 'use NATS_URL and REDIS_URL instead of starting private servers', false)
-    .option('--profile [dir]', 'run the scheduler and agent processes under node --cpu-prof (profiles written to dir, default .triad/bench-profile-<time>) and summarise them')
+    .addOption(
+      new Option('--peers <list>', `also measure the tools a user would pick instead, comma-separated: all, ${PEERS.join(', ')} (with throughput: same tasks, steps and latency runs)`)
+        .argParser(parsePeers)
+        .default([], 'none'),
+    )
     .option('--latency-tasks <n>', 'latency: measured tasks (0 = skip latency)', int(0), 300)
     .option('--warmup <n>', 'latency: unmeasured tasks first', int(0), 50)
-    .option('--floor-tasks <n>', 'throughput: tasks whose transitions run without messages, for the CPU floor of a step (0 = skip)', int(0), 2000)
     .option('--recovery-samples <n>', 'recovery: agent kills', int(1), 5)
     .option('--recovery-budget-ms <n>', 'recovery: the step budget (complete-by)', int(100), 2000)
     .option('--supervisor-interval-ms <n>', 'supervisor sweep interval', int(10), 500)

@@ -5,21 +5,11 @@
  */
 import type { Consumer, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { connect } from '@nats-io/transport-node';
-import { connectBus, loadNatsCredentials } from '@triad/bus';
-import { parseNatsSettings, type NatsConnectionOptions } from '@triad/protocol';
+import { connectBus } from '@triad/bus';
+import type { NatsConnectionOptions } from '@triad/protocol';
 
-/**
- * The baseline's NATS connection: the very one Triad's actors open (connectBus, so the baseline follows
- * any change to their client settings), or a plain one with `noAsyncTraces` for comparison.
- */
-export async function baselineConnection(nats: NatsConnectionOptions, namespace: string, name: string, noAsyncTraces: boolean): Promise<NatsConnection> {
-  if (noAsyncTraces) {
-    // The same servers, credentials and TLS as connectBus, with nats.js' defaults otherwise.
-    const settings = parseNatsSettings(nats);
-    const { authenticator, tls } = await loadNatsCredentials(settings);
-    return connect({ servers: settings.servers, name, noAsyncTraces: true, ...(authenticator ? { authenticator } : {}), ...(tls ? { tls } : {}) });
-  }
+/** The baseline's NATS connection: the very one Triad's actors open, so the baseline follows any change to their client settings. */
+export async function baselineConnection(nats: NatsConnectionOptions, namespace: string, name: string): Promise<NatsConnection> {
   return (await connectBus({ ...nats, namespace, name, failFast: true })).nc;
 }
 

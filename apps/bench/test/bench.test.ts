@@ -9,29 +9,48 @@ import { describe, expect, it } from 'vitest';
 const BENCH = fileURLToPath(new URL('../dist/main.js', import.meta.url));
 const KEYS = ['steps_per_sec', 'tasks_per_sec', 'latency_p50_ms', 'latency_p99_ms', 'latency_max_ms', 'baseline_roundtrips_per_sec', 'ratio_to_baseline'];
 
-function runBench(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runBench(args: string[], timeoutMs = 150_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BENCH, ...args], { timeout: 150_000, maxBuffer: 10_000_000 }, (err, stdout, stderr) => {
+    execFile(process.execPath, [BENCH, ...args], { timeout: timeoutMs, maxBuffer: 10_000_000 }, (err, stdout, stderr) => {
       resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
   });
 }
 
 describe('npm run bench', () => {
-  it('prints the headline figures as one JSON object on its last line', { timeout: 180_000 }, async () => {
-    const r = await runBench(['--tasks', '20', '--steps', '3', '--mode', 'throughput', '--latency-tasks', '10', '--warmup', '2', '--floor-tasks', '20', '--json']);
+  // With the peers: BullMQ on the run's Redis, Restate (installed into .triad/peers on first use, ~30 s).
+  it('prints the peer table and the headline figures as one JSON object on its last line', { timeout: 420_000 }, async () => {
+    const r = await runBench(['--tasks', '20', '--steps', '3', '--mode', 'throughput', '--latency-tasks', '10', '--warmup', '2', '--peers', 'bullmq,restate-nofsync', '--json'], 400_000);
     expect(r.code, `bench failed:\n${r.stderr}\n${r.stdout}`).toBe(0);
     const last = r.stdout.trim().split('\n').at(-1) ?? '';
     const json = JSON.parse(last) as Record<string, unknown>;
-    for (const k of KEYS) {
+    for (const k of [...KEYS, 'ratio_to_bullmq', 'latency_ratio_to_bullmq', 'latency_p99_ratio_to_bullmq', 'ratio_to_restate_nofsync']) {
       expect(typeof json[k], `${k} in ${last}`).toBe('number');
       expect(json[k] as number, k).toBeGreaterThan(0);
     }
+    const peers = json['peers'] as Record<string, Record<string, unknown>>;
+    expect(Object.keys(peers).sort()).toEqual(['bullmq', 'restate-nofsync']);
+    for (const [name, p] of Object.entries(peers)) {
+      for (const k of ['steps_per_sec', 'latency_p50_ms', 'latency_p99_ms']) expect(p[k] as number, `${name}.${k}`).toBeGreaterThan(0);
+      expect(typeof p['cpu_ms_per_step'], `${name}.cpu_ms_per_step`).toBe('number');
+    }
+    // The peer table comes first: Triad, then each peer with Triad's steps/s over its own.
+    const table = r.stdout.slice(0, r.stdout.indexOf('| metric'));
+    expect(table).toMatch(/^\| system +\| steps\/s +\| p50 ms/m);
+    expect(table).toMatch(/^\| Triad \(20 tasks × 3 steps/m);
+    expect(table).toMatch(/^\| BullMQ \d+\.\d+\.\d+ flows/m);
+    expect(table).toMatch(/^\| Restate \d+\.\d+\.\d+ \(SDK \d+\.\d+\.\d+\), 3 durable calls per task, fsync off/m);
     // CPU per unit of work (from /proc): counted in 10 ms ticks, so a run this small may read 0.
-    for (const k of ['cpu_ms_per_step', 'baseline_cpu_ms_per_roundtrip', 'floor_cpu_ms_per_step']) {
+    for (const k of ['cpu_ms_per_step', 'baseline_cpu_ms_per_roundtrip']) {
       expect(typeof json[k], `${k} in ${last}`).toBe('number');
       expect(json[k] as number, k).toBeGreaterThanOrEqual(0);
     }
+  });
+
+  it('refuses an unknown peer with the list of known ones', async () => {
+    const r = await runBench(['--peers', 'temporal']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/unknown peer "temporal" \(known: all, bullmq, restate, restate-nofsync, restate-fsync\)/);
   });
 
   it('measures a finished task before and after the supervisor compacts it', { timeout: 180_000 }, async () => {

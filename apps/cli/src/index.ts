@@ -3,3 +3,4 @@ export { buildProgram, run } from './program.js';
 export { commands, type CommandModule } from './commands/index.js';
 export * from './format.js';
 export * from './io.js';
+export { authInit, readEnvFile, redisUserName, AuthInitSchema, type AuthInitInput, type AuthInitResult } from './auth-files.js';

@@ -7,6 +7,7 @@ import { CommanderError, type Command } from 'commander';
 import { TriadClient, clientOptionsFromEnv, type ClientOptions } from '@triad/client';
 import { ClientIdSchema, DEFAULT_CLIENT_ID, DEFAULT_NATS_URL, ErrorCode, NamespaceSchema, TriadError, errorMessage, type ConnectionVariable, type SettingLabels } from '@triad/protocol';
 import { CliError, ExitCode, intArg, usageError } from './io.js';
+import { localOperatorSettings } from './local-credentials.js';
 
 /** The options every command accepts (on the program and on each command, so they work anywhere). */
 export interface ConnectionOptions {
@@ -114,6 +115,7 @@ export function resolveConnection(o: ConnectionOptions, env: NodeJS.ProcessEnv =
   }
   if (o.namespace !== undefined) merged['TRIAD_NAMESPACE'] = o.namespace;
   if (o.clientId !== undefined) merged['TRIAD_CLIENT_ID'] = o.clientId;
+  Object.assign(merged, localOperatorSettings(merged)); // npm start's operator, when nothing else is set
   const client = clientOptionsFromEnv(merged, labels);
   return { natsUrl: client.natsUrl ?? DEFAULT_NATS_URL, namespace: client.namespace ?? 'default', clientId: client.clientId ?? DEFAULT_CLIENT_ID, requestTimeoutMs: o.requestTimeout ?? 10_000, client };
 }

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { AgentHost } from '@triad/agent';
-import { connectBus } from '@triad/bus';
+import { connectBus, serviceInboxPrefix } from '@triad/bus';
 import { runService } from '@triad/service';
 import { orderAgents, serviceUrlsFromEnv } from './order-agents.js';
 import { registerInBackground, type BackgroundRegistration } from './register-workflow.js';
@@ -37,7 +37,7 @@ runService('order-agents', async ({ config, log, onShutdown, healthy, fail }) =>
   const urls = serviceUrlsFromEnv();
   const register = registerFromEnv();
   const serve = agentsFromEnv();
-  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-order-agents', onFatal: fail });
+  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-order-agents', inboxPrefix: serviceInboxPrefix(config.namespace, 'agent', [...serve]), onFatal: fail });
   onShutdown(() => bus.close());
   // NATS only: an agent holds no Redis connection (decision 0010).
   const host = new AgentHost({ bus, agents: orderAgents(urls).filter((a) => serve.has(a.name)), logger: log });
@@ -53,6 +53,6 @@ runService('order-agents', async ({ config, log, onShutdown, healthy, fail }) =>
   }
   // Healthy once the workflow is registered too: a Compose `depends_on: service_healthy` on the agents
   // then means orders can be submitted (the heartbeat starts within 5 s of the registration).
-  healthy(() => !bus.nc.isClosed() && host.serving() && (registration === undefined || registration.current().state === 'registered'));
+  healthy({ nats: () => bus.isConnected(), serving: () => host.serving(), workflow: () => registration === undefined || registration.current().state === 'registered' });
   log.info({ urls, agents: [...serve] }, 'order agents calling these services');
 });

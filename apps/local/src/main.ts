@@ -10,18 +10,31 @@ import { fileURLToPath } from 'node:url';
 import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow } from '@triad/example-orders';
 import { errorMessage, loadConfig, redactUrl, type TaskEvent } from '@triad/protocol';
+import { startTracing } from '@triad/service';
+import { LOCAL_AGENTS, ensureLocalAuth, natsAuthConfigured, type LocalAuth } from './auth.js';
 import { ensureNats, ensureRedis, type StartedServer } from './servers.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../../../', import.meta.url)));
 const DATA = resolve(process.env['TRIAD_DATA_DIR'] ?? join(ROOT, '.triad'));
 const DEMO_INTERVAL_MS = Number(process.env['TRIAD_DEMO_INTERVAL_MS'] ?? 5_000);
 
-const ACTORS: { name: string; script: string }[] = [
+/** `httpOffset`: with TRIAD_HTTP_PORT=P, the actor serves /metrics, /healthz and /readyz on P + offset (decision 0013). */
+const ACTORS: { name: string; script: string; httpOffset?: number }[] = [
   { name: 'services', script: 'apps/example-orders/dist/services/main.js' },
-  { name: 'scheduler', script: 'apps/scheduler/dist/main.js' },
-  { name: 'supervisor', script: 'apps/supervisor/dist/main.js' },
-  { name: 'agents', script: 'apps/example-orders/dist/agents.js' },
+  { name: 'scheduler', script: 'apps/scheduler/dist/main.js', httpOffset: 0 },
+  { name: 'supervisor', script: 'apps/supervisor/dist/main.js', httpOffset: 1 },
+  { name: 'agents', script: 'apps/example-orders/dist/agents.js', httpOffset: 2 },
 ];
+
+/**
+ * The actor's environment: TRIAD_HTTP_PORT=P becomes P, P+1, P+2 (one port each). Anything else (0: a
+ * free port each; a bad value: the actor refuses it with the reason) is passed on as it is.
+ */
+function actorEnv(a: (typeof ACTORS)[number]): NodeJS.ProcessEnv {
+  const base = Number(process.env['TRIAD_HTTP_PORT']?.trim() || NaN);
+  if (a.httpOffset === undefined || !Number.isInteger(base) || base <= 0) return process.env;
+  return { ...process.env, TRIAD_HTTP_PORT: String(base + a.httpOffset) };
+}
 
 function time(at: number): string {
   return new Date(at).toISOString().slice(11, 23);
@@ -34,6 +47,8 @@ function describe(e: TaskEvent): string {
 
 async function main(): Promise<void> {
   const config = loadConfig();
+  // With OTEL_* set, the demo orders' submissions are traced too: each order is one trace from here on.
+  const tracing = startTracing('triad-local');
   mkdirSync(join(DATA, 'logs'), { recursive: true });
   const servers: StartedServer[] = [];
   const children: ChildProcess[] = [];
@@ -46,6 +61,7 @@ async function main(): Promise<void> {
     stopping = true;
     if (demo) clearInterval(demo);
     await client?.close().catch(() => undefined);
+    await tracing?.shutdown().catch(() => undefined);
     const exited = (c: ChildProcess): Promise<void> => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', () => r())));
     for (const c of children) c.kill('SIGTERM');
     await Promise.race([Promise.all(children.map(exited)), new Promise((r) => setTimeout(r, 5_000))]);
@@ -58,17 +74,44 @@ async function main(): Promise<void> {
 
   try {
     // With several servers configured, the first one decides whether a private one is started.
-    const nats = await ensureNats(config.natsUrl.split(',')[0] ?? config.natsUrl, DATA);
+    const natsUrl = config.natsUrl.split(',')[0] ?? config.natsUrl;
+    // Servers started here are secured with .triad/auth (each actor its own identity), unless the
+    // environment brings its own NATS credentials or a Redis password (decision 0016).
+    const redisHasUser = new URL(config.redisUrl).password !== '';
+    const auth: LocalAuth | undefined = natsAuthConfigured(process.env) || config.natsUrl.includes(',') ? undefined : await ensureLocalAuth(DATA, { namespace: config.namespace, natsUrl, redisUrl: config.redisUrl });
+    const [nats, redis] = await Promise.all([ensureNats(natsUrl, DATA, auth?.natsConfig), ensureRedis(config.redisUrl, DATA, auth && !redisHasUser ? auth.redisAclFile : undefined)]);
     if (nats) servers.push(nats);
-    const redis = await ensureRedis(config.redisUrl, DATA);
     if (redis) servers.push(redis);
-    console.log(`NATS   ${config.natsUrl}${nats ? ` (started here, data in ${join(DATA, 'nats')})` : ' (already running)'}`);
-    console.log(`Redis  ${redactUrl(config.redisUrl)}${redis ? ` (started here, data in ${join(DATA, 'redis')})` : ' (already running)'}`);
+    const natsSecured = auth !== undefined && nats !== undefined;
+    const redisSecured = auth !== undefined && redis !== undefined && !redisHasUser;
+    console.log(`NATS   ${config.natsUrl}${nats ? ` (started here${natsSecured ? ', secured: one nkey user per actor' : ''}, data in ${join(DATA, 'nats')})` : ' (already running)'}`);
+    console.log(`Redis  ${redactUrl(config.redisUrl)}${redis ? ` (started here${redisSecured ? ', secured: ACL users for the scheduler and supervisor' : ''}, data in ${join(DATA, 'redis')})` : ' (already running)'}`);
+    if (natsSecured) console.log(`credentials in ${auth.dir}/ (triad auth init); the CLI run from this repository uses operator.env by itself`);
     console.log(`namespace ${config.namespace}; actor logs in ${join(DATA, 'logs')}/`);
+    const httpBase = Number(process.env['TRIAD_HTTP_PORT']?.trim() || NaN);
+    if (Number.isInteger(httpBase) && httpBase > 0) {
+      console.log(`metrics and health: scheduler :${httpBase}, supervisor :${httpBase + 1}, agents :${httpBase + 2}${natsSecured ? `-${httpBase + 1 + LOCAL_AGENTS.length} (one per type)` : ''} (GET /metrics, /healthz, /readyz)`);
+    }
 
-    for (const a of ACTORS) {
+    /** An identity's settings for a child process: its NATS seed if NATS was secured here, its Redis user if Redis was. */
+    const identity = (name: string): Record<string, string> => {
+      const e = auth?.env[name] ?? {};
+      return {
+        ...(natsSecured && e['NATS_NKEY_SEED'] ? { NATS_NKEY_SEED: e['NATS_NKEY_SEED'], ...(e['TRIAD_CLIENT_ID'] ? { TRIAD_CLIENT_ID: e['TRIAD_CLIENT_ID'] } : {}) } : {}),
+        ...(redisSecured && e['REDIS_URL'] ? { REDIS_URL: e['REDIS_URL'] } : {}),
+      };
+    };
+    // Under least privilege an agent identity serves one type and may not register workflows (this process does).
+    const actors = natsSecured
+      ? [
+          ...ACTORS.filter((a) => a.name !== 'agents').map((a) => ({ ...a, env: identity(a.name) })),
+          ...LOCAL_AGENTS.map((t, i) => ({ name: `agents-${t}`, script: ACTORS.find((a) => a.name === 'agents')?.script ?? '', httpOffset: 2 + i, env: { ...identity(`agent-${t}`), ORDERS_AGENTS: t, ORDERS_REGISTER_WORKFLOW: 'false' } })),
+        ]
+      : ACTORS.map((a) => ({ ...a, env: a.name === 'services' ? {} : identity(a.name) }));
+
+    for (const a of actors) {
       const log = openSync(join(DATA, 'logs', `${a.name}.log`), 'a');
-      const child = spawn(process.execPath, [join(ROOT, a.script)], { stdio: ['ignore', log, log], env: process.env });
+      const child = spawn(process.execPath, [join(ROOT, a.script)], { stdio: ['ignore', log, log], env: { ...actorEnv(a), ...a.env } });
       child.once('exit', (code, signal) => {
         if (!stopping) {
           console.error(`${a.name} exited (${signal ?? code}); see ${join(DATA, 'logs', `${a.name}.log`)}. Stopping.`);
@@ -78,7 +121,7 @@ async function main(): Promise<void> {
       children.push(child);
     }
 
-    client = await TriadClient.connect(clientOptionsFromEnv(process.env));
+    client = await TriadClient.connect(clientOptionsFromEnv({ ...process.env, ...identity('operator') }));
     // The scheduler answers registrations once it is up: retry for a bounded while.
     let registered: { version: number } | undefined;
     for (let i = 0; i < 60 && !registered; i++) {

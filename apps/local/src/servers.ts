@@ -68,7 +68,8 @@ async function ensure(s: PrivateServer, dataDir: string): Promise<StartedServer 
   return { name: s.binary, child };
 }
 
-export function ensureNats(url: string, dataDir: string): Promise<StartedServer | undefined> {
+/** `configFile`: a nats-server configuration to start with (npm start's users); the flags win over it. */
+export function ensureNats(url: string, dataDir: string, configFile?: string): Promise<StartedServer | undefined> {
   return ensure(
     {
       binary: 'nats-server',
@@ -76,13 +77,14 @@ export function ensureNats(url: string, dataDir: string): Promise<StartedServer 
       defaultPort: 4222,
       folder: 'nats',
       install: 'install it with `apt-get install -y nats-server` (Debian/Ubuntu) or from the NATS releases, or set NATS_URL to a running server',
-      args: (host, port, dir) => ['-a', host, '-p', String(port), '-js', '-sd', dir],
+      args: (host, port, dir) => [...(configFile ? ['-c', configFile] : []), '-a', host, '-p', String(port), '-js', '-sd', dir],
     },
     dataDir,
   );
 }
 
-export function ensureRedis(url: string, dataDir: string): Promise<StartedServer | undefined> {
+/** `aclFile`: Redis users to start with (npm start's; the default user off). */
+export function ensureRedis(url: string, dataDir: string, aclFile?: string): Promise<StartedServer | undefined> {
   return ensure(
     {
       binary: 'redis-server',
@@ -90,7 +92,7 @@ export function ensureRedis(url: string, dataDir: string): Promise<StartedServer
       defaultPort: 6379,
       folder: 'redis',
       install: 'install it with `apt-get install -y redis-server` (Debian/Ubuntu), or set REDIS_URL to a running server',
-      args: (host, port, dir) => ['--bind', host, '--port', String(port), '--dir', dir, '--appendonly', 'yes', '--save', ''],
+      args: (host, port, dir) => ['--bind', host, '--port', String(port), '--dir', dir, '--appendonly', 'yes', '--save', '', ...(aclFile ? ['--aclfile', aclFile] : [])],
     },
     dataDir,
   );

@@ -2,7 +2,7 @@
  * The scheduler service: `node apps/scheduler/dist/main.js` (config from NATS_URL, REDIS_URL, TRIAD_NAMESPACE
  * and the NATS credentials and TLS settings: README, Configuration).
  */
-import { connectBus } from '@triad/bus';
+import { connectBus, serviceInboxPrefix } from '@triad/bus';
 import { Scheduler } from '@triad/scheduler';
 import { runService } from '@triad/service';
 import { Leases, TaskStore, WorkflowStore, connectStore } from '@triad/store';
@@ -10,7 +10,7 @@ import { Leases, TaskStore, WorkflowStore, connectStore } from '@triad/store';
 runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
   const redis = await connectStore(config.redis, {}, { onFatal: fail });
   onShutdown(() => void redis.disconnect());
-  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-scheduler', onFatal: fail });
+  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-scheduler', inboxPrefix: serviceInboxPrefix(config.namespace, 'scheduler'), onFatal: fail });
   onShutdown(() => bus.close());
   const scheduler = new Scheduler({
     bus,
@@ -21,5 +21,5 @@ runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
   });
   await scheduler.start();
   onShutdown(() => scheduler.stop());
-  healthy(() => redis.status === 'ready' && !bus.nc.isClosed());
+  healthy({ nats: () => bus.isConnected(), redis: () => redis.status === 'ready' });
 });

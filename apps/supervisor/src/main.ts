@@ -6,7 +6,7 @@
  * then is compacted; default 10 min, 0 = on the next sweep). Decision 0007.
  */
 import { z } from 'zod';
-import { connectBus } from '@triad/bus';
+import { connectBus, serviceInboxPrefix } from '@triad/bus';
 import { ErrorCode, TriadError } from '@triad/protocol';
 import { runService } from '@triad/service';
 import { DEFAULT_COMPACT_AFTER_MS, Supervisor } from '@triad/supervisor';
@@ -57,10 +57,10 @@ runService('supervisor', async ({ config, log, onShutdown, healthy, fail }) => {
   // Leadership renewals get their own connection so they never wait behind sweep traffic.
   const leaderRedis = await connectStore(config.redis, { connectionName: 'triad-supervisor-lease', enableAutoPipelining: false }, { onFatal: fail });
   onShutdown(() => void leaderRedis.disconnect());
-  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-supervisor', onFatal: fail });
+  const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-supervisor', inboxPrefix: serviceInboxPrefix(config.namespace, 'supervisor'), onFatal: fail });
   onShutdown(() => bus.close());
   const supervisor = new Supervisor({ bus, tasks: new TaskStore(redis, config.namespace), leaderRedis, waitReplicas: config.redisWaitReplicas, logger: log, ...tuning });
   await supervisor.start();
   onShutdown(() => supervisor.stop());
-  healthy(() => redis.status === 'ready' && !bus.nc.isClosed());
+  healthy({ nats: () => bus.isConnected(), redis: () => redis.status === 'ready' && leaderRedis.status === 'ready' });
 });

@@ -81,12 +81,18 @@ func main() {
 
 // serve connects, pulls step requests until ctx ends, then lets the steps in flight finish (up to grace).
 func (a *agent) serve(ctx context.Context, natsURL string, concurrency int, grace time.Duration) error {
-	nc, err := nats.Connect(natsURL,
-		nats.Name("triad-go-agent-"+a.agentType),
-		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
+	auth, err := triad.ConnectOptions(os.Getenv)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(natsURL, append([]nats.Option{
+		nats.Name("triad-go-agent-" + a.agentType),
+		// An agent identity may subscribe only under its own inbox prefix (decision 0016).
+		nats.CustomInboxPrefix(a.names.AgentInbox(a.agentType)),
+		nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { a.log.Printf("disconnected from NATS: %v", err) }),
 		nats.ReconnectHandler(func(c *nats.Conn) { a.log.Printf("reconnected to NATS at %s", c.ConnectedUrl()) }),
-	)
+	}, auth...)...)
 	if err != nil {
 		return fmt.Errorf("connecting to NATS at %s: %w (set NATS_URL)", natsURL, err)
 	}

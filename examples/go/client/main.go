@@ -96,7 +96,11 @@ func main() {
 func run(o options) (string, error) {
 	names := triad.Names{NS: o.namespace}
 	// Replies and JetStream acknowledgements come to the client's own inbox (§3).
-	nc, err := nats.Connect(o.natsURL, nats.Name("triad-go-client-"+o.client), nats.CustomInboxPrefix(names.Inbox(o.client)))
+	auth, err := triad.ConnectOptions(os.Getenv)
+	if err != nil {
+		return "", err
+	}
+	nc, err := nats.Connect(o.natsURL, append([]nats.Option{nats.Name("triad-go-client-" + o.client), nats.CustomInboxPrefix(names.Inbox(o.client))}, auth...)...)
 	if err != nil {
 		return "", fmt.Errorf("connecting to NATS at %s: %w (set NATS_URL)", o.natsURL, err)
 	}
@@ -117,11 +121,10 @@ func run(o options) (string, error) {
 	}
 	defer replySub.Unsubscribe()
 	eventSubject := names.Event(o.client, o.taskID)
-	streamSub, err := js.Subscribe(eventSubject, forward, nats.OrderedConsumer(), nats.DeliverAll(), nats.BindStream(names.EventsStream()))
-	if err != nil {
+	if stop, err := followEvents(nc, js, names.EventsStream(), eventSubject, o.client, forward); err != nil {
 		fmt.Fprintf(os.Stderr, "client: not reading the EVENTS stream (%v); following the reply subject only\n", err)
 	} else {
-		defer streamSub.Unsubscribe()
+		defer stop()
 	}
 
 	sub := triad.Submission{TaskID: o.taskID, Workflow: o.workflow, Input: o.input, ReplyTo: replyTo, SubmittedAt: time.Now().UnixMilli()}
@@ -251,4 +254,34 @@ func taskStatus(nc *nats.Conn, names triad.Names, taskID string) (string, int64,
 	status := f.String("status", true, nil)
 	seq := f.Int("seq", true, 0)
 	return status, seq, f.Err()
+}
+
+// followEvents reads the task's subject in the EVENTS stream from its start through a named consumer
+// created with the filter in the API subject (CONSUMER.CREATE.<stream>.<name>.<filter>, NATS 2.9+): the
+// form a client identity's permissions allow, since they confine it to its own events (decision 0016).
+// nats.go's ordered consumer would use the unnamed legacy endpoint, which carries no filter to check.
+// Push delivery to the client's own inbox, no acks; the server drops the consumer 30 s after it goes idle.
+func followEvents(nc *nats.Conn, js nats.JetStreamContext, stream, subject, client string, forward nats.MsgHandler) (func(), error) {
+	deliver := nc.NewInbox()
+	sub, err := nc.Subscribe(deliver, forward)
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("go-client-%s-%d", client, time.Now().UnixNano())
+	_, err = js.AddConsumer(stream, &nats.ConsumerConfig{
+		Name:              name,
+		FilterSubject:     subject,
+		DeliverSubject:    deliver,
+		DeliverPolicy:     nats.DeliverAllPolicy,
+		AckPolicy:         nats.AckNonePolicy,
+		InactiveThreshold: 30 * time.Second,
+	})
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
+	return func() {
+		_ = sub.Unsubscribe()
+		_ = js.DeleteConsumer(stream, name)
+	}, nil
 }

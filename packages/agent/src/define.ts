@@ -43,6 +43,9 @@ export interface StepContext<I> {
   readonly signal: AbortSignal;
 }
 
+/** Steps one agent host process handles at once for an agent type that sets no `concurrency`. */
+export const DEFAULT_AGENT_CONCURRENCY = 32;
+
 export interface AgentDefinition<I = unknown, O = unknown> {
   readonly name: string;
   /** Validates the task input for this agent; a mismatch is a permanent failure with the zod message. */
@@ -57,7 +60,7 @@ export interface AgentDefinition<I = unknown, O = unknown> {
   compensate?(ctx: StepContext<I>): Promise<unknown>;
   /** Agent-side retry inside the window, used when the step's definition sets none. */
   readonly retry?: RetryPolicy;
-  /** Steps handled at once by one process. */
+  /** Steps handled at once by one process (default DEFAULT_AGENT_CONCURRENCY). */
   readonly concurrency?: number;
   /**
    * The circuit breaker around this agent's remote service (one per agent type and process): after

@@ -7,10 +7,12 @@
  */
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { ensureConsumer, ensureStreams, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
+import { SpanKind, SpanStatusCode, contextFromHeaders, context, trace, tracer, traceHeaders, triadMetrics, type HeaderReader, type StepOutcomeLabel } from '@triad/telemetry';
 import { StepRequestSchema, decode, encode, errorMessage, isTriadError, silentLogger, type Logger, type StepRequest, type StepResult } from '@triad/protocol';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
-import type { AgentDefinition } from './define.js';
+import { DEFAULT_AGENT_CONCURRENCY, type AgentDefinition } from './define.js';
 import { isPermanent } from './errors.js';
 import { ResultSender } from './result-sender.js';
 import { runStep, type StepOutcome } from './run-step.js';
@@ -100,8 +102,8 @@ export class AgentHost {
       const durable = n.consumers.agent(agent.name);
       await ensureConsumer(bus, { stream: n.streams.steps, durable, filterSubject: n.subjects.step(agent.name), ackWaitMs });
       this.consumers.push(
-        startConsumer(bus, { stream: n.streams.steps, durable, source: `step.${agent.name}`, concurrency: agent.concurrency ?? 32, prefetch: agent.concurrency ?? 32, logger: this.log }, (d) =>
-          this.onRequest(agent, d.data, d.deliveryCount, d.working, d.ackNow, ackWaitMs),
+        startConsumer(bus, { stream: n.streams.steps, durable, source: `step.${agent.name}`, concurrency: agent.concurrency ?? DEFAULT_AGENT_CONCURRENCY, prefetch: agent.concurrency ?? DEFAULT_AGENT_CONCURRENCY, logger: this.log }, (d) =>
+          this.onRequest(agent, d.data, d.deliveryCount, d.working, d.ackNow, ackWaitMs, d.headers),
         ),
       );
     }
@@ -146,14 +148,25 @@ export class AgentHost {
     }
   }
 
-  private async onRequest(agent: AgentDefinition, data: Uint8Array, deliveryCount: number, working: () => void, ackNow: () => void, ackWaitMs: number): Promise<Disposition> {
+  private async onRequest(
+    agent: AgentDefinition,
+    data: Uint8Array,
+    deliveryCount: number,
+    working: () => void,
+    ackNow: () => void,
+    ackWaitMs: number,
+    headers?: HeaderReader,
+  ): Promise<Disposition> {
     const d = decode(data, StepRequestSchema, `step request for agent ${agent.name}`);
     if (!d.ok) return { deadLetter: d.error.message };
     const req = d.value;
     if (req.agent !== agent.name) return { deadLetter: `step request names agent "${req.agent}" but arrived on ${agent.name}'s subject` };
     const margin = this.o.safetyMarginMs ?? 50;
+    const m = triadMetrics();
+    const labels = { namespace: this.o.bus.names.namespace, agent: agent.name };
     if (req.completeBy - margin <= Date.now()) {
       this.metrics.droppedOnArrival++;
+      m.stepsDroppedOnArrival.inc(labels);
       this.log.debug({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'request arrived past completeBy: dropped');
       return 'ack';
     }
@@ -161,19 +174,55 @@ export class AgentHost {
       // Another agent took it and stopped signalling (died, or paused): run the same attempt again; its
       // effect is applied once by the idempotency key, and the scheduler applies one result per attempt.
       this.metrics.redelivered++;
+      m.stepsRedelivered.inc(labels);
       this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt, deliveryCount }, 'step request delivered again: running it');
     }
     // The message is the step's lease: keep it while the step runs, so JetStream gives it to no one else.
     const keepAlive = setInterval(working, Math.max(100, Math.floor(ackWaitMs / 3)));
     this.metrics.started++;
+    m.stepsStarted.inc(labels);
+    m.stepsInFlight.inc(labels);
+    const startedAt = performance.now();
+    // One span per step attempt, child of the dispatch that sent it (the request's `traceparent`): the
+    // handler runs inside it, so its instrumented calls (fetch) are its children (decision 0013).
+    const span = tracer().startSpan(
+      `triad.step ${agent.name}`,
+      {
+        kind: SpanKind.CONSUMER,
+        attributes: {
+          'triad.namespace': this.o.bus.names.namespace,
+          'triad.task_id': req.taskId,
+          'triad.workflow': req.workflow,
+          'triad.step': req.step,
+          'triad.kind': req.kind,
+          'triad.agent': agent.name,
+          'triad.attempt': req.attempt,
+          'triad.delivery_count': deliveryCount,
+          'triad.agent_id': this.id,
+        },
+      },
+      contextFromHeaders(headers),
+    );
+    const spanContext = trace.setSpan(contextFromHeaders(headers), span);
     const breaker = this.breakers.get(agent.name);
     let outcome: StepOutcome;
     try {
-      outcome = await runStep(req, agent, breaker ? { safetyMarginMs: margin, breaker } : { safetyMarginMs: margin });
+      outcome = await context.with(spanContext, () => runStep(req, agent, breaker ? { safetyMarginMs: margin, breaker } : { safetyMarginMs: margin }));
     } catch (e) {
       clearInterval(keepAlive);
+      m.stepsInFlight.dec(labels);
+      span.recordException(e instanceof Error ? e : String(e));
+      span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessage(e) });
+      span.end();
       throw e;
     }
+    const label: StepOutcomeLabel = outcome.kind === 'ok' ? 'ok' : outcome.kind === 'failed' ? (outcome.retryable ? 'retryable' : 'permanent') : outcome.kind;
+    m.stepsInFlight.dec(labels);
+    m.stepsEnded.inc({ ...labels, outcome: label });
+    m.stepDuration.observe({ ...labels, outcome: label }, (performance.now() - startedAt) / 1000);
+    span.setAttributes({ 'triad.outcome': label, 'triad.tries': outcome.tries });
+    if (outcome.kind === 'failed') span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.message.slice(0, 500) });
+    span.end();
     if (outcome.kind === 'expired') {
       clearInterval(keepAlive);
       this.metrics.expired++;
@@ -183,7 +232,8 @@ export class AgentHost {
     // The lease is held until the result is stored (a crash before that hands the step to another agent);
     // the slot is free once the result is queued, unless the queue is long.
     const sender = this.results.get(agent.name);
-    const stored = this.report(req, outcome)
+    // The result carries the attempt's span as its `traceparent` (taken now: results are sent in batches).
+    const stored = this.report(req, outcome, traceHeaders(spanContext))
       .catch((e: unknown) =>
         this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, err: errorMessage(e) }, 'result not stored: the supervisor retries the step after its complete-by'),
       )
@@ -195,7 +245,7 @@ export class AgentHost {
     return 'defer';
   }
 
-  private async report(req: Pick<StepRequest, 'taskId' | 'step' | 'agent' | 'kind' | 'attempt'>, outcome: Exclude<StepOutcome, { kind: 'expired' }>): Promise<void> {
+  private async report(req: Pick<StepRequest, 'taskId' | 'step' | 'agent' | 'kind' | 'attempt'>, outcome: Exclude<StepOutcome, { kind: 'expired' }>, trace: Record<string, string>): Promise<void> {
     const base = { taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id, finishedAt: Date.now(), tries: outcome.tries };
     let result: StepResult;
     if (outcome.kind === 'ok') result = { ...base, ok: true, output: outcome.output };
@@ -218,6 +268,6 @@ export class AgentHost {
     else this.metrics.failed++;
     const sender = this.results.get(req.agent);
     if (!sender) throw new Error(`no result sender for agent ${req.agent}`);
-    await sender.send(bytes, `${req.taskId}:${req.step}:${req.kind}:${req.attempt}:result`);
+    await sender.send(bytes, `${req.taskId}:${req.step}:${req.kind}:${req.attempt}:result`, trace);
   }
 }

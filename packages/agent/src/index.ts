@@ -2,7 +2,7 @@
  * @triad/agent — write agents with `defineAgent`, run them with `AgentHost`. Handlers get an
  * idempotency key stable across attempts and an AbortSignal that fires at completeBy.
  */
-export { defineAgent, type AgentDefinition, type StepContext } from './define.js';
+export { DEFAULT_AGENT_CONCURRENCY, defineAgent, type AgentDefinition, type StepContext } from './define.js';
 export { PermanentError, RetryableError, isPermanent, isNotApplied, type StepErrorOptions } from './errors.js';
 export { runStep, type StepOutcome, type RunStepOptions } from './run-step.js';
 export { AgentHost, type AgentHostOptions, type AgentMetrics } from './host.js';

@@ -6,11 +6,14 @@
  * publish-with-ack per batch instead of one per step.
  */
 import { publishDurable, type Bus } from '@triad/bus';
+import { ROOT_CONTEXT, context } from '@triad/telemetry';
 import { DEFAULT_MAX_MESSAGE_BYTES, MAX_RESULTS_PER_BATCH, encode, type StepResultBatch } from '@triad/protocol';
 
 interface Pending {
   bytes: Uint8Array;
   msgID: string;
+  /** The step attempt's trace headers: sent with a result that goes out alone (a batch carries none). */
+  trace: Record<string, string>;
   resolve(): void;
   reject(e: unknown): void;
 }
@@ -40,9 +43,9 @@ export class ResultSender {
    * Queues one encoded StepResult; resolves once JetStream has stored it, rejects if that publish
    * failed (the result is then lost, and the supervisor retries the step after its complete-by).
    */
-  send(bytes: Uint8Array, msgID: string): Promise<void> {
+  send(bytes: Uint8Array, msgID: string, trace: Record<string, string> = {}): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ bytes, msgID, resolve, reject });
+      this.queue.push({ bytes, msgID, trace, resolve, reject });
       this.kick();
     });
   }
@@ -70,10 +73,11 @@ export class ResultSender {
         const subject = this.subject;
         if (batch.length === 1) {
           const only = batch[0]!;
-          await publishDurable(this.bus, subject, only.bytes, only.msgID);
+          await publishDurable(this.bus, subject, only.bytes, only.msgID, only.trace);
         } else {
           const envelope: StepResultBatch = { results: batch.map((p) => p.bytes) };
-          await publishDurable(this.bus, subject, encode(envelope, this.maxBytes));
+          // Outside any span: the flush runs in the context of whichever step started it, not these.
+          await context.with(ROOT_CONTEXT, () => publishDurable(this.bus, subject, encode(envelope, this.maxBytes)));
         }
         this.stats.publishes++;
         this.stats.results += batch.length;

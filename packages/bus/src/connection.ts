@@ -9,7 +9,7 @@ import type { ConnectionOptions, NatsConnection } from '@nats-io/nats-core';
 import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { ErrorCode, TriadError, errorMessage, names, parseNatsSettings, type Names, type NatsConnectionOptions, type NatsSettings } from '@triad/protocol';
 import { loadNatsCredentials, type NatsCredentials } from './credentials.js';
-import { explainNatsRefusal, isConnectionRefused } from './refusals.js';
+import { explainNatsRefusal, explainPermissionViolation, isConnectionRefused } from './refusals.js';
 import { probeTls } from './tls-probe.js';
 
 /** The NATS settings (NATS_URL, credentials, TLS: see NatsConnectionOptions) and how this connection behaves. */
@@ -40,6 +40,8 @@ export interface Bus {
   readonly js: JetStreamClient;
   readonly jsm: JetStreamManager;
   readonly names: Names;
+  /** Connected to a server now (false while nats.js reconnects, and once closed): what /readyz reports. */
+  isConnected(): boolean;
   close(): Promise<void>;
 }
 
@@ -61,7 +63,20 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
       }
     });
   }
-  const jsm = await jetstreamManager(nc, { timeout: 10_000 });
+  let connected = true;
+  void (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect') connected = false;
+      else if (s.type === 'reconnect') connected = true;
+    }
+  })().catch(() => undefined);
+  // The first request: credentials of another namespace or role are refused here (its inbox, $JS.API.INFO).
+  const jsm = await jetstreamManager(nc, { timeout: 10_000 }).catch(async (e: unknown) => {
+    const refused = explainPermissionViolation(e, opts.namespace);
+    if (refused === undefined) throw e;
+    await nc.close().catch(() => undefined);
+    throw refused;
+  });
   // A publish whose ack never comes (the server died under it) fails after this and the message that
   // caused it is redelivered: short, so a NATS restart costs seconds, not tens of seconds.
   const js = jetstream(nc, { timeout: 4_000 });
@@ -70,6 +85,7 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
     js,
     jsm,
     names: names(opts.namespace),
+    isConnected: () => connected && !nc.isClosed(),
     close: async () => {
       if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
     },

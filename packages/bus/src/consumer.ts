@@ -6,6 +6,7 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { MsgHdrs } from '@nats-io/nats-core';
 import { errorMessage, silentLogger, type Logger } from '@triad/protocol';
+import { triadMetrics } from '@triad/telemetry';
 import type { Bus } from './connection.js';
 import { unsupportedVersion } from './headers.js';
 import { deadLetter } from './publish.js';
@@ -47,6 +48,34 @@ export interface ConsumeOptions {
    */
   prefetch?: number;
   logger?: Logger;
+  /**
+   * How often the consumer's info (pending, ack pending, redelivered) is read for the
+   * triad_nats_consumer_* gauges (default 5 s; 0 turns it off). Decision 0013.
+   */
+  infoIntervalMs?: number;
+}
+
+/** Reads the consumer's info into the triad_nats_consumer_* gauges every `everyMs` until stopped. */
+function pollConsumerInfo(bus: Bus, o: ConsumeOptions, everyMs: number): () => void {
+  if (everyMs <= 0) return () => undefined;
+  const m = triadMetrics();
+  const labels = { namespace: bus.names.namespace, stream: o.stream, consumer: o.durable };
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy || !bus.isConnected()) return;
+    busy = true;
+    bus.jsm.consumers
+      .info(o.stream, o.durable)
+      .then((ci) => {
+        m.consumerPending.set(labels, ci.num_pending);
+        m.consumerAckPending.set(labels, ci.num_ack_pending);
+        m.consumerRedelivered.set(labels, ci.num_redelivered);
+      })
+      .catch(() => undefined) // the next poll tries again; the gauges keep their last value
+      .finally(() => (busy = false));
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }
 
 export interface RunningConsumer {
@@ -68,7 +97,7 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
   const handle = async (m: JsMsg): Promise<void> => {
     const deliveryCount = m.info.deliveryCount;
     if (deliveryCount > maxDeliveries) {
-      const stored = await deadLetter(bus, o.source, `redelivered ${deliveryCount - 1} times without success (limit ${maxDeliveries})`, m.data, deliveryCount);
+      const stored = await deadLetter(bus, o.source, `redelivered ${deliveryCount - 1} times without success (limit ${maxDeliveries})`, m.data, deliveryCount, { subject: m.subject, headers: m.headers });
       if (!stored) log.error({ subject: m.subject, deliveryCount }, 'dead letter not stored past the redelivery limit: message dropped');
       m.term();
       return;
@@ -76,7 +105,7 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
     // A message of another major protocol version is not guessed at: dead-lettered with the reason.
     const foreign = unsupportedVersion(m.headers);
     if (foreign) {
-      await deadLetter(bus, o.source, foreign, m.data, deliveryCount);
+      await deadLetter(bus, o.source, foreign, m.data, deliveryCount, { subject: m.subject, headers: m.headers });
       m.term();
       return;
     }
@@ -101,7 +130,7 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
     if (acked || d === 'defer') return;
     if (d === 'ack') m.ack();
     else if ('nakDelayMs' in d) m.nak(d.nakDelayMs);
-    else if (await deadLetter(bus, o.source, d.deadLetter, m.data, deliveryCount)) {
+    else if (await deadLetter(bus, o.source, d.deadLetter, m.data, deliveryCount, { subject: m.subject, headers: m.headers })) {
       // term() without a reason: nats-server 2.9 silently ignores a term carrying one.
       m.term();
     } else {
@@ -139,11 +168,13 @@ export function startConsumer(bus: Bus, o: ConsumeOptions, handler: (d: Delivery
     }
   };
   const done = loop();
+  const stopPolling = pollConsumerInfo(bus, o, o.infoIntervalMs ?? 5_000);
 
   return {
     ready,
     stop: async () => {
       stopped = true;
+      stopPolling();
       current?.stop();
       await done;
       await Promise.allSettled([...inFlight]);

@@ -4,6 +4,7 @@
  * its body cannot be read. A reader refuses a message of another major version, saying so.
  */
 import { headers, type MsgHdrs } from '@nats-io/nats-core';
+import { traceHeaders } from '@triad/telemetry';
 
 export const PROTOCOL_HEADER = 'Triad-Protocol';
 export const REPLY_TO_HEADER = 'Triad-Reply-To';
@@ -11,10 +12,15 @@ export const REPLY_TO_HEADER = 'Triad-Reply-To';
 export const PROTOCOL_MAJOR = 1;
 const PROTOCOL_VERSION = `${PROTOCOL_MAJOR}`;
 
-/** Headers for a message this process publishes: the protocol version, plus `extra`. */
+/**
+ * Headers for a message this process publishes: the protocol version, the trace context of the active
+ * span (`traceparent`/`tracestate`, only when tracing is configured; decision 0013), plus `extra` (which
+ * may carry its own trace context).
+ */
 export function protocolHeaders(extra: Record<string, string> = {}): MsgHdrs {
   const h = headers();
   h.set(PROTOCOL_HEADER, PROTOCOL_VERSION);
+  if (extra['traceparent'] === undefined) for (const [k, v] of Object.entries(traceHeaders())) h.set(k, v);
   for (const [k, v] of Object.entries(extra)) h.set(k, v);
   return h;
 }

@@ -3,8 +3,11 @@
  * (created idempotently), the consumer loop with dead-lettering, and publishing.
  */
 export { connectBus, type Bus, type BusOptions } from './connection.js';
+export { explainPermissionViolation } from './refusals.js';
+/** Re-exported so a service sets its connection's inbox prefix with the bus it opens (decision 0016). */
+export { serviceInboxPrefix } from '@triad/protocol';
 export { loadNatsCredentials, type NatsCredentials } from './credentials.js';
 export { ensureStreams, ensureConsumer, streamSpecs, streamReplicas, type TopologyOptions, type ConsumerSpec } from './topology.js';
 export { startConsumer, type Delivery, type Disposition, type ConsumeOptions, type RunningConsumer } from './consumer.js';
-export { publishDurable, publishRetrying, isLeaderChange, PUBLISH_RETRY_MS, publishPlain, deadLetter, publishTaskEvents, sendTaskEvents } from './publish.js';
+export { publishDurable, publishRetrying, isLeaderChange, PUBLISH_RETRY_MS, publishPlain, deadLetter, publishTaskEvents, sendTaskEvents, type DeadLetterOrigin } from './publish.js';
 export { protocolHeaders, unsupportedVersion, PROTOCOL_HEADER, REPLY_TO_HEADER, PROTOCOL_MAJOR } from './headers.js';

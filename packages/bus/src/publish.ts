@@ -1,6 +1,8 @@
 /** Publishing: JetStream with a message id where duplicates are possible; dead letters; plain NATS for replies. */
 import type { JetStreamPublishOptions, PubAck } from '@nats-io/jetstream';
 import { encode, errorMessage, type DeadLetter, type TaskEvent, type TaskEventBatch } from '@triad/protocol';
+import { deadLetterReasonClass, triadMetrics } from '@triad/telemetry';
+import type { MsgHdrs } from '@nats-io/nats-core';
 import type { Bus } from './connection.js';
 import { protocolHeaders } from './headers.js';
 
@@ -61,12 +63,30 @@ export function publishPlain(bus: Bus, subject: string, data: Uint8Array): void 
 /** The longest reason a dead letter keeps (a message with thousands of bad fields lists them all). */
 export const DEAD_LETTER_REASON_CHARS = 4_000;
 
-/** Publishes a dead letter with the reason and the original bytes; never throws (it is the last resort). */
-export async function deadLetter(bus: Bus, source: string, reason: string, original: Uint8Array, deliveries: number): Promise<boolean> {
+/** Where a dead-lettered message came from: its subject and headers, so an operator can replay it. */
+export interface DeadLetterOrigin {
+  subject: string;
+  headers?: MsgHdrs | undefined;
+}
+
+/**
+ * Publishes a dead letter with the reason, the original bytes and (when known) the original's subject
+ * and headers; never throws (it is the last resort).
+ */
+export async function deadLetter(bus: Bus, source: string, reason: string, original: Uint8Array, deliveries: number, origin?: DeadLetterOrigin): Promise<boolean> {
   const kept = reason.length > DEAD_LETTER_REASON_CHARS ? `${reason.slice(0, DEAD_LETTER_REASON_CHARS)}… (${reason.length} characters)` : reason;
-  const dl: DeadLetter = { source, reason: kept, receivedAt: Date.now(), deliveries, original: new Uint8Array(original) };
+  const dl: DeadLetter = {
+    source,
+    reason: kept,
+    receivedAt: Date.now(),
+    deliveries,
+    original: new Uint8Array(original),
+    ...(origin ? { subject: origin.subject } : {}),
+    ...(origin?.headers ? { headers: headerRecord(origin.headers) } : {}),
+  };
   try {
     await publishRetrying(bus, bus.names.subjects.deadLetter(source.replace(/[.*>\s]/g, '_')), encode(dl, 2_000_000), { headers: protocolHeaders() });
+    triadMetrics().deadLetters.inc({ namespace: bus.names.namespace, source, reason: deadLetterReasonClass(reason) });
     return true;
   } catch (e) {
     // The caller puts the message back for a later delivery (and drops it only past the redelivery limit).
@@ -113,4 +133,11 @@ function eventBatch(bus: Bus, taskId: string, events: readonly TaskEvent[], repl
   const bytes = encode(batch);
   if (replyTo) publishPlain(bus, replyTo, bytes);
   return bytes;
+}
+
+/** The first value of each header (what a replay sends again). */
+function headerRecord(h: MsgHdrs): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of h.keys()) out[k] = h.get(k);
+  return out;
 }

@@ -2,7 +2,7 @@
  * Tells a NATS connection that can never succeed as configured (credentials refused, TLS that fails)
  * from one that may succeed later (server down), and words the first kind naming the setting to fix.
  */
-import { ErrorCode, TriadError, explainTlsFailure, tlsFailure, type NatsSettings } from '@triad/protocol';
+import { ErrorCode, TriadError, explainTlsFailure, rolesAllowed, tlsFailure, type NatsSettings } from '@triad/protocol';
 import type { NatsCredentials } from './credentials.js';
 
 function isNamed(e: unknown, name: string): boolean {
@@ -71,4 +71,25 @@ export function explainNatsRefusal(e: unknown, s: NatsSettings, creds: NatsCrede
 /** Whether a failed attempt found nothing listening (no point looking at TLS then). */
 export function isConnectionRefused(e: unknown): boolean {
   return e instanceof Error && (/connection refused/i.test(e.message) || (e as { code?: unknown }).code === 'ECONNREFUSED');
+}
+
+/**
+ * The explained error when NATS refused an operation for lack of permission (decision 0016): names the
+ * subject, the roles that hold it, and what to do; else undefined.
+ */
+export function explainPermissionViolation(e: unknown, namespace: string): TriadError | undefined {
+  if (!(e instanceof Error)) return undefined;
+  // nats.js' PermissionViolationError, or an error that wraps its message (a request's).
+  const m = /Permissions Violation for (Publish|Subscription) to "(\S+)"/i.exec(e.message);
+  if (!isNamed(e, 'PermissionViolationError') && !m) return undefined;
+  const pe = e as Error & { operation?: string; subject?: string; queue?: string };
+  const subject = pe.subject ?? m?.[2] ?? '?';
+  const op = (pe.operation ?? m?.[1]?.toLowerCase()) === 'subscription' ? 'subscribe' : 'publish';
+  const allowed = rolesAllowed(namespace, op, subject);
+  const verb = op === 'subscribe' ? `subscribe to "${subject}"${pe.queue ? ` (queue group ${pe.queue})` : ''}` : `publish to "${subject}"`;
+  const who =
+    allowed.length > 0
+      ? `in namespace "${namespace}" only the ${allowed.join(', ')} role${allowed.length > 1 ? 's' : ''} may: connect with that role's credentials (the NATS_NKEY_SEED of its .env from \`triad auth init\`)`
+      : `no Triad role of namespace "${namespace}" may: check that TRIAD_NAMESPACE, TRIAD_CLIENT_ID and the credentials belong together`;
+  return new TriadError(ErrorCode.InvalidConfig, `NATS refused to let this connection ${verb}: the credentials it connected with lack that permission (${pe.message}); ${who}`, { cause: e });
 }

@@ -14,7 +14,9 @@
 import { randomUUID } from 'node:crypto';
 import { DeliverPolicy, type Consumer } from '@nats-io/jetstream';
 import { createInbox, type Msg } from '@nats-io/nats-core';
-import { REPLY_TO_HEADER, connectBus, protocolHeaders, publishRetrying, type Bus } from '@triad/bus';
+import { REPLY_TO_HEADER, connectBus, explainPermissionViolation, protocolHeaders, publishRetrying, type Bus } from '@triad/bus';
+import { SpanKind, inSpan } from '@triad/telemetry';
+import { listDeadLetters, replayDeadLetter, type DeadLetterQuery, type ReplayResult, type StoredDeadLetter } from './dead-letters.js';
 import {
   ApiReplySchema,
   ClientIdSchema,
@@ -113,6 +115,15 @@ export class TriadClient {
     return new TriadClient(bus, id.data, requestTimeoutMs ?? 10_000);
   }
 
+  /** A permission NATS refused this client's credentials, explained (decision 0016); else undefined. */
+  private refusal(e: unknown): TriadError | undefined {
+    for (let c: unknown = e; c instanceof Error; c = c.cause) {
+      const explained = explainPermissionViolation(c, this.namespace);
+      if (explained) return explained;
+    }
+    return undefined;
+  }
+
   get namespace(): string {
     return this.bus.names.namespace;
   }
@@ -145,7 +156,7 @@ export class TriadClient {
     try {
       raw = await this.requestOnce(op, body);
     } catch (e) {
-      throw new TriadError(
+      throw this.refusal(e) ?? new TriadError(
         ErrorCode.Unavailable,
         `no scheduler answered ${op} in namespace "${this.namespace}" (${errorMessage(e)}): is a scheduler running with TRIAD_NAMESPACE=${this.namespace}?`,
         { cause: e },
@@ -198,6 +209,19 @@ export class TriadClient {
     return this.request('alert.list', {});
   }
 
+  /**
+   * The namespace's dead letters, newest first, each original decoded where it can be (operator role:
+   * it reads the DLQ stream).
+   */
+  async deadLetters(q: DeadLetterQuery = {}): Promise<StoredDeadLetter[]> {
+    return listDeadLetters(this.bus, q);
+  }
+
+  /** Re-publishes dead letter `seq`'s original to the subject it arrived on (once its cause is fixed). */
+  async replayDeadLetter(seq: number): Promise<ReplayResult> {
+    return replayDeadLetter(this.bus, seq);
+  }
+
   /** The current supervisor leader and every supervisor's last report. */
   async supervisorStatus(): Promise<SupervisorStatus> {
     return this.request('supervisor.status', {});
@@ -223,6 +247,18 @@ export class TriadClient {
     const v = validate(candidate, SubmissionSchema, 'submission');
     if (!v.ok) throw v.error;
     const bytes = encode(v.value); // an oversized submission is refused here, before it is sent
+    // The task's trace: a child of the caller's active span, or a new trace (decision 0013). Its
+    // `traceparent` goes in the submission's headers; every actor's spans for the task descend from it.
+    const attributes = { 'triad.namespace': this.namespace, 'triad.task_id': v.value.taskId, 'triad.workflow': workflow, 'triad.client': this.clientId };
+    return inSpan(`triad.submit ${workflow}`, { kind: SpanKind.PRODUCER, attributes }, async (span) => {
+      const r = await this.publishSubmission(v.value, bytes);
+      span.setAttribute('triad.duplicate', r.duplicate);
+      return r;
+    });
+  }
+
+  private async publishSubmission(sub: Submission, bytes: Uint8Array): Promise<{ taskId: string; duplicate: boolean }> {
+    const v = { value: sub };
     try {
       // Deduplicated per client: another client's submission with the same task id must reach a
       // scheduler, to be refused there with the reason (decision 0010).
@@ -231,7 +267,7 @@ export class TriadClient {
       const ack = await publishRetrying(this.bus, this.bus.names.subjects.submit(this.clientId), bytes, { msgID: `${this.clientId}:${v.value.taskId}`, headers: h });
       return { taskId: v.value.taskId, duplicate: ack.duplicate };
     } catch (e) {
-      throw new TriadError(
+      throw this.refusal(e) ?? new TriadError(
         ErrorCode.Unavailable,
         `submission not stored (${errorMessage(e)}): is JetStream enabled and has a scheduler run in namespace "${this.namespace}" (it creates the streams)?`,
         { cause: e },
@@ -295,6 +331,8 @@ export class TriadClient {
           deliver_policy: DeliverPolicy.All,
         });
       } catch (e) {
+        const refused = this.refusal(e);
+        if (refused) throw refused;
         if (!isTransient(e)) {
           throw new TriadError(ErrorCode.Unavailable, `cannot read the events of task ${taskId} (${errorMessage(e)}): has a scheduler run in namespace "${this.namespace}"?`, { cause: e });
         }

@@ -127,3 +127,26 @@ export {
   SupervisorStatusSchema,
 } from './api.js';
 export { protocolJsonSchemas } from './json-schemas.js';
+export {
+  ROLES,
+  READ_ONLY_API_OPS,
+  OPERATOR_CLIENT_ID,
+  REDIS_SCRIPT_COMMANDS,
+  REDIS_ROLE_SCRIPTS,
+  DeploymentSchema,
+  serviceInboxPrefix,
+  schedulerIdentity,
+  supervisorIdentity,
+  agentIdentity,
+  clientIdentity,
+  operatorIdentity,
+  deploymentIdentities,
+  redisAclLine,
+  subjectMatches,
+  rolesAllowed,
+  type Role,
+  type Identity,
+  type NatsPermissions,
+  type RedisPermissions,
+  type DeploymentInput,
+} from './permissions.js';

@@ -250,6 +250,10 @@ export const DeadLetterSchema = z
     receivedAt: epochMs,
     deliveries: z.number().int().nonnegative(),
     original: z.instanceof(Uint8Array),
+    /** The subject the original arrived on: where `triad dlq replay` re-publishes it (absent from older writers). */
+    subject: optional(z.string()),
+    /** The original's NATS headers (the first value of each), re-sent on a replay but for Nats-Msg-Id. */
+    headers: optional(z.record(z.string(), z.string())),
   });
 export type DeadLetter = z.output<typeof DeadLetterSchema>;
 

@@ -7,7 +7,8 @@
 import { publishDurable, sendTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
 import { encode, unpackTrusted, type RegisteredWorkflow, type StepKind, type StepRequest } from '@triad/protocol';
-import { toTaskEvent, type Transition } from '@triad/store';
+import { countTaskEnd } from '@triad/telemetry';
+import { toTaskEvent, type TaskStore, type Transition } from '@triad/store';
 
 export function stepMessageId(taskId: string, step: string, kind: StepKind, attempt: number): string {
   return `${taskId}:${step}:${kind}:${attempt}`;
@@ -52,10 +53,16 @@ export function stepRequests(namespace: string, taskId: string, wf: RegisteredWo
 }
 
 export class Dispatcher {
-  constructor(private readonly bus: Bus) {}
+  constructor(
+    private readonly bus: Bus,
+    /** Where a finished task's createdAt is read from, for triad_task_duration_seconds. */
+    private readonly tasks?: TaskStore,
+  ) {}
 
   /** Sends the step requests and events of one transition; resolves when JetStream has stored them all. */
   async publish(taskId: string, wf: RegisteredWorkflow, t: Transition, now: number): Promise<void> {
+    const tasks = this.tasks;
+    countTaskEnd(this.bus.names.namespace, wf.name, t.events, tasks && (() => tasks.redis.hget(tasks.keys.task(taskId), 'createdAt')), now);
     const work: Promise<unknown>[] = [];
     for (const req of stepRequests(this.bus.names.namespace, taskId, wf, t, now)) {
       work.push(publishDurable(this.bus, this.bus.names.subjects.step(req.agent), encode(req), stepMessageId(taskId, req.step, req.kind, req.attempt)));

@@ -37,10 +37,12 @@ import {
   type RegisteredWorkflow,
   type ResultItem,
   type StepResult,
+  type SupervisorCommand,
   type TaskEvent,
   type TaskEventBatch,
 } from '@triad/protocol';
 import { isLeaseBusy, type LeaseClaim, type Leases, type TaskStore, type WorkflowStore } from '@triad/store';
+import { ROOT_CONTEXT, SpanKind, contextFromHeaders, inSpan, triadMetrics, type Span } from '@triad/telemetry';
 import { ApiServer, unknownWorkflow } from './api.js';
 import { Dispatcher } from './dispatcher.js';
 
@@ -98,7 +100,7 @@ export class Scheduler {
   constructor(private readonly o: SchedulerOptions) {
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
-    this.dispatcher = new Dispatcher(o.bus);
+    this.dispatcher = new Dispatcher(o.bus, o.tasks);
     this.api = new ApiServer(o.bus, o.tasks, o.workflows, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log);
   }
 
@@ -119,10 +121,10 @@ export class Scheduler {
         this.onSubmission(d.data, d.deliveryCount, d.subject, d.headers),
       ),
       startConsumer(bus, { stream: n.streams.results, durable: n.consumers.results, source: 'result', concurrency, logger: this.log }, (d) =>
-        this.onResult(d.data, d.deliveryCount, d.subject),
+        this.onResult(d.data, d.deliveryCount, d.subject, d.headers),
       ),
       startConsumer(bus, { stream: n.streams.commands, durable: n.consumers.commands, source: 'command', concurrency, logger: this.log }, (d) =>
-        this.onCommand(d.data),
+        this.onCommand(d.data, d.headers),
       ),
     ];
     await Promise.all(this.consumers.map((c) => c.ready));
@@ -143,21 +145,37 @@ export class Scheduler {
    * that client's, its events go out under it, and its reply subject must be in that client's inbox.
    */
   async onSubmission(data: Uint8Array, deliveryCount: number, subject: string, headers?: MsgHdrs): Promise<Disposition> {
+    // The submission continues the submitter's trace (its `traceparent` header), or starts one: the task's trace.
+    return inSpan('triad.task.receive', { kind: SpanKind.CONSUMER, attributes: { 'triad.namespace': this.o.bus.names.namespace } }, (span) => this.receive(span, data, deliveryCount, subject, headers), contextFromHeaders(headers));
+  }
+
+  private rejected(workflow: string, reason: string): void {
+    triadMetrics().tasksRejected.inc({ namespace: this.o.bus.names.namespace, workflow, reason });
+  }
+
+  private async receive(span: Span, data: Uint8Array, deliveryCount: number, subject: string, headers?: MsgHdrs): Promise<Disposition> {
     const client = this.o.bus.names.submitter(subject);
     if (!client) {
+      this.rejected('', 'subject');
+      span.setAttribute('triad.outcome', 'rejected');
       this.metrics.submissionsRejected++;
       this.metrics.deadLettered++;
       return { deadLetter: `submission on ${subject}: the subject must name the submitting client (triad.<ns>.submit.<client>)` };
     }
     const d = decode(data, SubmissionSchema, 'submission');
     if (!d.ok) {
+      this.rejected('', 'invalid');
+      span.setAttribute('triad.outcome', 'rejected');
       this.metrics.submissionsRejected++;
       this.metrics.deadLettered++;
       await this.rejectUnparsed(client, data, d.error, headers);
       return { deadLetter: d.error.message };
     }
     const sub = d.value;
-    const refuse = async (err: TriadError, o: { answerReplyTo: boolean } = { answerReplyTo: true }): Promise<Disposition> => {
+    span.setAttributes({ 'triad.task_id': sub.taskId, 'triad.workflow': sub.workflow, 'triad.client': client });
+    const refuse = async (err: TriadError, o: { answerReplyTo: boolean; reason: string }): Promise<Disposition> => {
+      this.rejected(sub.workflow, o.reason);
+      span.setAttributes({ 'triad.outcome': 'rejected', 'triad.reason': o.reason });
       this.metrics.submissionsRejected++;
       this.metrics.deadLettered++;
       await this.reject(client, sub.taskId, err, o.answerReplyTo ? sub.replyTo : undefined);
@@ -168,16 +186,16 @@ export class Scheduler {
       // Never publish to a subject the submitter does not own: the scheduler is no relay.
       return refuse(
         new TriadError(ErrorCode.InvalidMessage, `submission ${sub.taskId}: replyTo "${sub.replyTo}" is not in client ${client}'s inbox; use a subject starting with ${inbox} (the SDK's replySubject() does)`),
-        { answerReplyTo: false },
+        { answerReplyTo: false, reason: 'reply_to' },
       );
     }
     const wf = await this.workflow(sub.workflow, sub.version);
-    if (!wf) return refuse(unknownWorkflow(sub.workflow, sub.version));
+    if (!wf) return refuse(unknownWorkflow(sub.workflow, sub.version), { answerReplyTo: true, reason: 'unknown_workflow' });
     let input: Uint8Array;
     try {
       input = encode(sub.input);
     } catch (e) {
-      return refuse(e as TriadError);
+      return refuse(e as TriadError, { answerReplyTo: true, reason: 'invalid' });
     }
     return this.withTaskLease(sub.taskId, async (lease): Promise<Disposition> => {
       const now = Date.now();
@@ -198,16 +216,20 @@ export class Scheduler {
       if (!created.created) {
         if (created.client !== client) {
           // Another client's task id: never merged into it (its events are not this client's to see).
-          await refuse(new TriadError(ErrorCode.InvalidState, `submission ${sub.taskId}: the task id is taken by another client; submit with a new task id`));
+          await refuse(new TriadError(ErrorCode.InvalidState, `submission ${sub.taskId}: the task id is taken by another client; submit with a new task id`), { answerReplyTo: true, reason: 'task_id_taken' });
           return { deadLetter: `task id ${sub.taskId} is taken by client ${created.client}, submitted again by ${client}` };
         }
         this.metrics.submissionsDuplicate++;
+        triadMetrics().tasksDuplicate.inc({ namespace: this.o.bus.names.namespace });
+        span.setAttribute('triad.outcome', 'duplicate');
         // A redelivery after a crash between the transition and its publishes: send the in-flight
         // step requests again (message ids make this harmless if they did go out).
         if (deliveryCount > 1 && !isTerminal(created.status)) await this.redispatch(sub.taskId);
         return 'ack';
       }
       this.metrics.submissionsAccepted++;
+      triadMetrics().tasksSubmitted.inc({ namespace: this.o.bus.names.namespace, workflow: wf.name });
+      span.setAttribute('triad.outcome', 'accepted');
       await this.dispatcher.publish(sub.taskId, wf, created.transition, now);
       return 'ack';
     });
@@ -240,6 +262,7 @@ export class Scheduler {
     } catch (e) {
       if (isLeaseBusy(e)) {
         this.metrics.leaseBusy++;
+        triadMetrics().leaseBusy.inc({ namespace: this.o.bus.names.namespace });
         return { nakDelayMs: 20 + Math.floor(Math.random() * 50) };
       }
       void this.o.leases.release(lease);
@@ -257,7 +280,7 @@ export class Scheduler {
    * results has been applied, found stale, dead-lettered on its own, or (when another scheduler holds its
    * task's lease for long) handed back to the stream as a message of its own.
    */
-  async onResult(data: Uint8Array, deliveryCount: number, subject: string): Promise<Disposition> {
+  async onResult(data: Uint8Array, deliveryCount: number, subject: string, headers?: MsgHdrs): Promise<Disposition> {
     // The agent type the result claims to come from is the subject it was allowed to publish on.
     const agentType = this.o.bus.names.resultAgent(subject);
     if (!agentType) {
@@ -271,12 +294,15 @@ export class Scheduler {
     }
     const { single, items } = d.value;
     const first = items[0];
-    if (single && first?.ok) return this.applyResult(first.value, agentType, deliveryCount);
+    // A single result continues the trace of the attempt that sent it (its `traceparent` header); the
+    // results of a batch carry no context of their own, so each starts a trace of its own (decision 0013).
+    if (single && first?.ok) return this.applyResultInSpan(first.value, agentType, deliveryCount, contextFromHeaders(headers), false);
     const settled = await Promise.allSettled(items.map((item) => this.applyBatched(item, agentType, subject, deliveryCount)));
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     // Redelivered whole: the results applied meanwhile are then rejected as stale, never applied twice.
     if (failed) throw failed.reason;
     this.metrics.resultBatches++;
+    triadMetrics().resultBatches.inc({ namespace: this.o.bus.names.namespace });
     return 'ack';
   }
 
@@ -284,7 +310,7 @@ export class Scheduler {
     const { bus } = this.o;
     // A dead letter that was not stored fails the batch, which is then redelivered whole (not lost).
     const deadLettered = async (reason: string): Promise<void> => {
-      if (!(await deadLetter(bus, 'result', reason, item.bytes, deliveryCount))) throw new Error(`the dead letter of a batched result was not stored: ${reason}`);
+      if (!(await deadLetter(bus, 'result', reason, item.bytes, deliveryCount, { subject }))) throw new Error(`the dead letter of a batched result was not stored: ${reason}`);
     };
     if (!item.ok) {
       this.metrics.deadLettered++;
@@ -292,7 +318,7 @@ export class Scheduler {
       return;
     }
     for (let tries = 0; ; tries++) {
-      const d = await this.applyResult(item.value, agentType, deliveryCount);
+      const d = await this.applyResultInSpan(item.value, agentType, deliveryCount, ROOT_CONTEXT, true);
       if (d === 'ack' || d === 'defer') return;
       if ('deadLetter' in d) {
         await deadLettered(d.deadLetter);
@@ -304,6 +330,31 @@ export class Scheduler {
       }
       await new Promise((r) => setTimeout(r, d.nakDelayMs));
     }
+  }
+
+  private applyResultInSpan(r: StepResult, agentType: string, deliveryCount: number, parent: ReturnType<typeof contextFromHeaders>, batched: boolean): Promise<Disposition> {
+    const attributes = {
+      'triad.namespace': this.o.bus.names.namespace,
+      'triad.task_id': r.taskId,
+      'triad.step': r.step,
+      'triad.kind': r.kind,
+      'triad.attempt': r.attempt,
+      'triad.agent': agentType,
+      'triad.ok': r.ok,
+      'triad.batched': batched,
+    };
+    return inSpan('triad.result.apply', { kind: SpanKind.CONSUMER, attributes }, async (span) => {
+      const d = await this.applyResult(r, agentType, deliveryCount);
+      span.setAttribute('triad.disposition', typeof d === 'string' ? d : 'deadLetter' in d ? 'dead_letter' : 'retry_later');
+      return d;
+    }, parent);
+  }
+
+  private countResult(result: 'applied' | 'stale' | 'forged', agentType: string): void {
+    const m = triadMetrics();
+    const namespace = this.o.bus.names.namespace;
+    m.results.inc({ namespace, result });
+    if (result === 'stale') m.stepsEnded.inc({ namespace, agent: agentType, outcome: 'stale' });
   }
 
   private async applyResult(r: StepResult, agentType: string, deliveryCount: number): Promise<Disposition> {
@@ -343,16 +394,19 @@ export class Scheduler {
         }
         if (outcome.forged) {
           this.metrics.resultsForged++;
+          this.countResult('forged', agentType);
           this.metrics.deadLettered++;
           this.log.warn({ taskId: r.taskId, step: r.step, attempt: r.attempt, agentType, agentId: r.agentId, reason: outcome.reason }, 'forged result rejected');
           return { deadLetter: `forged result rejected: ${outcome.reason}` };
         }
         this.metrics.resultsStale++;
+        this.countResult('stale', agentType);
         this.log.warn({ taskId: r.taskId, step: r.step, attempt: r.attempt, agentId: r.agentId, reason: outcome.reason }, 'stale result rejected');
         if (deliveryCount > 1) await this.redispatch(r.taskId);
         return 'ack';
       }
       this.metrics.resultsApplied++;
+      this.countResult('applied', agentType);
       const wf = await this.workflow(outcome.transition.workflow, outcome.transition.version);
       if (!wf) throw new Error(`workflow ${outcome.transition.workflow} v${outcome.transition.version} of task ${r.taskId} is not registered`);
       await this.dispatcher.publish(r.taskId, wf, outcome.transition, now);
@@ -364,13 +418,19 @@ export class Scheduler {
    * A supervisor command. The supervisor has already made the fenced transition (new attempt, new
    * completeBy); the scheduler sends the step request if that attempt is still the current one.
    */
-  async onCommand(data: Uint8Array): Promise<Disposition> {
+  async onCommand(data: Uint8Array, headers?: MsgHdrs): Promise<Disposition> {
     const d = decode(data, SupervisorCommandSchema, 'supervisor command');
     if (!d.ok) {
       this.metrics.deadLettered++;
       return { deadLetter: d.error.message };
     }
     const cmd = d.value;
+    // Continues the trace of the supervisor's action (its `traceparent`): the retried attempt stays in the task's trace.
+    const attributes = { 'triad.namespace': this.o.bus.names.namespace, 'triad.task_id': cmd.taskId, 'triad.step': cmd.step, 'triad.kind': cmd.kind, 'triad.attempt': cmd.attempt, 'triad.epoch': cmd.epoch };
+    return inSpan(`triad.command.${cmd.type}`, { kind: SpanKind.CONSUMER, attributes }, () => this.runCommand(cmd), contextFromHeaders(headers));
+  }
+
+  private async runCommand(cmd: SupervisorCommand): Promise<Disposition> {
     return this.withTaskLease(cmd.taskId, async (): Promise<Disposition> => {
       const t = await this.o.tasks.inFlight(cmd.taskId);
       const step = t?.dispatch.find((s) => s.step === cmd.step && s.kind === cmd.kind && s.attempt === cmd.attempt);

@@ -5,6 +5,8 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { triadMetrics } from '@triad/telemetry';
 import type { RedisClient } from './client.js';
 
 const LUA_DIR = new URL('../lua/', import.meta.url);
@@ -48,8 +50,22 @@ export function loadScripts(): Map<ScriptName, LoadedScript> {
   return cache;
 }
 
-/** Runs a script, returning Redis' reply with bulk strings as Buffers. */
+/** The namespace a script call works in: every key starts `triad:<namespace>:` (keys.ts). */
+function namespaceOf(keys: readonly string[]): string {
+  return /^triad:([A-Za-z0-9_-]+)/.exec(keys[0] ?? '')?.[1] ?? '';
+}
+
+/** Runs a script, returning Redis' reply with bulk strings as Buffers; its time goes to triad_redis_script_duration_seconds. */
 export async function runScript(redis: RedisClient, name: ScriptName, keys: readonly string[], args: readonly (string | number | Buffer | Uint8Array)[]): Promise<unknown> {
+  const started = performance.now();
+  try {
+    return await callScript(redis, name, keys, args);
+  } finally {
+    triadMetrics().scriptDuration.observe({ namespace: namespaceOf(keys), script: name }, (performance.now() - started) / 1000);
+  }
+}
+
+async function callScript(redis: RedisClient, name: ScriptName, keys: readonly string[], args: readonly (string | number | Buffer | Uint8Array)[]): Promise<unknown> {
   const script = loadScripts().get(name);
   if (!script) throw new Error(`unknown script ${name}`);
   const argv = args.map((a) => (a instanceof Uint8Array && !Buffer.isBuffer(a) ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : a));

@@ -12,6 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
 import { encode, errorMessage, isTriadError, silentLogger, type Logger, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type PendingAlert, type RedisClient, type TaskStore } from '@triad/store';
+import { ROOT_CONTEXT, SpanKind, contextFromHeaders, countTaskEnd, inSpan, spanContextOf, tracingEnabled, triadMetrics, type Context, type Link } from '@triad/telemetry';
 
 /** Expired steps handled at once within a sweep. */
 const SWEEP_CONCURRENCY = 16;
@@ -151,12 +152,17 @@ export class Supervisor {
     if (this.stopped) return;
     try {
       const s = await this.leadership.tick();
+      const m = triadMetrics();
+      const labels = { namespace: this.o.bus.names.namespace };
       if (s.leading && (!this.health.leading || s.epoch !== this.health.epoch)) {
         this.log.info({ supervisorId: this.id, epoch: s.epoch }, 'leading');
+        m.leadershipChanges.inc(labels);
       }
       if (s.replicated === false) {
         this.log.warn({ supervisorId: this.id, epoch: s.epoch }, 'leading, but no Redis replica acknowledged the election (TRIAD_REDIS_WAIT_REPLICAS): a failover of its primary now could issue this epoch again');
       }
+      m.leading.set(labels, s.leading ? 1 : 0);
+      m.epoch.set(labels, s.epoch);
       this.health.leading = s.leading;
       this.health.epoch = s.epoch;
       if (s.leading) this.health.leader = this.id;
@@ -181,6 +187,11 @@ export class Supervisor {
     const batch = this.o.batchSize ?? 500;
     const expired = await this.o.tasks.expiredSteps(now, batch);
     this.behind = expired.length >= batch;
+    const m = triadMetrics();
+    const labels = { namespace: this.o.bus.names.namespace };
+    m.sweeps.inc(labels);
+    // Lag: how long the most overdue step waited past its deadline before this sweep found it.
+    m.sweepLag.set(labels, expired.reduce((lag, e) => Math.max(lag, now - e.completeBy), 0) / 1000);
     // A few steps at a time: each is its own transition (different tasks never conflict), and a mass
     // failure is worked off at Redis' pace rather than one round trip after another.
     let deposed = false;
@@ -196,6 +207,7 @@ export class Supervisor {
           } catch (e) {
             if (isTriadError(e, 'STALE')) {
               this.health.fencedWrites++;
+              m.fencedWrites.inc(labels);
               deposed = true;
               this.log.warn({ taskId, step, epoch }, 'write rejected: a newer supervisor epoch exists; stepping down');
               return;
@@ -207,6 +219,7 @@ export class Supervisor {
     }
     if (!deposed) await this.publishAlerts();
     this.health.sweepMs = performance.now() - started;
+    m.sweepDuration.observe(labels, this.health.sweepMs / 1000);
     // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above);
     // then those that can never be retried and are past the compaction delay get their compact record
     // (after the purge, so nothing about to be deleted is compacted first). Both read their index in O(due).
@@ -232,6 +245,7 @@ export class Supervisor {
     if (expired.length > 0 || now - this.lastReportAt >= this.intervalMs) {
       this.lastReportAt = now;
       this.health.expiredWaiting = await this.o.tasks.countExpired(Date.now()).catch(() => this.health.expiredWaiting);
+      m.expiredWaiting.set(labels, this.health.expiredWaiting);
       await this.publishHealth();
     }
   }
@@ -247,9 +261,58 @@ export class Supervisor {
     }
   }
 
+  /**
+   * Acts on one expired step inside a span of the task's trace, linked to the step it acts on
+   * (decision 0013); the retry command carries it, so the new attempt continues the same trace.
+   */
   private async act(taskId: string, step: string, epoch: number, x: Expiry, now: number): Promise<void> {
+    if (x.action === 'noop') return this.actNow(taskId, step, epoch, x, now);
+    triadMetrics().ladderActions.inc({ namespace: this.o.bus.names.namespace, action: x.action });
+    const found = await this.stepContext(taskId, step, x.client);
+    const links: Link[] = found.link ? [{ context: found.link, attributes: { 'triad.link': 'step', 'triad.step': step } }] : [];
+    const attributes = {
+      'triad.namespace': this.o.bus.names.namespace,
+      'triad.task_id': taskId,
+      'triad.step': step,
+      'triad.kind': x.kind,
+      'triad.action': x.action,
+      'triad.epoch': epoch,
+      ...(x.attempt !== undefined ? { 'triad.attempt': x.attempt } : {}),
+      ...(x.failureCount !== undefined ? { 'triad.failure_count': x.failureCount } : {}),
+    };
+    return inSpan(`triad.supervisor.${x.action}`, { kind: SpanKind.INTERNAL, attributes, links }, () => this.actNow(taskId, step, epoch, x, now), found.parent);
+  }
+
+  /**
+   * The task's trace as its latest event carries it (the events stream keeps the `traceparent` of the
+   * transition that published it): the parent of the supervisor's span, and its link — for a step that
+   * failed or timed out, the transition of its last attempt (another step's, when one of the task's
+   * parallel steps moved since). Only read when tracing is configured; a task whose events are gone starts
+   * a new trace.
+   */
+  private async stepContext(taskId: string, step: string, client: string): Promise<{ parent: Context; link?: ReturnType<typeof spanContextOf> }> {
+    if (!tracingEnabled()) return { parent: ROOT_CONTEXT };
     const bus = this.o.bus;
+    try {
+      const msg = await bus.jsm.streams.getMessage(bus.names.streams.events, { last_by_subj: bus.names.subjects.event(client, taskId) });
+      if (!msg) return { parent: ROOT_CONTEXT };
+      const parent = contextFromHeaders(msg.header);
+      const link = spanContextOf(parent);
+      return link ? { parent, link } : { parent };
+    } catch (e) {
+      this.log.debug({ err: errorMessage(e), taskId, step }, 'trace context of the task not read: the action starts a trace of its own');
+      return { parent: ROOT_CONTEXT };
+    }
+  }
+
+  private async actNow(taskId: string, step: string, epoch: number, x: Expiry, now: number): Promise<void> {
+    const bus = this.o.bus;
+    const tasks = this.o.tasks;
+    const workflow = x.events.some((e) => e.status !== undefined) ? await tasks.redis.hget(tasks.keys.task(taskId), 'workflow').catch(() => null) : null;
+    countTaskEnd(bus.names.namespace, workflow ?? '', x.events, () => tasks.redis.hget(tasks.keys.task(taskId), 'createdAt'), now);
     const work: Promise<unknown>[] = [publishTaskEvents(bus, x.client, taskId, x.events.map((e) => toTaskEvent(taskId, e, now)), x.replyTo)];
+    // Inside the action's span: the line carries the task's trace id (decision 0013).
+    if (x.action !== 'error' && x.action !== 'noop') this.log.info({ taskId, step, kind: x.kind, attempt: x.attempt, failureCount: x.failureCount, lastError: x.lastError }, `failure ladder: ${x.action}`);
     if (x.action === 'retry') this.health.retries++;
     else if (x.action === 'compensate') this.health.undos++;
     else if (x.action === 'park') this.health.parked++;
@@ -283,6 +346,7 @@ export class Supervisor {
           const { alert } = p;
           await publishDurable(bus, bus.names.subjects.alert, encode(alert), `alert:${alert.id}`);
           done.push(p);
+          triadMetrics().alertsPublished.inc({ namespace: bus.names.namespace });
           this.log.error({ ...alert }, 'operator alert raised');
         }),
       );

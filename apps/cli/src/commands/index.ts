@@ -4,7 +4,10 @@
  */
 import type { Command } from 'commander';
 import * as alerts from './alerts.js';
+import * as auth from './auth.js';
 import * as cancel from './cancel.js';
+import * as dashboard from './dashboard.js';
+import * as dlq from './dlq.js';
 import * as list from './list.js';
 import * as retry from './retry.js';
 import * as status from './status.js';
@@ -17,4 +20,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, cancel, retry, alerts, supervisor];
+export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, cancel, retry, alerts, dlq, supervisor, dashboard, auth];

@@ -1,0 +1,55 @@
+/**
+ * Restate on this machine: restate-server (fsync on or off) and the service endpoint as processes of
+ * their own, the deployment registered through the admin API, and each task one request-response call
+ * to `chain.run` through the ingress (its answer is how the caller learns the task ended).
+ */
+import { join } from 'node:path';
+import { REPO_ROOT } from '../actors.js';
+import { spawnChild } from '../procs.js';
+import { freePorts } from '../servers.js';
+import { packageVersion, type PeerRunOptions, type PeerSystem } from './peer.js';
+import { restateServerBinary, startRestateServer, RESTATE_SERVER_VERSION } from './restate-server.js';
+
+const READY_TIMEOUT_MS = 30_000;
+/** Calls in flight during the throughput run: each holds an HTTP connection until its chain ends. */
+const MAX_IN_FLIGHT = 256;
+
+export async function startRestate(o: PeerRunOptions, fsync: boolean): Promise<PeerSystem> {
+  const bin = await restateServerBinary(o.progress);
+  const server = await startRestateServer(bin, join(o.tmpDir, fsync ? 'restate-fsync' : 'restate-nofsync'), fsync);
+  const [port] = await freePorts(1);
+  const endpoint = spawnChild('restate-endpoint', process.execPath, [join(REPO_ROOT, 'apps/bench/dist/peers/restate-endpoint.js')], { env: { RESTATE_ENDPOINT_PORT: String(port) } });
+  const stop = async (): Promise<void> => {
+    await Promise.all([endpoint.stop(5_000), server.stop()]);
+  };
+  try {
+    await endpoint.waitForLine(/restate-endpoint ready/, READY_TIMEOUT_MS);
+    const r = await fetch(`${server.adminUrl}/deployments`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ uri: `http://127.0.0.1:${port}` }),
+    });
+    if (!r.ok) throw new Error(`registering the Restate endpoint failed: HTTP ${r.status} ${await r.text()}`);
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return {
+    label: `Restate ${RESTATE_SERVER_VERSION} (SDK ${packageVersion('@restatedev/restate-sdk')}), ${o.steps} durable calls per task, fsync ${fsync ? 'on' : 'off'}, 2 partitions`,
+    processes: [
+      { name: 'restate-server', pid: server.child.pid },
+      { name: 'restate endpoint', pid: endpoint.pid },
+    ],
+    maxInFlight: MAX_IN_FLIGHT,
+    runTask: async (id, steps) => {
+      const r = await fetch(`${server.ingressUrl}/chain/run`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(steps),
+      });
+      const body = await r.text();
+      if (!r.ok) throw new Error(`Restate task ${id}: HTTP ${r.status} ${body}`);
+    },
+    stop,
+  };
+}

@@ -1,0 +1,77 @@
+/** `triad auth init`: the credentials and permissions of a least-privilege deployment (decision 0016). */
+import type { Command } from 'commander';
+import type { z } from 'zod';
+import { AuthInitSchema, authInit } from '../auth-files.js';
+import { usageError } from '../io.js';
+import { action, examples, optionsOf, out, printJson } from '../runtime.js';
+
+function list(v: string | undefined): string[] | undefined {
+  return v === undefined ? undefined : v.split(',').map((s) => s.trim()).filter((s) => s !== '');
+}
+
+const FLAGS: Record<string, string> = { dir: '--dir', namespace: '--namespace', agents: '--agents', clients: '--clients', natsUrl: '--nats-url', redisUrl: '--redis-url', mountDir: '--mount-dir' };
+
+export function register(program: Command): void {
+  const auth = program.command('auth').description('credentials and permissions for a secured deployment');
+  const cmd = auth
+    .command('init')
+    .description(
+      'write D/nats-server.conf (nkey users with per-role permissions), D/redis-users.acl (scheduler and supervisor users, default user off) and one D/<identity>.env per identity (its seed file, URLs, namespace)',
+    )
+    .requiredOption('--dir <dir>', 'folder to write into (created 0700)')
+    .option('--namespace <ns>', 'the namespace the identities are confined to (default "default", or TRIAD_NAMESPACE)')
+    .requiredOption('--agents <types>', 'agent types, comma-separated: one identity each (e.g. inventory,fraud,payment,shipping)')
+    .option('--clients <ids>', 'client ids, comma-separated: one identity each (submit, watch own tasks, read-only API); the operator is always written')
+    .option('--nats-url <url>', 'NATS_URL written to every .env (default nats://127.0.0.1:4222)')
+    .option('--redis-url <url>', 'Redis URL without credentials, written with each user\'s into the scheduler and supervisor .env (default redis://127.0.0.1:6379)')
+    .option('--mount-dir <dir>', 'where the processes will see this folder (e.g. /run/triad-auth in containers): the seed paths in the .env files use it')
+    .option('--force', 'replace existing files (new keys and passwords: processes using the old ones are locked out)')
+    .option('--json', 'print what was written as JSON');
+  examples(cmd, [
+    'triad auth init --dir deploy/auth --namespace shop --agents inventory,fraud,payment,shipping --clients web',
+    'nats-server -js -c server.conf   # with: include "deploy/auth/nats-server.conf"',
+    'redis-server --aclfile deploy/auth/redis-users.acl',
+    'env $(cat deploy/auth/scheduler.env | grep -v ^#) npm run start:scheduler',
+  ]);
+  cmd.action(
+    action(async (_opts: unknown, self: Command) => {
+      const o = optionsOf<{ dir: string; namespace?: string; agents: string; clients?: string; natsUrl?: string; redisUrl?: string; mountDir?: string; force?: boolean; json?: boolean }>(self);
+      const parsed = AuthInitSchema.safeParse({
+        dir: o.dir,
+        namespace: o.namespace ?? (process.env['TRIAD_NAMESPACE'] || 'default'),
+        agents: list(o.agents),
+        clients: list(o.clients) ?? [],
+        ...(o.natsUrl !== undefined ? { natsUrl: o.natsUrl } : {}),
+        ...(o.redisUrl !== undefined ? { redisUrl: o.redisUrl } : {}),
+        ...(o.mountDir !== undefined ? { mountDir: o.mountDir } : {}),
+        force: o.force === true,
+      });
+      if (!parsed.success) {
+        throw usageError(
+          'auth init: invalid options',
+          parsed.error.issues.map((i: z.core.$ZodIssue) => {
+            const [key, index] = i.path;
+            const flag = FLAGS[String(key)] ?? String(key);
+            const value = index !== undefined ? ` "${String(list(key === 'agents' ? o.agents : o.clients)?.[Number(index)] ?? '')}"` : '';
+            return `${flag}${value}: ${i.message}`;
+          }),
+        );
+      }
+      let r;
+      try {
+        r = await authInit(parsed.data);
+      } catch (e) {
+        throw usageError(e instanceof Error ? e.message : String(e));
+      }
+      if (o.json) printJson(r);
+      else {
+        out(`wrote ${r.files.length} files to ${r.dir}:`);
+        out(`  nats-server.conf (+ nats-users.conf)  include it in the nats-server configuration`);
+        out(`  redis-users.acl                        redis-server --aclfile ${r.dir}/redis-users.acl`);
+        for (const i of r.identities) out(`  ${i.name}.env${' '.repeat(Math.max(1, 37 - i.name.length - 4))}${i.role}`);
+        out('Keep the .nk seeds and .env files secret (mode 0600). Rotate with --force, then reload: nats-server --signal reload, redis-cli ACL LOAD.');
+      }
+      return 0;
+    }),
+  );
+}

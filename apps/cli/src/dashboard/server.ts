@@ -1,0 +1,210 @@
+/**
+ * The dashboard's HTTP server (fastify): the page and its bundle, a JSON API over the client SDK, live
+ * updates as server-sent events, and the operator actions — refused unless the probe found the role.
+ * The browser never talks to NATS.
+ */
+import { readFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { TriadClient } from '@triad/client';
+import { ErrorCode, TaskIdSchema, TriadError, errorMessage, type Logger, type TaskEvent } from '@triad/protocol';
+import { DashboardData } from './data.js';
+import { LiveHub } from './live.js';
+import { TOPICS, type Topic } from './view.js';
+
+/** Where the build puts the page's bundle (dist/web, next to dist/dashboard). */
+const WEB_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'web');
+const ASSETS: Record<string, string> = { '/': 'index.html', '/assets/app.js': 'app.js', '/assets/app.css': 'app.css' };
+const TYPES: Record<string, string> = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };
+
+const CancelBody = z.object({ reason: z.string().max(500).optional() }).strict();
+const RetryBody = z.object({ step: z.string().min(1).max(64).optional(), input: z.unknown().optional() }).strict();
+const SeqParam = z.coerce.number().int().min(1);
+
+export interface DashboardServer {
+  app: FastifyInstance;
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startDashboard(client: TriadClient, o: { port: number; host: string; log: Logger }): Promise<DashboardServer> {
+  const data = new DashboardData(client);
+  await data.probe();
+  const hub = new LiveHub(data, o.log);
+  const app = Fastify({ logger: false, bodyLimit: 1_100_000 });
+  const streams = new Set<() => void>();
+
+  for (const [path, file] of Object.entries(ASSETS)) {
+    app.get(path, async (_req, reply) => {
+      const body = await readFile(join(WEB_DIR, file)).catch(() => undefined);
+      if (!body) return reply.code(500).type('text/plain').send(`the dashboard's ${file} is missing from ${WEB_DIR}: build the CLI (npm run build)`);
+      return reply.type(TYPES[file.split('.').pop() ?? ''] ?? 'application/octet-stream').header('cache-control', 'no-cache').send(body);
+    });
+  }
+
+  app.get('/api/identity', () => Promise.resolve(data.me));
+  app.get('/api/tasks/:id', async (req) => data.task(taskIdOf(req)));
+  app.get('/api/workflows', async () => data.workflows());
+  app.get('/api/dead-letters', async (req) => {
+    const q = z.object({ source: z.string().min(1).max(80).optional() }).safeParse(req.query);
+    if (!q.success) throw new TriadError(ErrorCode.InvalidMessage, `bad query: ${q.error.issues.map((i) => i.message).join('; ')}`);
+    return client.deadLetters({ ...(q.data.source ? { source: q.data.source } : {}), limit: 200 });
+  });
+
+  app.post('/api/tasks/:id/cancel', async (req) => {
+    const id = taskIdOf(req);
+    const body = parseBody(req, CancelBody);
+    return data.act(`cancel task ${id}`, 'task.cancel', () => client.cancel(id, body.reason ?? 'cancelled from the dashboard'));
+  });
+  app.post('/api/tasks/:id/retry', async (req) => {
+    const id = taskIdOf(req);
+    const body = parseBody(req, RetryBody);
+    return data.act(`retry task ${id}`, 'task.retry', () => client.retry(id, { ...(body.step ? { step: body.step } : {}), ...('input' in body ? { input: body.input } : {}) }));
+  });
+  app.post('/api/dead-letters/:seq/replay', async (req) => {
+    const seq = SeqParam.safeParse((req.params as { seq?: string }).seq);
+    if (!seq.success) throw new TriadError(ErrorCode.InvalidMessage, 'the dead letter sequence must be a whole number ≥ 1');
+    parseBody(req, z.object({}).strict());
+    return data.act(`replay dead letter ${seq.data}`, 'dlq.replay', () => client.replayDeadLetter(seq.data));
+  });
+
+  // One stream per tab: GET /api/live?topics=identity,tasks[&task=<id>] — the topics' snapshots and,
+  // with a task, its state and events (history first) as they happen.
+  app.get('/api/live', (req, reply) => {
+    const q = req.query as { topics?: string; task?: string };
+    const topics = String(q.topics ?? 'tasks')
+      .split(',')
+      .filter((t): t is Topic => (TOPICS as readonly string[]).includes(t));
+    const task = q.task === undefined ? undefined : TaskIdSchema.safeParse(q.task);
+    if (task && !task.success) throw new TriadError(ErrorCode.InvalidMessage, `not a task id: ${task.error.issues[0]?.message ?? 'invalid'}`);
+    const send = openStream(req, reply, streams);
+    const unsubscribe = hub.subscribe(topics, (topic, value) => send(topic, value));
+    const ac = new AbortController();
+    req.raw.on('close', () => {
+      unsubscribe();
+      ac.abort();
+    });
+    if (task?.data) void followTask(data, task.data, send, ac.signal).catch((e: unknown) => send('problem', { topic: 'task', message: errorMessage(e) }));
+  });
+
+  app.setErrorHandler((e, _req, reply) => {
+    const status = e instanceof TriadError ? statusOf(e) : typeof (e as { statusCode?: number }).statusCode === 'number' ? ((e as { statusCode: number }).statusCode) : 500;
+    void reply.code(status).send({ error: { code: e instanceof TriadError ? e.code : 'HTTP', message: errorMessage(e) } });
+  });
+
+  await app.listen({ port: o.port, host: o.host });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : o.port;
+  return {
+    app,
+    url: `http://${o.host.includes(':') ? `[${o.host}]` : o.host}:${port}`,
+    close: async () => {
+      hub.close();
+      for (const end of streams) end();
+      await app.close();
+    },
+  };
+}
+
+function taskIdOf(req: FastifyRequest): string {
+  const id = TaskIdSchema.safeParse((req.params as { id?: string }).id);
+  if (!id.success) throw new TriadError(ErrorCode.InvalidMessage, `not a task id: ${id.error.issues[0]?.message ?? 'invalid'}`);
+  return id.data;
+}
+
+/** Actions take JSON only: a cross-site form cannot send it without the browser asking first (CORS). */
+function parseBody<T>(req: FastifyRequest, schema: z.ZodType<T>): T {
+  if (!String(req.headers['content-type'] ?? '').startsWith('application/json')) {
+    throw new TriadError(ErrorCode.InvalidMessage, 'send the action as JSON (content-type: application/json)');
+  }
+  const b = schema.safeParse(req.body ?? {});
+  if (!b.success) throw new TriadError(ErrorCode.InvalidMessage, `bad request body: ${b.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ')}`);
+  return b.data;
+}
+
+function statusOf(e: TriadError): number {
+  switch (e.code) {
+    case ErrorCode.UnknownTask:
+    case ErrorCode.UnknownWorkflow:
+    case ErrorCode.UnknownStep:
+      return 404;
+    case ErrorCode.InvalidMessage:
+    case ErrorCode.PayloadTooLarge:
+      return 400;
+    case ErrorCode.InvalidState:
+    case ErrorCode.Stale:
+      return e.message.includes('operator role') ? 403 : 409;
+    case ErrorCode.Unavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+/** Opens a server-sent-events response; returns its `send(event, data)`. A comment every 15 s keeps proxies from closing it. */
+function openStream(req: FastifyRequest, reply: FastifyReply, streams: Set<() => void>): (event: string, data: unknown) => void {
+  reply.hijack();
+  const res = reply.raw;
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+  res.write(': connected\n\n');
+  const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), 15_000);
+  const end = (): void => {
+    clearInterval(keepAlive);
+    streams.delete(end);
+    res.end();
+  };
+  streams.add(end);
+  req.raw.on('close', end);
+  return (event, data) => {
+    if (!res.writableEnded) res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  };
+}
+
+/**
+ * A task's state and events for its page: the events as the SDK's watch yields them (history, then
+ * live), the state again after each burst; once the task has ended, its state is polled so that a retry
+ * (which brings it back) starts the events again. Events are sent once each (by seq).
+ */
+async function followTask(data: DashboardData, taskId: string, send: (event: string, data: unknown) => void, signal: AbortSignal): Promise<void> {
+  let detail = await data.task(taskId);
+  send('state', detail);
+  const seen = new Set<number>();
+  let pending: NodeJS.Timeout | undefined;
+  const sendState = (): void => {
+    if (pending) return;
+    pending = setTimeout(() => {
+      pending = undefined;
+      void data.task(taskId).then((d) => {
+        detail = d;
+        send('state', d);
+      }, () => undefined);
+    }, 150);
+  };
+  while (!signal.aborted) {
+    try {
+      for await (const ev of data.client.watch(taskId, { signal, ...(detail.task.client ? { owner: detail.task.client } : {}) })) {
+        if (seen.has(ev.seq)) continue;
+        seen.add(ev.seq);
+        send('event', ev satisfies TaskEvent);
+        sendState();
+      }
+    } catch (e) {
+      send('problem', { topic: 'task', message: `the events of task ${taskId} cannot be read: ${errorMessage(e)}` });
+    }
+    // Ended (or unreadable): look again every second, and follow the events again when there are new ones.
+    const lastSeq = Math.max(0, ...seen);
+    while (!signal.aborted) {
+      await new Promise((r) => setTimeout(r, 1_000));
+      const now = await data.task(taskId).catch(() => undefined);
+      if (!now) continue;
+      if (JSON.stringify(now) !== JSON.stringify(detail)) {
+        detail = now;
+        send('state', now);
+      }
+      if (seen.size > 0 && now.task.seq > lastSeq) break;
+    }
+  }
+  clearTimeout(pending);
+}

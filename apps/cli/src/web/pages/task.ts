@@ -1,0 +1,105 @@
+/**
+ * One task: its workflow's DAG with each step's state, the timeline of attempts, its events as they
+ * arrive, input and outputs; cancel, and retry a failed step with an edited input (operators only).
+ */
+import { html } from 'htm/preact';
+import { useState } from 'preact/hooks';
+import { attemptsFromEvents, TERMINAL_TASK, type Identity } from '../../dashboard/view.js';
+import { api, dateTime, ms, time, type Live } from '../api.js';
+import { Dag } from '../dag.js';
+
+const RETRYABLE_STEP = new Set(['failed', 'error', 'parked', 'abandoned']);
+
+export function TaskPage({ taskId, me, live }: { taskId: string; me: Identity | undefined; live: Live }) {
+  const detail = live.task?.task.taskId === taskId ? live.task : undefined;
+  const events = live.events;
+  const [failure, setProblem] = useState<string | undefined>(undefined);
+  const [notice, setNotice] = useState<string | undefined>(undefined);
+  const problem = failure ?? (live.problems['task'] || undefined);
+  if (!detail) return html`<section><h1>Task ${taskId}</h1><p class=${problem ? 'problem' : 'muted'}>${problem ?? 'loading…'}</p></section>`;
+  const t = detail.task;
+  const attempts = attemptsFromEvents(events, t.steps);
+  const t0 = Math.min(t.createdAt, ...attempts.map((a) => a.startedAt ?? t.createdAt));
+  const t1 = Math.max(Date.now(), t.finishedAt ?? 0);
+  const span = Math.max(1, t1 - t0);
+  const act = async (path: string, body: unknown, done: string): Promise<void> => {
+    try {
+      await api(path, body);
+      setNotice(done);
+      setProblem(undefined);
+    } catch (e) {
+      setProblem((e as Error).message);
+    }
+  };
+  const failedSteps = t.steps.filter((s) => RETRYABLE_STEP.has(s.status) || (t.status === 'failed' && s.status !== 'processed'));
+  return html`<section>
+    <h1>Task <code>${t.taskId}</code> <span class=${`badge st-${t.status}`} id="task-status">${t.status}</span></h1>
+    <p class="muted">${t.workflow} v${t.version} · submitted by ${t.client ?? 'default'} · created ${dateTime(t.createdAt)} · updated ${time(t.updatedAt)}${t.error ? html` · <span class="problem-inline">${t.error}</span>` : null}</p>
+    ${problem ? html`<p class="problem">${problem}</p>` : null}
+    ${notice ? html`<p class="notice">${notice}</p>` : null}
+    ${me?.canAct
+      ? html`<div class="actions">
+          ${!TERMINAL_TASK.has(t.status) ? html`<button class="danger" id="cancel" onClick=${() => void act(`/api/tasks/${encodeURIComponent(t.taskId)}/cancel`, { reason: 'cancelled from the dashboard' }, 'cancel requested: the task stops and undoes what it did')}>Cancel task</button>` : null}
+        </div>`
+      : null}
+    <h2>Steps</h2>
+    <div class="scroll"><${Dag} steps=${detail.steps} /></div>
+    <table class="list" id="steps">
+      <thead><tr><th>Step</th><th>Agent</th><th>Status</th><th>Attempt</th><th>Failures</th><th>Locked by</th><th>Complete by</th><th>Error</th></tr></thead>
+      <tbody>${t.steps.map((s) => html`<tr data-step=${s.name} data-status=${s.status}>
+        <td>${s.name}</td><td>${s.agent}</td><td><span class=${`badge st-${s.status}`}>${s.status}</span></td><td>${s.attempt}</td><td>${s.failureCount}</td>
+        <td>${s.lockedBy ?? ''}</td><td>${time(s.completeBy)}</td><td class="err">${s.error ?? ''}</td></tr>`)}</tbody>
+    </table>
+    ${me?.canAct && failedSteps.length > 0 ? html`<${RetryForm} taskId=${t.taskId} steps=${failedSteps.map((s) => s.name)} input=${t.input} onDone=${(m: string) => setNotice(m)} onProblem=${setProblem} />` : null}
+    <h2>Attempts</h2>
+    <table class="list" id="attempts">
+      <thead><tr><th>Step</th><th>Phase</th><th>Attempt</th><th>Agent</th><th>Start</th><th>End</th><th>Outcome</th><th class="bar-col">Timeline</th><th>Error</th></tr></thead>
+      <tbody>${attempts.map((a) => {
+        const left = (((a.startedAt ?? t0) - t0) / span) * 100;
+        const width = Math.max(0.8, (((a.endedAt ?? t1) - (a.startedAt ?? t0)) / span) * 100);
+        return html`<tr><td>${a.step}</td><td>${a.phase}</td><td>${a.attempt}</td><td>${a.agent}</td><td>${time(a.startedAt)}</td>
+          <td>${a.endedAt ? `${time(a.endedAt)} (${ms(a.endedAt - (a.startedAt ?? a.endedAt))})` : ''}</td>
+          <td><span class=${`badge oc-${a.outcome}`}>${a.outcome}</span></td>
+          <td class="bar-col"><div class="bar"><span class=${`oc-${a.outcome}`} style=${`left:${left}%;width:${Math.min(width, 100 - left)}%`}></span></div></td>
+          <td class="err">${a.error ?? ''}</td></tr>`;
+      })}</tbody>
+    </table>
+    <div class="two">
+      <div><h2>Input</h2><pre>${JSON.stringify(t.input, null, 2) ?? '(none)'}</pre>
+        <h2>Outputs</h2>${t.steps.filter((s) => s.output !== undefined).map((s) => html`<h3>${s.name}</h3><pre>${JSON.stringify(s.output, null, 2)}</pre>`)}</div>
+      <div><h2>Events</h2>
+        <ol class="events" id="events">${events.map((e) => html`<li data-type=${e.type}><span class="muted">#${e.seq} ${time(e.at)}</span> <b>${e.type}</b>${e.step ? ` ${e.step}` : ''}${e.attempt !== undefined ? ` (attempt ${e.attempt})` : ''}${e.reason ? html` <span class="err">${e.reason}</span>` : null}</li>`)}</ol></div>
+    </div>
+  </section>`;
+}
+
+/** Retry a failed step, optionally with an edited task input (sent only when it was changed). */
+export function RetryForm({ taskId, steps, input, onDone, onProblem }: { taskId: string; steps: string[]; input: unknown; onDone: (m: string) => void; onProblem: (m: string) => void }) {
+  const original = JSON.stringify(input ?? {}, null, 2);
+  const [step, setStep] = useState(steps[0] ?? '');
+  const [text, setText] = useState(original);
+  const submit = async (e: Event): Promise<void> => {
+    e.preventDefault();
+    let body: { step: string; input?: unknown } = { step };
+    if (text !== original) {
+      try {
+        body = { step, input: JSON.parse(text) as unknown };
+      } catch (err) {
+        onProblem(`the input is not JSON: ${(err as Error).message}`);
+        return;
+      }
+    }
+    try {
+      const r = await api<{ step: string; attempt: number }>(`/api/tasks/${encodeURIComponent(taskId)}/retry`, body);
+      onDone(`retrying ${r.step} (attempt ${r.attempt})${'input' in body ? ' with the edited input' : ''}`);
+    } catch (err) {
+      onProblem((err as Error).message);
+    }
+  };
+  return html`<form class="retry" id="retry-form" onSubmit=${submit}>
+    <h2>Retry a failed step</h2>
+    <label>Step <select name="step" value=${step} onChange=${(e: Event) => setStep((e.target as HTMLSelectElement).value)}>${steps.map((s) => html`<option value=${s}>${s}</option>`)}</select></label>
+    <label>Task input (edit to replace it)<textarea name="input" rows="6" value=${text} onInput=${(e: Event) => setText((e.target as HTMLTextAreaElement).value)}></textarea></label>
+    <button type="submit" id="retry">Retry step</button>
+  </form>`;
+}

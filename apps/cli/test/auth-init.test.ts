@@ -1,0 +1,52 @@
+// `triad auth init` as a user runs it: the files and their modes, the refusal to overwrite, and options
+// refused with the flag and value named.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../bin/triad.js');
+
+function triad(args: string[]): { code: number; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', env: { ...process.env, TRIAD_NAMESPACE: '' } });
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+describe('triad auth init', () => {
+  it('writes the server files and one .env and 0600 seed per identity, then refuses to overwrite them without --force', () => {
+    const dir = join(mkdtempSync(join(tmpdir(), 'triad-auth-init-')), 'auth');
+    const first = triad(['auth', 'init', '--dir', dir, '--namespace', 'shop', '--agents', 'payment,shipping', '--clients', 'web', '--redis-url', 'redis://redis:6379']);
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(0);
+    for (const name of ['scheduler', 'supervisor', 'agent-payment', 'agent-shipping', 'client-web', 'operator']) {
+      expect(statSync(join(dir, `${name}.nk`)).mode & 0o777, name).toBe(0o600);
+      expect(statSync(join(dir, `${name}.env`)).mode & 0o777, name).toBe(0o600);
+      expect(readFileSync(join(dir, `${name}.nk`), 'utf8')).toMatch(/^SU[A-Z2-7]{56}\n$/);
+    }
+    expect(readFileSync(join(dir, 'scheduler.env'), 'utf8')).toMatch(/^REDIS_URL=redis:\/\/triad-shop-scheduler:[0-9a-f]{48}@redis:6379$/m);
+    expect(readFileSync(join(dir, 'agent-payment.env'), 'utf8')).not.toMatch(/REDIS_URL/);
+    expect(readFileSync(join(dir, 'client-web.env'), 'utf8')).toMatch(/^TRIAD_CLIENT_ID=web$/m);
+    const acl = readFileSync(join(dir, 'redis-users.acl'), 'utf8');
+    expect(acl.split('\n')[0]).toBe('user default off');
+    expect(acl).not.toMatch(/[0-9a-f]{48}@/);
+    expect(readFileSync(join(dir, 'nats-server.conf'), 'utf8')).toContain('$TRIAD_SHOP_AGENT_PAYMENT');
+
+    const again = triad(['auth', 'init', '--dir', dir, '--namespace', 'shop', '--agents', 'payment']);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toMatch(/already holds .*scheduler\.nk.*: not replacing them .*add --force/);
+    const seed = readFileSync(join(dir, 'scheduler.nk'), 'utf8');
+    expect(triad(['auth', 'init', '--dir', dir, '--namespace', 'shop', '--agents', 'payment', '--force']).code).toBe(0);
+    expect(readFileSync(join(dir, 'scheduler.nk'), 'utf8')).not.toBe(seed);
+  });
+
+  it('names each bad option and value', () => {
+    const r = triad(['auth', 'init', '--dir', join(tmpdir(), 'never-written'), '--namespace', 'a b', '--agents', 'pay,9x', '--clients', 'operator', '--nats-url', 'nats://u:p@h:4222']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--namespace: a namespace is 1-40 letters');
+    expect(r.stderr).toContain('--agents "9x": a name starts with a letter');
+    expect(r.stderr).toContain('--clients "operator": "operator" is the operator\'s own client id');
+    expect(r.stderr).toContain('--nats-url: a NATS URL is nats://HOST:PORT (no credentials in it)');
+  });
+});

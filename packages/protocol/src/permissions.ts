@@ -1,0 +1,315 @@
+/**
+ * What each role of a namespace may do on NATS (publish/subscribe allow lists, JetStream API subjects
+ * included) and in Redis (ACL rules), derived from the subjects of names.ts — the role table of
+ * decision 0010, written by `triad auth init` and tabulated in docs/security.md. No I/O.
+ */
+import { z } from 'zod';
+import { ClientIdSchema, NameSchema, NamespaceSchema, names, type ApiOp, type Names } from './names.js';
+
+export const ROLES = ['scheduler', 'supervisor', 'agent', 'client', 'operator'] as const;
+export type Role = (typeof ROLES)[number];
+
+/** API operations that only read (a client may call them); the others change state (operator only). */
+export const READ_ONLY_API_OPS: readonly ApiOp[] = ['workflow.get', 'workflow.list', 'task.get', 'task.list', 'supervisor.status'];
+
+/** The client id an operator identity submits and reads under (its inbox, its submit subject). */
+export const OPERATOR_CLIENT_ID = 'operator';
+
+export interface NatsPermissions {
+  publish: string[];
+  subscribe: string[];
+}
+
+export interface RedisPermissions {
+  /** ACL key patterns (`~pattern` without the tilde). */
+  keys: string[];
+  /** Commands (`+command`, or `+command|subcommand`, without the plus), lower case, sorted. */
+  commands: string[];
+}
+
+export interface Identity {
+  /** File-safe name: `scheduler`, `supervisor`, `agent-<type>`, `client-<id>`, `operator`. */
+  name: string;
+  role: Role;
+  /** The agent type of an agent identity. */
+  agent?: string;
+  /** The client id of a client or operator identity (TRIAD_CLIENT_ID). */
+  clientId?: string;
+  /** The inbox prefix the identity's connection must use (nats.js `inboxPrefix`). */
+  inboxPrefix: string;
+  nats: NatsPermissions;
+  /** Undefined: no Redis user at all (agents, clients, operators). */
+  redis?: RedisPermissions;
+}
+
+/**
+ * The inbox prefix of a service connection: `_INBOX.<ns>._<role>` (and `._agent.<type>` for an agent
+ * serving one type). Client names start with a letter, so these never collide with a client's inbox.
+ */
+export function serviceInboxPrefix(namespace: string, role: 'scheduler' | 'supervisor' | 'agent', agents: readonly string[] = []): string {
+  const ns = NamespaceSchema.parse(namespace);
+  if (role !== 'agent') return `_INBOX.${ns}._${role}`;
+  // One identity per agent type: a process serving several types cannot run under one of them.
+  return agents.length === 1 ? `_INBOX.${ns}._agent.${agents[0] ?? ''}` : `_INBOX.${ns}._agents`;
+}
+
+/**
+ * Connection basics every Redis user needs (ioredis: AUTH, the ready check's INFO, its CLIENT SETNAME/SETINFO;
+ * on a Redis Cluster its CLUSTER SLOTS), and WAIT, which confirms a task's creation and an election on a
+ * replica (TRIAD_REDIS_WAIT_REPLICAS, decision 0015).
+ */
+const REDIS_CONNECTION = ['auth', 'hello', 'ping', 'info', 'select', 'quit', 'client|setname', 'client|getname', 'client|id', 'cluster|slots', 'wait'];
+
+/** Reads of packages/store's TypeScript side (task views, lists, the deadline and alert indexes). */
+const REDIS_READS = ['get', 'hget', 'hgetall', 'hkeys', 'hmget', 'hvals', 'smembers', 'zcount', 'zrange', 'zrangebyscore', 'zrevrange'];
+
+/**
+ * Commands the role's Lua scripts call (ACLs apply inside scripts too): the scheduler runs createTask,
+ * applyResult, registerWorkflow, cancelTask, retryStep and releaseLeases, and Redlock's acquire/extend/
+ * release; the supervisor runs expireStep, expireTask, compactFinished, purgeFinished, leadership,
+ * resign, and fenceBucket and raiseEpoch (decision 0015). All include _common. `permissions.test.ts` re-reads the scripts to keep this list true.
+ */
+export const REDIS_SCRIPT_COMMANDS = {
+  scheduler: ['del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hincrby', 'hkeys', 'hmget', 'hset', 'sadd', 'set', 'zadd', 'zrem'],
+  supervisor: ['del', 'exists', 'get', 'hget', 'hgetall', 'hincrby', 'hmget', 'hset', 'incr', 'pexpire', 'set', 'zadd', 'zrangebyscore', 'zrem'],
+} as const;
+
+/** Which scripts each Redis role runs (the test checks the lists above against these files). */
+export const REDIS_ROLE_SCRIPTS = {
+  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases'],
+  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'leadership', 'resign', 'fenceBucket', 'raiseEpoch'],
+} as const;
+
+function redisPermissions(namespace: string, role: 'scheduler' | 'supervisor'): RedisPermissions {
+  // `zrem` from TypeScript: the alert outbox (supervisor) and the finished index; `hset`: the supervisor's status.
+  const own = role === 'supervisor' ? ['hset', 'zrem'] : ['zrem'];
+  const commands = new Set([...REDIS_CONNECTION, 'eval', 'evalsha', ...REDIS_READS, ...own, ...REDIS_SCRIPT_COMMANDS[role]]);
+  return { keys: [`triad:${namespace}:*`], commands: [...commands].sort() };
+}
+
+/** JetStream API subjects, one builder each, so the allow lists read like the operations they permit. */
+function jsApi(n: Names) {
+  const api = '$JS.API';
+  return {
+    accountInfo: `${api}.INFO`,
+    streamCreate: (s: string) => `${api}.STREAM.CREATE.${s}`,
+    streamUpdate: (s: string) => `${api}.STREAM.UPDATE.${s}`,
+    streamInfo: (s: string) => `${api}.STREAM.INFO.${s}`,
+    /** Create or update a named consumer with one filter subject (NATS ≥ 2.9): the filter is in the subject. */
+    consumerCreate: (s: string, consumer: string, filter: string) => `${api}.CONSUMER.CREATE.${s}.${consumer}.${filter}`,
+    consumerInfo: (s: string, consumer: string) => `${api}.CONSUMER.INFO.${s}.${consumer}`,
+    consumerDelete: (s: string, consumer: string) => `${api}.CONSUMER.DELETE.${s}.${consumer}`,
+    consumerList: (s: string) => `${api}.CONSUMER.LIST.${s}`,
+    consumerNames: (s: string) => `${api}.CONSUMER.NAMES.${s}`,
+    msgGet: (s: string) => `${api}.STREAM.MSG.GET.${s}`,
+    next: (s: string, consumer: string) => `${api}.CONSUMER.MSG.NEXT.${s}.${consumer}`,
+    ack: (s: string, consumer: string) => `$JS.ACK.${s}.${consumer}.>`,
+    streams: Object.values(n.streams),
+  };
+}
+
+/** A durable this role consumes: create/update it, read its info, pull from it, acknowledge its messages. */
+function durableAccess(j: ReturnType<typeof jsApi>, stream: string, durable: string, filter: string): string[] {
+  return [j.consumerCreate(stream, durable, filter), j.consumerInfo(stream, durable), j.next(stream, durable), j.ack(stream, durable), j.streamInfo(stream)];
+}
+
+/** An ordered (ephemeral, named `*`) consumer of `stream` limited to `filter`: what `triad watch` and tails use. */
+function orderedRead(j: ReturnType<typeof jsApi>, stream: string, filter: string): string[] {
+  return [j.consumerCreate(stream, '*', filter), j.consumerInfo(stream, '*'), j.consumerDelete(stream, '*'), j.next(stream, '*'), j.streamInfo(stream)];
+}
+
+function uniq(xs: string[]): string[] {
+  return [...new Set(xs)];
+}
+
+export function schedulerIdentity(namespace: string): Identity {
+  const n = names(namespace);
+  const s = n.subjects;
+  const j = jsApi(n);
+  const inboxPrefix = serviceInboxPrefix(n.namespace, 'scheduler');
+  return {
+    name: 'scheduler',
+    role: 'scheduler',
+    inboxPrefix,
+    nats: {
+      publish: uniq([
+        s.stepAll,
+        s.eventAll,
+        s.deadLetterAll,
+        s.health,
+        // Events to a submitter's reply subject, API replies, discovery answers: any inbox of the namespace.
+        `_INBOX.${n.namespace}.>`,
+        j.accountInfo,
+        ...j.streams.flatMap((st) => [j.streamCreate(st), j.streamUpdate(st), j.streamInfo(st)]),
+        ...durableAccess(j, n.streams.submit, n.consumers.scheduler, s.submitAll),
+        ...durableAccess(j, n.streams.results, n.consumers.results, s.resultAll),
+        ...durableAccess(j, n.streams.commands, n.consumers.commands, s.command),
+        // Registration warnings list the agents' durables.
+        j.consumerList(n.streams.steps),
+        j.consumerNames(n.streams.steps),
+      ]),
+      subscribe: [`${inboxPrefix}.>`, s.apiAll, `$SRV.*`, `$SRV.*.triad-${n.namespace}`, `$SRV.*.triad-${n.namespace}.>`],
+    },
+    redis: redisPermissions(n.namespace, 'scheduler'),
+  };
+}
+
+export function supervisorIdentity(namespace: string): Identity {
+  const n = names(namespace);
+  const s = n.subjects;
+  const j = jsApi(n);
+  const inboxPrefix = serviceInboxPrefix(n.namespace, 'supervisor');
+  return {
+    name: 'supervisor',
+    role: 'supervisor',
+    inboxPrefix,
+    nats: {
+      publish: uniq([
+        s.command,
+        s.eventAll,
+        s.alert,
+        s.health,
+        s.deadLetterAll,
+        `_INBOX.${n.namespace}.>`,
+        j.accountInfo,
+        // It ensures the streams at start as the scheduler does (it may start first), and reads their state.
+        ...j.streams.flatMap((st) => [j.streamCreate(st), j.streamUpdate(st), j.streamInfo(st)]),
+        // With tracing on, a task's latest event (its trace context) by subject.
+        j.msgGet(n.streams.events),
+      ]),
+      subscribe: [`${inboxPrefix}.>`],
+    },
+    redis: redisPermissions(n.namespace, 'supervisor'),
+  };
+}
+
+export function agentIdentity(namespace: string, agent: string): Identity {
+  const n = names(namespace);
+  const type = NameSchema.parse(agent);
+  const s = n.subjects;
+  const j = jsApi(n);
+  const inboxPrefix = serviceInboxPrefix(n.namespace, 'agent', [type]);
+  return {
+    name: `agent-${type}`,
+    role: 'agent',
+    agent: type,
+    inboxPrefix,
+    nats: {
+      publish: uniq([
+        s.result(type),
+        // Its consumer loop's dead letters (source `step.<type>`, one subject token).
+        s.deadLetter(`step_${type}`),
+        j.accountInfo,
+        ...durableAccess(j, n.streams.steps, n.consumers.agent(type), s.step(type)),
+        j.streamInfo(n.streams.results),
+        j.streamInfo(n.streams.deadLetters),
+      ]),
+      subscribe: [`${inboxPrefix}.>`],
+    },
+  };
+}
+
+function clientLike(namespace: string, clientId: string, role: 'client' | 'operator'): Identity {
+  const n = names(namespace);
+  const id = ClientIdSchema.parse(clientId);
+  const s = n.subjects;
+  const j = jsApi(n);
+  const inboxPrefix = s.inboxPrefix(id);
+  const common = [s.submit(id), j.accountInfo, j.streamInfo(n.streams.submit)];
+  if (role === 'client') {
+    return {
+      name: `client-${id}`,
+      role,
+      clientId: id,
+      inboxPrefix,
+      nats: {
+        publish: uniq([...common, ...READ_ONLY_API_OPS.map((op) => s.api(op)), ...orderedRead(j, n.streams.events, s.event(id, '*'))]),
+        subscribe: [`${inboxPrefix}.>`],
+      },
+    };
+  }
+  return {
+    name: 'operator',
+    role,
+    clientId: id,
+    inboxPrefix,
+    nats: {
+      publish: uniq([
+        ...common,
+        s.apiAll,
+        `$SRV.>`,
+        ...orderedRead(j, n.streams.events, `triad.${n.namespace}.event.>`),
+        ...orderedRead(j, n.streams.alerts, s.alert),
+        ...orderedRead(j, n.streams.deadLetters, `triad.${n.namespace}.dlq.>`),
+        // Its namespace's logs whole: an unfiltered consumer, or one message by sequence.
+        ...[n.streams.events, n.streams.alerts, n.streams.deadLetters].flatMap((st) => [`$JS.API.CONSUMER.CREATE.${st}.*`, j.msgGet(st)]),
+        ...j.streams.map((st) => j.streamInfo(st)),
+        ...j.streams.flatMap((st) => [j.consumerList(st), j.consumerNames(st)]),
+      ]),
+      subscribe: [`${inboxPrefix}.>`, `triad.${n.namespace}.event.>`, s.alert, s.health, `triad.${n.namespace}.dlq.>`],
+    },
+  };
+}
+
+export function clientIdentity(namespace: string, clientId: string): Identity {
+  if (clientId === OPERATOR_CLIENT_ID) throw new Error(`"${OPERATOR_CLIENT_ID}" is the operator's client id: choose another name for a client`);
+  return clientLike(namespace, clientId, 'client');
+}
+
+export function operatorIdentity(namespace: string): Identity {
+  return clientLike(namespace, OPERATOR_CLIENT_ID, 'operator');
+}
+
+export const DeploymentSchema = z.object({
+  namespace: NamespaceSchema,
+  agents: z.array(NameSchema).min(1, 'name at least one agent type'),
+  clients: z.array(ClientIdSchema.refine((c) => c !== OPERATOR_CLIENT_ID, `"${OPERATOR_CLIENT_ID}" is the operator's client id: choose another name for a client`)).default([]),
+});
+export type DeploymentInput = z.input<typeof DeploymentSchema>;
+
+/** Every identity of one namespace's deployment: scheduler, supervisor, one per agent type, one per client, the operator. */
+export function deploymentIdentities(input: DeploymentInput): Identity[] {
+  const d = DeploymentSchema.parse(input);
+  return [
+    schedulerIdentity(d.namespace),
+    supervisorIdentity(d.namespace),
+    ...uniq(d.agents).map((a) => agentIdentity(d.namespace, a)),
+    ...uniq(d.clients).map((c) => clientIdentity(d.namespace, c)),
+    operatorIdentity(d.namespace),
+  ];
+}
+
+/** One line of a Redis ACL file for the identity (`user <name> on #<sha256> ~keys resetchannels -@all +cmd…`). */
+export function redisAclLine(user: string, passwordSha256: string, r: RedisPermissions): string {
+  return ['user', user, 'reset', 'on', `#${passwordSha256}`, ...r.keys.map((k) => `~${k}`), 'resetchannels', '-@all', ...r.commands.map((c) => `+${c}`)].join(' ');
+}
+
+/** Whether a NATS subject pattern (`*`, `>`) matches a subject. */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const p = pattern.split('.');
+  const t = subject.split('.');
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] === '>') return t.length > i;
+    if (i >= t.length) return false;
+    if (p[i] !== '*' && p[i] !== t[i]) return false;
+  }
+  return p.length === t.length;
+}
+
+/**
+ * Which roles of the namespace the subject belongs to, for an operation: a refusal's message says who
+ * may do it ("the operator role may"). Agents and clients are described by their subject part.
+ */
+export function rolesAllowed(namespace: string, operation: 'publish' | 'subscribe', subject: string): string[] {
+  const ns = NamespaceSchema.safeParse(namespace);
+  if (!ns.success) return [];
+  const agent = subject.startsWith(`triad.${ns.data}.result.`) || subject.startsWith(`triad.${ns.data}.step.`) ? subject.split('.')[3] : undefined;
+  const client = subject.startsWith(`triad.${ns.data}.submit.`) ? subject.split('.')[3] : subject.startsWith(`_INBOX.${ns.data}.`) ? subject.split('.')[2] : undefined;
+  const candidates: Identity[] = [schedulerIdentity(ns.data), supervisorIdentity(ns.data), operatorIdentity(ns.data)];
+  if (agent && NameSchema.safeParse(agent).success) candidates.push(agentIdentity(ns.data, agent));
+  if (client && ClientIdSchema.safeParse(client).success && client !== OPERATOR_CLIENT_ID) candidates.push(clientIdentity(ns.data, client));
+  else candidates.push(clientIdentity(ns.data, 'CLIENT'));
+  return candidates
+    .filter((i) => i.nats[operation].some((p) => subjectMatches(p, subject)))
+    .map((i) => (i.role === 'agent' ? `agent "${i.agent ?? ''}"` : i.role === 'client' ? (i.clientId === 'CLIENT' ? 'client' : `client "${i.clientId ?? ''}"`) : i.role));
+}

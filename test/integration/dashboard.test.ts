@@ -1,0 +1,203 @@
+// The dashboard in a real browser (chromium through playwright-core) against the example on real NATS
+// and Redis: a task appears and completes live, its page shows its steps and attempts, a slow one is
+// cancelled, a failed step is retried from the alerts page; a client-role identity (NATS permissions per
+// decision 0010) gets no action buttons and its server refuses actions. Saves the README's screenshots.
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BrowserContext, Page } from 'playwright-core';
+import { startNats, startProcess, startRedis, uniqueNamespace, waitFor, withTeardown, type ActorProcess, type NatsServer, type RedisServer } from '../harness/index.js';
+import { launchBrowser } from '../support/browser.js';
+import { ROOT, SCRIPTS, fastOrders, startTriad, type TestTriad } from '../support/triad.js';
+
+const td = withTeardown(afterAll);
+const ns = uniqueNamespace('dash');
+// The README's screenshots are refreshed with TRIAD_UPDATE_SCREENSHOTS=1; otherwise a run writes them under
+// .triad/ (still taken, so a page that cannot render fails the test) and leaves the checkout clean.
+const IMAGES = process.env['TRIAD_UPDATE_SCREENSHOTS'] === '1' ? join(ROOT, 'docs', 'images') : join(ROOT, '.triad', 'screenshots');
+let nats: NatsServer;
+let redis: RedisServer;
+let triad: TestTriad;
+let browser: BrowserContext;
+let operatorUrl: string;
+let viewerUrl: string;
+let operatorHealthUrl: string;
+
+/** A client identity as decision 0010's table has it: its submit subject, the read-only API ops, its inbox, its own events. */
+function viewerPermissions(client: string): string {
+  const p = `triad.${ns}`;
+  const events = `TRIAD_${ns}_EVENTS`;
+  const publish = [
+    `${p}.submit.${client}`,
+    ...['workflow.get', 'workflow.list', 'task.get', 'task.list', 'supervisor.status'].map((op) => `${p}.api.${op}`),
+    '$JS.API.INFO',
+    `$JS.API.CONSUMER.CREATE.${events}.*.${p}.event.${client}.>`,
+    `$JS.API.CONSUMER.MSG.NEXT.${events}.*`,
+    `$JS.API.CONSUMER.DELETE.${events}.*`,
+    `$JS.API.CONSUMER.INFO.${events}.*`,
+  ];
+  return `permissions: { publish: { allow: [${publish.map((s) => `"${s}"`).join(', ')}] }, subscribe: { allow: ["_INBOX.${ns}.${client}.>"] } }`;
+}
+
+async function startDashboard(name: string, env: Record<string, string>, args: string[] = []): Promise<{ url: string; process: ActorProcess }> {
+  const p = await startProcess({
+    name,
+    args: [SCRIPTS.cli, 'dashboard', '--port', '0', ...args],
+    env: { ...triad.env, ...env },
+    cwd: ROOT,
+    readyPattern: /dashboard at http/,
+    teardown: td,
+  });
+  const line = await p.waitForOutput(/dashboard at (http\S+)/);
+  return { url: /dashboard at (http\S+)/.exec(line)?.[1] ?? '', process: p };
+}
+
+beforeAll(async () => {
+  [nats, redis] = await Promise.all([
+    startNats({
+      teardown: td,
+      config: [
+        'authorization {',
+        '  users = [',
+        '    { user: actors, password: "actors-secret" }',
+        '    { user: operator, password: "operator-secret" }',
+        `    { user: viewer, password: "viewer-secret", ${viewerPermissions('viewer')} }`,
+        '  ]',
+        '}',
+      ].join('\n'),
+    }),
+    startRedis({ teardown: td }),
+  ]);
+  triad = await startTriad(td, { nats, redis }, { namespace: ns, env: { NATS_USER: 'actors', NATS_PASSWORD: 'actors-secret' } });
+  // A strict variant: one failure is an Error with an alert (no undo), for the alerts page.
+  await triad.client.registerWorkflow({
+    ...fastOrders({ budgetMs: 2_000, retry: { maxAttempts: 1, initialDelayMs: 10, maxDelayMs: 10 }, ladder: { retries: 0, maxFailures: 1, longBackoffMs: 100 } }),
+    name: 'orders-strict',
+  });
+  const [operator, viewer] = await Promise.all([
+    startDashboard('dashboard-operator', { NATS_USER: 'operator', NATS_PASSWORD: 'operator-secret', TRIAD_CLIENT_ID: 'ops' }, ['--http-port', '0']),
+    startDashboard('dashboard-viewer', { NATS_USER: 'viewer', NATS_PASSWORD: 'viewer-secret', TRIAD_CLIENT_ID: 'viewer' }),
+  ]);
+  operatorUrl = operator.url;
+  viewerUrl = viewer.url;
+  operatorHealthUrl = /metrics and health at (http:\/\/\S+)\/metrics/.exec(operator.process.output())?.[1] ?? '';
+  expect(operator.process.output()).toContain('operator: actions enabled');
+  expect(viewer.process.output()).toContain('read-only');
+  browser = await launchBrowser(td);
+  await mkdir(IMAGES, { recursive: true });
+}, 240_000);
+
+async function open(url: string): Promise<Page> {
+  const page = await browser.newPage();
+  td.add(() => page.close());
+  page.setDefaultTimeout(30_000);
+  await page.goto(url);
+  return page;
+}
+
+const row = (page: Page, taskId: string) => page.locator(`#tasks tr[data-task="${taskId}"]`);
+
+describe('the dashboard in a browser', () => {
+  it('shows a task appear and complete live, then its steps, attempts and events', async () => {
+    const page = await open(`${operatorUrl}/#/tasks`);
+    await expect.poll(() => page.locator('#identity').getAttribute('data-can-act')).toBe('true');
+    triad.services.payment.setFaults({ latencyMs: 3_000 });
+    const { taskId } = await triad.client.submit('orders', { orderId: 'dash-live', amount: 12 });
+    await row(page, taskId).waitFor();
+    // Seen before it ended, then ended — without reloading the page.
+    expect(await row(page, taskId).getAttribute('data-status')).toBe('running');
+    await page.locator(`#tasks tr[data-task="${taskId}"][data-status="completed"]`).waitFor({ timeout: 30_000 });
+    triad.services.payment.setFaults({ latencyMs: 0 });
+    for (let i = 0; i < 4; i++) await triad.client.run('orders', { orderId: `dash-more-${i}`, amount: 5 + i }, { timeoutMs: 30_000 });
+    await page.screenshot({ path: join(IMAGES, 'dashboard-tasks.png') });
+
+    await row(page, taskId).locator('a').click();
+    await page.locator('#task-status', { hasText: 'completed' }).waitFor();
+    for (const step of ['reserve', 'fraud', 'charge', 'ship']) {
+      await page.locator(`svg.dag g.node.st-processed[data-step="${step}"]`).waitFor();
+      expect(await page.locator(`#steps tr[data-step="${step}"]`).getAttribute('data-status')).toBe('processed');
+    }
+    await expect.poll(() => page.locator('#attempts tbody tr').count()).toBeGreaterThanOrEqual(4);
+    await page.locator('#events li[data-type="completed"]').waitFor();
+    expect(await page.locator('#events li[data-type="received"]').count()).toBe(1);
+    await page.screenshot({ path: join(IMAGES, 'dashboard-task.png'), fullPage: true });
+  });
+
+  it('cancels a slow task from its page: the charge in flight finishes, then the task is undone', async () => {
+    triad.services.payment.setFaults({ latencyMs: 3_000 });
+    const { taskId } = await triad.client.submit('orders', { orderId: 'dash-cancel', amount: 30 });
+    const page = await open(`${operatorUrl}/#/tasks/${taskId}`);
+    await page.locator('#steps tr[data-step="charge"][data-status="processing"]').waitFor();
+    await page.locator('#cancel').click();
+    await page.locator('#task-status', { hasText: 'cancelled' }).waitFor({ timeout: 30_000 });
+    triad.services.payment.setFaults({ latencyMs: 0 });
+    expect((await triad.client.getTask(taskId)).status).toBe('cancelled');
+    // Completed steps were compensated: their undo shows in the attempts.
+    await page.locator('#attempts td', { hasText: 'undo' }).first().waitFor();
+    await expect.poll(() => page.locator('#cancel').count()).toBe(0);
+  });
+
+  it('retries a failed step from the alerts page; the task then completes', async () => {
+    triad.services.shipping.setFaults({ failRate: 1 });
+    const { taskId } = await triad.client.submit('orders-strict', { orderId: 'dash-alert', amount: 8 });
+    await waitFor(async () => (await triad.client.getTask(taskId)).status === 'failed' || undefined, { timeoutMs: 30_000, what: `task ${taskId} failed` });
+    // A dead letter for the dead letters page (and its screenshot).
+    await triad.client.bus.js.publish(triad.client.bus.names.subjects.submit('default'), new Uint8Array([0xc1, 0x00, 0x42]));
+
+    const page = await open(`${operatorUrl}/#/alerts`);
+    const alert = page.locator(`#alerts tr[data-task="${taskId}"][data-step="ship"]`);
+    await alert.waitFor();
+    await page.screenshot({ path: join(IMAGES, 'dashboard-alerts.png') });
+    triad.services.shipping.setFaults({ failRate: 0 });
+    await alert.locator('button.retry-alert').click();
+    await page.locator('.notice, .problem').first().waitFor();
+    expect(await page.locator('.problem').allTextContents()).toEqual([]);
+    await page.locator('.notice', { hasText: 'retrying ship' }).waitFor();
+    await waitFor(async () => (await triad.client.getTask(taskId)).status === 'completed' || undefined, { timeoutMs: 30_000, what: `retried task ${taskId} completed` });
+    await alert.waitFor({ state: 'detached', timeout: 30_000 });
+
+    await page.goto(`${operatorUrl}/#/dead-letters`);
+    await page.locator('#dead-letters td', { hasText: 'not valid msgpack' }).first().waitFor();
+    await page.screenshot({ path: join(IMAGES, 'dashboard-dead-letters.png') });
+    await page.goto(`${operatorUrl}/#/workflows`);
+    await page.locator('[data-workflow="orders"] svg.dag g.node[data-step="charge"]').waitFor();
+    expect(await page.locator('[data-workflow="orders"] svg.dag .undo').count()).toBe(3);
+    await page.screenshot({ path: join(IMAGES, 'dashboard-workflows.png'), fullPage: true });
+    await page.goto(`${operatorUrl}/#/cluster`);
+    await page.locator('#leader b', { hasNotText: 'none' }).waitFor();
+    await page.locator('#agents td', { hasText: 'payment' }).waitFor();
+    await page.screenshot({ path: join(IMAGES, 'dashboard-cluster.png'), fullPage: true });
+  });
+
+  it('a client-role identity sees tasks but no action buttons, and its server refuses actions', async () => {
+    triad.services.payment.setFaults({ latencyMs: 3_000 });
+    const { taskId } = await triad.client.submit('orders', { orderId: 'dash-viewer', amount: 4 });
+    const page = await open(`${viewerUrl}/#/tasks`);
+    await expect.poll(() => page.locator('#identity').getAttribute('data-can-act')).toBe('false');
+    await row(page, taskId).waitFor();
+    await row(page, taskId).locator('a').click();
+    await page.locator('#steps tr[data-step="charge"]').waitFor();
+    expect(await page.locator('#task-status').textContent()).not.toMatch(/completed|cancelled/);
+    expect(await page.locator('#cancel').count()).toBe(0);
+    expect(await page.locator('#retry-form').count()).toBe(0);
+    await page.goto(`${viewerUrl}/#/alerts`);
+    await page.locator('text=Alerts are the operator').waitFor();
+    expect(await page.locator('button').count()).toBe(0);
+    const refused = await page.request.post(`${viewerUrl}/api/tasks/${taskId}/cancel`, { data: {} });
+    expect(refused.status()).toBe(403);
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toContain('operator role');
+    triad.services.payment.setFaults({ latencyMs: 0 });
+    await waitFor(async () => (await triad.client.getTask(taskId)).status === 'completed' || undefined, { timeoutMs: 30_000, what: `task ${taskId} completed, not cancelled` });
+  });
+
+  it('--http-port serves the dashboard process\'s own /metrics, /healthz and /readyz', async () => {
+    expect(operatorHealthUrl, 'the "metrics and health at" line').toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const metrics = await fetch(`${operatorHealthUrl}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(await metrics.text()).toMatch(/^triad_process_cpu_seconds_total\{namespace="[^"]+"\} /m);
+    expect((await fetch(`${operatorHealthUrl}/healthz`)).status).toBe(200);
+    const ready = await fetch(`${operatorHealthUrl}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toMatchObject({ ready: true, checks: { nats: true } });
+  });
+});

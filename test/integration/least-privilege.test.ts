@@ -1,0 +1,174 @@
+// Least privilege (issue #11 items 4–6, decision 0016) on real servers configured from `triad auth init`'s
+// own files: one nats-server and one Redis hold two namespaces' identities; the example runs end to end
+// with every actor on its own identity, and every refusal of the role table is tried.
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectBus, type Bus } from '@triad/bus';
+import { TriadClient, clientOptionsFromEnv } from '@triad/client';
+import { ordersWorkflow } from '@triad/example-orders';
+import { StepResultSchema, encode, type StepResult } from '@triad/protocol';
+import { connectRedis } from '@triad/store';
+import { startNats, startRedis, uniqueNamespace, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { waitForDeadLetter } from '../support/dead-letters.js';
+import { ROOT, SCRIPTS, startTriad, type TestTriad } from '../support/triad.js';
+
+const run = promisify(execFile);
+const td = withTeardown(afterAll);
+const AGENTS = ['inventory', 'fraud', 'payment', 'shipping'];
+const nsA = uniqueNamespace('lpa');
+const nsB = uniqueNamespace('lpb');
+let authRoot: string;
+let nats: NatsServer;
+let redis: RedisServer;
+let t: TestTriad;
+const ADMIN = { user: 'admin', password: 'admin-secret' };
+
+/** The environment of one identity's .env file, pointed at the test's servers. */
+async function identityEnv(ns: string, name: string): Promise<Record<string, string>> {
+  const env: Record<string, string> = {};
+  for (const line of (await readFile(join(authRoot, ns, `${name}.env`), 'utf8')).split('\n')) {
+    const m = /^([A-Z_]+)=(.*)$/.exec(line);
+    if (m?.[1] && m[2] !== undefined) env[m[1]] = m[2];
+  }
+  env['NATS_URL'] = nats.url;
+  if (env['REDIS_URL']) env['REDIS_URL'] = env['REDIS_URL'].replace('127.0.0.1:6379', `127.0.0.1:${redis.port}`);
+  return env;
+}
+
+async function clientAs(ns: string, name: string, overrides: Record<string, string> = {}): Promise<TriadClient> {
+  const c = await TriadClient.connect({ ...clientOptionsFromEnv({ ...(await identityEnv(ns, name)), ...overrides }), requestTimeoutMs: 5_000 });
+  td.add(() => c.close());
+  return c;
+}
+
+async function busAs(ns: string, name: string, namespace = ns): Promise<Bus> {
+  const env = await identityEnv(ns, name);
+  // The identity's own inbox (where its permissions let it receive replies), whatever namespace it tries.
+  const inbox = name === 'operator' ? `_INBOX.${ns}.operator` : name.startsWith('agent-') ? `_INBOX.${ns}._agent.${name.slice(6)}` : `_INBOX.${ns}._${name}`;
+  const b = await connectBus({ url: nats.url, nkeySeed: env['NATS_NKEY_SEED'] ?? '', namespace, name: `lp-${name}`, failFast: true, inboxPrefix: inbox });
+  td.add(() => b.close());
+  return b;
+}
+
+/** What nats-server and Redis load: each namespace's files as auth init wrote them. */
+function natsConfig(dataDirOfConfig: string, vars: string[]): string {
+  return [
+    ...[nsA, nsB].map((ns) => `include "${relative(dataDirOfConfig, join(authRoot, ns, 'nats-users.conf'))}"`),
+    `authorization {\n  users = [\n${vars.map((v) => `    $${v}`).join('\n')}\n  ]\n}`,
+  ].join('\n');
+}
+
+beforeAll(async () => {
+  authRoot = await mkdtemp(join(tmpdir(), 'triad-auth-'));
+  for (const [ns, clients] of [[nsA, 'web'], [nsB, 'web']] as const) {
+    await run(process.execPath, [SCRIPTS.cli, 'auth', 'init', '--dir', join(authRoot, ns), '--namespace', ns, '--agents', AGENTS.join(','), '--clients', clients], { cwd: ROOT });
+  }
+  // One server for both namespaces: their user variables side by side.
+  const names = ['scheduler', 'supervisor', ...AGENTS.map((a) => `agent-${a}`), 'client-web', 'operator'];
+  const vars = [nsA, nsB].flatMap((ns) => names.map((n) => `TRIAD_${ns}_${n}`.replace(/[^A-Za-z0-9_]/g, '_').toUpperCase()));
+  const acl = new Set<string>();
+  for (const ns of [nsA, nsB]) for (const l of (await readFile(join(authRoot, ns, 'redis-users.acl'), 'utf8')).split('\n')) if (l.trim()) acl.add(l);
+  [nats, redis] = await Promise.all([
+    // The harness writes the configuration into the server's data directory: includes are relative to it.
+    startNats({ teardown: td, config: natsConfig(join(tmpdir(), 'triad-nats-dir'), vars) }),
+    startRedis({ teardown: td, aclUsers: [...acl, `user ${ADMIN.user} on >${ADMIN.password} ~* &* +@all`], probeAuth: ADMIN }),
+  ]);
+  const [scheduler, supervisor, operator] = await Promise.all(['scheduler', 'supervisor', 'operator'].map((n) => identityEnv(nsA, n)));
+  t = await startTriad(
+    td,
+    { nats, redis: { url: redis.url.replace('redis://', `redis://${ADMIN.user}:${ADMIN.password}@`) } },
+    { namespace: nsA, agentProcesses: 0, registerOrders: false, roleEnv: { scheduler: scheduler!, supervisor: supervisor!, client: operator! } },
+  );
+  await Promise.all(AGENTS.map(async (a) => t.startAgents({ ...(await identityEnv(nsA, `agent-${a}`)), ORDERS_AGENTS: a })));
+  await t.client.registerWorkflow(ordersWorkflow);
+}, 120_000);
+
+describe('the example with every actor on its own identity', () => {
+  it('completes orders submitted by a client identity, and Redis denied none of the actors’ commands', async () => {
+    const web = await clientAs(nsA, 'client-web');
+    const states = await Promise.all([1, 2].map((i) => web.run('orders', { orderId: `lp-${i}`, amount: 10 * i }, { timeoutMs: 60_000 })));
+    for (const s of states) expect(s.status, s.taskId).toBe('completed');
+    // ACL LOG lists every command or key Redis refused: the role's lists must cover what the actors do.
+    expect(await t.redis.call('ACL', 'LOG')).toEqual([]);
+  });
+});
+
+describe('refusals', () => {
+  it('no credentials: refused at connect with a message naming the settings', async () => {
+    await expect(TriadClient.connect({ natsUrl: nats.url, namespace: nsA })).rejects.toThrow(
+      /NATS at nats:\/\/127\.0\.0\.1:\d+ requires credentials and none were given .*: set NATS_CREDS, NATS_NKEY_SEED, NATS_USER and NATS_PASSWORD, or NATS_TOKEN/,
+    );
+  });
+
+  it('a client cannot cancel, retry, register or list alerts, nor publish a result; it can read and submit', async () => {
+    const web = await clientAs(nsA, 'client-web');
+    const { taskId } = await web.submit('orders', { orderId: 'lp-refused', amount: 3 });
+    await expect(web.getTask(taskId)).resolves.toMatchObject({ taskId });
+    await expect(web.cancel(taskId)).rejects.toThrow(
+      new RegExp(`NATS refused to let this connection publish to "triad\\.${nsA}\\.api\\.task\\.cancel": the credentials it connected with lack that permission .*only the operator role may`),
+    );
+    await expect(web.retry(taskId)).rejects.toThrow(/publish to "triad\..*\.api\.task\.retry".*only the operator role may/);
+    await expect(web.registerWorkflow(ordersWorkflow)).rejects.toThrow(/api\.workflow\.register".*only the operator role may/);
+    await expect(web.alerts()).rejects.toThrow(/api\.alert\.list".*only the operator role may/);
+    await expect(web.bus.js.publish(web.bus.names.subjects.result('payment'), encode({}))).rejects.toThrow(/Permissions Violation for Publish to "triad\..*\.result\.payment"/);
+    await web.wait(taskId, { timeoutMs: 60_000 });
+  });
+
+  it("an agent cannot publish another agent type's result, read its steps, nor use Redis", async () => {
+    const payment = await busAs(nsA, 'agent-payment');
+    await expect(payment.js.publish(payment.names.subjects.result('shipping'), encode({}))).rejects.toThrow(/Permissions Violation for Publish to "triad\..*\.result\.shipping"/);
+    await expect(payment.jsm.consumers.info(payment.names.streams.steps, 'agent-shipping')).rejects.toThrow(/Permissions Violation/);
+    const env = await identityEnv(nsA, 'agent-payment');
+    expect(env['REDIS_URL']).toBeUndefined();
+    // No Redis user exists for it; the default user is off.
+    await expect(connectRedis({ url: `redis://127.0.0.1:${redis.port}` })).rejects.toThrow(/Redis at redis:\/\/127\.0\.0\.1:\d+ requires a password|refused the credentials/);
+  });
+
+  it('a result forged by an agent for a step of another agent type is rejected, counted and dead-lettered', async () => {
+    await t.client.registerWorkflow({ name: 'held', steps: [{ name: 'only', agent: 'ghost', budgetMs: 60_000 }] });
+    const { taskId } = await t.client.submit('held', {});
+    await waitFor(async () => ((await t.client.getTask(taskId)).steps[0]?.status === 'processing' ? true : undefined), { timeoutMs: 15_000, what: 'the ghost step to start' });
+    const result: StepResult = { taskId, step: 'only', kind: 'run', attempt: 1, agentId: 'impostor', finishedAt: Date.now(), tries: 1, ok: true, output: { stolen: true } };
+    expect(StepResultSchema.safeParse(result).success).toBe(true);
+    // The payment agent's identity may publish on its own result subject only.
+    const payment = await busAs(nsA, 'agent-payment');
+    await payment.js.publish(payment.names.subjects.result('payment'), encode(result), { msgID: `forged-${taskId}` });
+    const dl = await waitForDeadLetter(t.client.bus, (d) => d.reason.startsWith('forged result rejected'), 'the forged result dead-lettered');
+    expect(dl.reason).toMatch(/agent ghost's, but the result came on agent payment's subject/);
+    expect(await t.redis.hget(`triad:${nsA}:task:{${taskId}}`, 'forgedResults')).toBe('1');
+    expect((await t.client.getTask(taskId)).steps[0]?.status).toBe('processing');
+    await t.client.cancel(taskId, 'test over');
+  });
+
+  it("a replyTo outside the submitting client's inbox is refused with the reason", async () => {
+    const web = await clientAs(nsA, 'client-web');
+    await expect(
+      web.submit('orders', { orderId: 'lp-relay', amount: 1 }, { taskId: `relay-${nsA}`, replyTo: `_INBOX.${nsA}.operator.stolen` }).then(() => web.wait(`relay-${nsA}`, { timeoutMs: 15_000 })),
+    ).rejects.toThrow(/replyTo ".*" is not in client web's inbox; use a subject starting with _INBOX\./);
+  });
+
+  it("one namespace's identities cannot reach the other's subjects, streams or Redis keys", async () => {
+    // B's client pointed at A: its inbox and A's API are not its own.
+    await expect(clientAs(nsB, 'client-web', { TRIAD_NAMESPACE: nsA }).then((c) => c.listTasks())).rejects.toThrow(/NATS refused to let this connection/);
+    // B's operator cannot read A's streams; B's scheduler cannot pull A's submissions; B's agent cannot take A's steps.
+    const bOperator = await busAs(nsB, 'operator', nsA);
+    await expect(bOperator.jsm.streams.info(bOperator.names.streams.events)).rejects.toThrow(/Permissions Violation/);
+    const bScheduler = await busAs(nsB, 'scheduler', nsA);
+    await expect(bScheduler.jsm.consumers.info(bScheduler.names.streams.submit, 'scheduler')).rejects.toThrow(/Permissions Violation/);
+    const bAgent = await busAs(nsB, 'agent-payment', nsA);
+    await expect(bAgent.jsm.consumers.info(bAgent.names.streams.steps, 'agent-payment')).rejects.toThrow(/Permissions Violation/);
+    // Redis: B's scheduler user sees none of A's keys, and may not list keys at all.
+    const bRedisUrl = (await identityEnv(nsB, 'scheduler'))['REDIS_URL'] ?? '';
+    const r = new Redis(bRedisUrl, { lazyConnect: true, maxRetriesPerRequest: 0 });
+    td.add(() => void r.disconnect());
+    await r.connect();
+    await expect(r.hgetall(`triad:${nsA}:tasks`)).rejects.toThrow(/NOPERM/);
+    await expect(r.keys('*')).rejects.toThrow(/NOPERM/);
+    await expect(r.hgetall(`triad:${nsB}:tasks`)).resolves.toEqual({});
+  });
+});
