@@ -417,7 +417,17 @@ describe('name and task id patterns', () => {
 
 describe('loadConfig', () => {
   it('applies defaults for an empty environment (empty strings count as unset)', () => {
-    expect(loadConfig({})).toEqual({ natsUrl: 'nats://127.0.0.1:4222', redisUrl: 'redis://127.0.0.1:6379', namespace: 'default', clientId: 'default', logLevel: 'info', nats: {}, redis: {} });
+    expect(loadConfig({})).toEqual({
+      natsUrl: 'nats://127.0.0.1:4222',
+      redisUrl: 'redis://127.0.0.1:6379',
+      namespace: 'default',
+      clientId: 'default',
+      logLevel: 'info',
+      redisWaitReplicas: 0,
+      redisWaitMs: 1_000,
+      nats: {},
+      redis: {},
+    });
     expect(loadConfig({ NATS_URL: '', REDIS_URL: '' }).redisUrl).toBe('redis://127.0.0.1:6379');
     expect(loadConfig({ REDIS_URL: 'rediss://cache:6380', TRIAD_NAMESPACE: 'prod', TRIAD_LOG_LEVEL: 'debug', NATS_URL: 'nats://n:4222', TRIAD_CLIENT_ID: 'shop-1' })).toEqual({
       natsUrl: 'nats://n:4222',
@@ -425,6 +435,8 @@ describe('loadConfig', () => {
       namespace: 'prod',
       clientId: 'shop-1',
       logLevel: 'debug',
+      redisWaitReplicas: 0,
+      redisWaitMs: 1_000,
       nats: { url: 'nats://n:4222' },
       redis: { url: 'rediss://cache:6380' },
     });
