@@ -12,7 +12,7 @@ import { connectBus, type Bus } from '@triad/bus';
 import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow } from '@triad/example-orders';
 import { StepResultSchema, encode, type StepResult } from '@triad/protocol';
-import { connectRedis } from '@triad/store';
+import { connectRedis, keys } from '@triad/store';
 import { startNats, startRedis, uniqueNamespace, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { waitForDeadLetter } from '../support/dead-letters.js';
 import { ROOT, SCRIPTS, startTriad, type TestTriad } from '../support/triad.js';
@@ -140,7 +140,7 @@ describe('refusals', () => {
     await payment.js.publish(payment.names.subjects.result('payment'), encode(result), { msgID: `forged-${taskId}` });
     const dl = await waitForDeadLetter(t.client.bus, (d) => d.reason.startsWith('forged result rejected'), 'the forged result dead-lettered');
     expect(dl.reason).toMatch(/agent ghost's, but the result came on agent payment's subject/);
-    expect(await t.redis.hget(`triad:${nsA}:task:{${taskId}}`, 'forgedResults')).toBe('1');
+    expect(await t.redis.hget(keys(nsA).task(taskId), 'forgedResults')).toBe('1');
     expect((await t.client.getTask(taskId)).steps[0]?.status).toBe('processing');
     await t.client.cancel(taskId, 'test over');
   });
@@ -167,8 +167,8 @@ describe('refusals', () => {
     const r = new Redis(bRedisUrl, { lazyConnect: true, maxRetriesPerRequest: 0 });
     td.add(() => void r.disconnect());
     await r.connect();
-    await expect(r.hgetall(`triad:${nsA}:tasks`)).rejects.toThrow(/NOPERM/);
+    await expect(r.hgetall(keys(nsA).workflow('orders'))).rejects.toThrow(/NOPERM/);
     await expect(r.keys('*')).rejects.toThrow(/NOPERM/);
-    await expect(r.hgetall(`triad:${nsB}:tasks`)).resolves.toEqual({});
+    await expect(r.hgetall(keys(nsB).workflow('none'))).resolves.toEqual({});
   });
 });
