@@ -13,6 +13,8 @@ import { restateServerBinary, startRestateServer, RESTATE_SERVER_VERSION } from 
 const READY_TIMEOUT_MS = 30_000;
 /** Calls in flight during the throughput run: each holds an HTTP connection until its chain ends. */
 const MAX_IN_FLIGHT = 256;
+/** Tries of one call whose connection fails before an answer. */
+const CALL_ATTEMPTS = 3;
 
 export async function startRestate(o: PeerRunOptions, fsync: boolean): Promise<PeerSystem> {
   const bin = await restateServerBinary(o.progress);
@@ -42,13 +44,26 @@ export async function startRestate(o: PeerRunOptions, fsync: boolean): Promise<P
     ],
     maxInFlight: MAX_IN_FLIGHT,
     runTask: async (id, steps) => {
-      const r = await fetch(`${server.ingressUrl}/chain/run`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(steps),
-      });
-      const body = await r.text();
-      if (!r.ok) throw new Error(`Restate task ${id}: HTTP ${r.status} ${body}`);
+      // An idempotency key per task: a call whose connection failed (the ingress under a burst) is
+      // sent again and Restate answers it from the first invocation instead of running it twice.
+      const key = `${o.namespace}-${fsync ? 'f' : 'n'}-${id}`;
+      for (let attempt = 1; ; attempt++) {
+        let r: Response;
+        try {
+          r = await fetch(`${server.ingressUrl}/chain/run`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'idempotency-key': key },
+            body: JSON.stringify(steps),
+          });
+        } catch (e) {
+          if (attempt < CALL_ATTEMPTS) continue;
+          const cause = e instanceof Error && e.cause instanceof Error ? `: ${e.cause.message}` : '';
+          throw new Error(`Restate task ${id}: ${e instanceof Error ? e.message : String(e)}${cause} (${CALL_ATTEMPTS} attempts)`, { cause: e });
+        }
+        const body = await r.text();
+        if (!r.ok) throw new Error(`Restate task ${id}: HTTP ${r.status} ${body}`);
+        return;
+      }
     },
     stop,
   };
