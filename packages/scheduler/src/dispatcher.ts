@@ -62,7 +62,8 @@ export class Dispatcher {
   /** Sends the step requests and events of one transition; resolves when JetStream has stored them all. */
   async publish(taskId: string, wf: RegisteredWorkflow, t: Transition, now: number): Promise<void> {
     const tasks = this.tasks;
-    countTaskEnd(this.bus.names.namespace, wf.name, t.events, tasks && (() => tasks.redis.hget(tasks.keys.task(taskId), 'createdAt')), now);
+    // The transition's reply carries createdAt; a reply from an older script does not: read it then.
+    countTaskEnd(this.bus.names.namespace, wf.name, t.events, t.createdAt ?? (tasks && (() => tasks.redis.hget(tasks.keys.task(taskId), 'createdAt'))), now);
     const work: Promise<unknown>[] = [];
     for (const req of stepRequests(this.bus.names.namespace, taskId, wf, t, now)) {
       work.push(publishDurable(this.bus, this.bus.names.subjects.step(req.agent), encode(req), stepMessageId(taskId, req.step, req.kind, req.attempt)));

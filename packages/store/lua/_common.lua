@@ -421,8 +421,11 @@ end
 -- body names the task's workflow, version and submitting client (its events' subject, decision 0010).
 local function reply(code, ctx, body)
   local taskKey, dispatch = ctx.taskKey, ctx.dispatch
-  local wf = redis.call('HMGET', taskKey, 'workflow', 'version', 'client')
-  body.workflow, body.version, body.client = wf[1], tonumber(wf[2]), wf[3]
+  -- One read for what every reply carries; a caller may have set replyTo or status itself.
+  local wf = redis.call('HMGET', taskKey, 'workflow', 'version', 'client', 'createdAt', 'replyTo', 'status')
+  body.workflow, body.version, body.client, body.createdAt = wf[1], tonumber(wf[2]), wf[3], tonumber(wf[4])
+  if body.replyTo == nil then body.replyTo = wf[5] end
+  if body.status == nil then body.status = wf[6] end
   body.events, body.dispatch = ctx.events, dispatch
   local out = { code, cjson.encode(body) }
   if #dispatch > 0 then

@@ -135,4 +135,4 @@ else
 end
 
 flush(ctx)
-return reply(OK, ctx, { lockEpoch = lockEpoch, replyTo = redis.call('HGET', taskKey, 'replyTo'), status = redis.call('HGET', taskKey, 'status') })
+return reply(OK, ctx, { lockEpoch = lockEpoch })

@@ -27,4 +27,4 @@ local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[5] }
 local lockEpoch = take_lock(taskKey, ARGV[4])
 begin_undo(ctx, 'cancelled', ARGV[2])
 flush(ctx)
-return reply(OK, ctx, { lockEpoch = lockEpoch, replyTo = redis.call('HGET', taskKey, 'replyTo'), status = redis.call('HGET', taskKey, 'status') })
+return reply(OK, ctx, { lockEpoch = lockEpoch })

@@ -48,4 +48,4 @@ end
 push_event(ctx, 'received', nil, nil, nil, 'running')
 if start_ready(ctx) then finish_task(ctx, 'completed') end
 flush(ctx)
-return reply(OK, ctx, { lockEpoch = 1, replyTo = ARGV[5], status = redis.call('HGET', taskKey, 'status') })
+return reply(OK, ctx, { lockEpoch = 1, replyTo = ARGV[5] })

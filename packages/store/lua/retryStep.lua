@@ -113,4 +113,4 @@ for _, field in ipairs(redis.call('HKEYS', alertsKey)) do
   if string.sub(field, 1, #prefix) == prefix then redis.call('HDEL', alertsKey, field) end
 end
 flush(ctx)
-return reply(OK, ctx, { lockEpoch = lockEpoch, replyTo = redis.call('HGET', taskKey, 'replyTo'), status = newStatus, step = spec.n })
+return reply(OK, ctx, { lockEpoch = lockEpoch, status = newStatus, step = spec.n })

@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import Redlock, { Lock } from 'redlock';
-import type { RedisClient } from './client.js';
+import { isCluster, type RedisClient } from './client.js';
 import { keys, type Keys } from './keys.js';
 import { runScript } from './scripts.js';
 
@@ -74,10 +74,12 @@ export class Leases {
   private async flushReleases(): Promise<void> {
     const batch = this.releasing;
     this.releasing = [];
-    // One call per bucket: a script's keys must share a slot on a cluster (decision 0015).
+    // On a cluster, one call per bucket: a script's keys must share a slot (decision 0015). A single
+    // Redis takes them all in one call.
+    const cluster = isCluster(this.redis);
     const bySlot = new Map<string, { claim: LeaseClaim; done(): void }[]>();
     for (const r of batch) {
-      const tag = hashTag(r.claim.key);
+      const tag = cluster ? hashTag(r.claim.key) : '';
       const list = bySlot.get(tag);
       if (list) list.push(r);
       else bySlot.set(tag, [r]);

@@ -37,6 +37,8 @@ export interface Transition {
   input?: Uint8Array;
   /** Outputs (msgpack) of the steps the dispatched steps need. */
   outputs: Map<string, Uint8Array>;
+  /** When the task was created (epoch ms), for its duration once it ends. */
+  createdAt?: number;
 }
 
 /** cjson encodes an empty Lua table as {}; arrays from Lua go through here. */
@@ -54,6 +56,7 @@ interface RawBody {
   events?: unknown;
   dispatch?: unknown;
   reason?: string;
+  createdAt?: number;
 }
 
 export function parseBody(raw: unknown): RawBody {
@@ -79,6 +82,7 @@ export function parseTransition(reply: unknown[]): Transition {
     outputs,
   };
   if (body.replyTo) t.replyTo = body.replyTo;
+  if (typeof body.createdAt === 'number') t.createdAt = body.createdAt;
   if (Buffer.isBuffer(reply[2])) t.input = reply[2];
   return t;
 }

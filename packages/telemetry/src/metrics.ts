@@ -97,7 +97,7 @@ export function deadLetterReasonClass(reason: string): string {
 
 /**
  * Counts a task that reached a final status, and its duration when the time it was accepted is known
- * (the caller reads it from the task record: a transition's reply does not carry it).
+ * (from the scheduler's transition, or read from the task record).
  */
 export function recordTaskEnded(namespace: string, workflow: string, status: string, createdAtMs: number | undefined, now: number = Date.now()): void {
   const m = triadMetrics();
@@ -110,19 +110,20 @@ const FINAL_STATUSES = new Set(['completed', 'failed', 'compensated', 'compensat
 
 /**
  * Counts the task's end when a transition's events end it (an event whose status is final), with its
- * duration from the record's createdAt, read by `readCreatedAt` off the publish path (one read per
- * finished task). The scheduler and the supervisor both end tasks, so both call it.
+ * duration from the record's createdAt: given (the scheduler's transitions return it), or read by the
+ * function off the publish path (one read per finished task; the supervisor's expiries). Both the
+ * scheduler and the supervisor end tasks, so both call it.
  */
 export function countTaskEnd(
   namespace: string,
   workflow: string,
   events: readonly { status?: string | undefined }[],
-  readCreatedAt: (() => Promise<string | null>) | undefined,
+  readCreatedAt: number | (() => Promise<string | null>) | undefined,
   now: number = Date.now(),
 ): void {
   const status = events.find((e) => e.status !== undefined && FINAL_STATUSES.has(e.status))?.status;
   if (status === undefined) return;
-  if (!readCreatedAt) return recordTaskEnded(namespace, workflow, status, undefined, now);
+  if (typeof readCreatedAt !== 'function') return recordTaskEnded(namespace, workflow, status, readCreatedAt, now);
   readCreatedAt().then(
     (v) => recordTaskEnded(namespace, workflow, status, v === null ? undefined : Number(v), now),
     () => recordTaskEnded(namespace, workflow, status, undefined, now),
