@@ -4,10 +4,9 @@
 import { execFile } from 'node:child_process';
 import { get } from 'node:http';
 import { promisify } from 'node:util';
-import { requireBinary } from './binaries.js';
+import { freePorts, requireBinary } from '@triad/launcher';
 import { uniqueNamespace } from './namespace.js';
 import { startNats, type NatsServer } from './nats.js';
-import { freePorts } from './ports.js';
 import { startRedis, type RedisServer } from './redis.js';
 import { redisReply } from './resp.js';
 import type { Teardown } from './teardown.js';

@@ -25,13 +25,13 @@
 // Every child the harness spawns is also SIGKILLed, and every server dir removed, when the worker ends,
 // however it ends: exit, uncaught error, SIGTERM from vitest, or SIGKILL (see children.ts).
 
-export { requireBinary, type ServerBinary } from './binaries.js';
+export { findBinary, listening, requireBinary, type ServerBinary } from '@triad/launcher';
 export { HarnessTimeoutError, RedisReplyError } from './errors.js';
 export { natsInfo, natsRequest, type NatsProtocolOptions, type NatsServerInfo } from './nats-protocol.js';
 export { startNats, type NatsServer, type StartNatsOptions } from './nats.js';
 export { uniqueNamespace } from './namespace.js';
 export { makeTestPki, type TestPki } from './pki.js';
-export { freePort, freePorts } from './ports.js';
+export { freePort, freePorts } from '@triad/launcher';
 export { startProcess, type ActorProcess, type StartProcessOptions } from './process.js';
 export { startRedis, type RedisServer, type StartRedisOptions } from './redis.js';
 export { startNatsCluster, startRedisCluster, type NatsCluster, type RedisCluster } from './clusters.js';

@@ -3,8 +3,7 @@
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { requireBinary } from './binaries.js';
-import { freePort } from './ports.js';
+import { freePort, requireBinary } from '@triad/launcher';
 import { redisReply } from './resp.js';
 import { type ServerControl, ManagedServer } from './server.js';
 import type { Teardown } from './teardown.js';

@@ -11,7 +11,6 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { afterAll, describe, expect, it } from 'vitest';
-import { findBinary } from '../harness/binaries.js';
 import { ManagedServer, MAX_START_ATTEMPTS } from '../harness/server.js';
 import {
   freePort,
@@ -22,6 +21,7 @@ import {
   RedisReplyError,
   redisCommand,
   redisReply,
+  findBinary,
   requireBinary,
   startNats,
   startProcess,
@@ -391,9 +391,11 @@ describe('crash safety', () => {
   async function compiledHarness(): Promise<string> {
     if (harnessJs !== undefined) return harnessJs;
     const source = fileURLToPath(new URL('../harness/', import.meta.url));
-    const out = await mkdtemp(join(tmpdir(), 'triad-harness-js-'));
+    // Inside the repository, so its imports of workspace packages (@triad/launcher) resolve.
+    const scratch = fileURLToPath(new URL('../../.triad/', import.meta.url));
+    await mkdir(scratch, { recursive: true });
+    const out = await mkdtemp(join(scratch, 'harness-js-'));
     td.add(() => rm(out, { recursive: true, force: true }));
-    await mkdir(out, { recursive: true });
     await writeFile(join(out, 'package.json'), '{ "type": "module" }\n');
     for (const file of await readdir(source)) {
       if (!file.endsWith('.ts')) continue;

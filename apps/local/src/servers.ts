@@ -2,32 +2,14 @@
  * Finds NATS and Redis at the configured URLs, or starts private ones (data under .triad/) when nothing
  * listens there — so `npm start` works on a fresh machine with only the two binaries installed.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
-import { connect } from 'node:net';
 import { join } from 'node:path';
-
-export function listening(host: string, port: number, timeoutMs = 500): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = connect({ host, port });
-    const done = (ok: boolean): void => {
-      s.destroy();
-      resolve(ok);
-    };
-    s.setTimeout(timeoutMs, () => done(false));
-    s.once('connect', () => done(true));
-    s.once('error', () => done(false));
-  });
-}
+import { listening, requireBinary } from '@triad/launcher';
 
 export function hostPort(url: string, defaultPort: number): { host: string; port: number } {
   const u = new URL(url);
   return { host: u.hostname || '127.0.0.1', port: u.port ? Number(u.port) : defaultPort };
-}
-
-function requireBinary(name: string, install: string): void {
-  const r = spawnSync(name, ['--version'], { stdio: 'ignore' });
-  if (r.error) throw new Error(`${name} is not installed (or not on PATH): ${install}`);
 }
 
 export interface StartedServer {
@@ -50,7 +32,8 @@ interface PrivateServer {
   defaultPort: number;
   /** Data folder under the data dir. */
   folder: string;
-  install: string;
+  /** What else the user may do than install it. */
+  orElse: string;
   args(host: string, port: number, dir: string): string[];
 }
 
@@ -58,12 +41,12 @@ interface PrivateServer {
 async function ensure(s: PrivateServer, dataDir: string): Promise<StartedServer | undefined> {
   const { host, port } = hostPort(s.url, s.defaultPort);
   if (await listening(host, port)) return undefined;
-  requireBinary(s.binary, s.install);
+  const binary = requireBinary(s.binary, { by: 'by npm start (nothing listens at the configured URL)', orElse: s.orElse });
   const dir = join(dataDir, s.folder);
   mkdirSync(dir, { recursive: true });
   const logFile = join(dataDir, 'logs', `${s.binary}.log`);
   const out = openSync(logFile, 'a');
-  const child = spawn(s.binary, s.args(host, port, dir), { stdio: ['ignore', out, out] });
+  const child = spawn(binary, s.args(host, port, dir), { stdio: ['ignore', out, out] });
   await waitListening(host, port, s.binary, child, logFile);
   return { name: s.binary, child };
 }
@@ -76,7 +59,7 @@ export function ensureNats(url: string, dataDir: string, configFile?: string): P
       url,
       defaultPort: 4222,
       folder: 'nats',
-      install: 'install it with `apt-get install -y nats-server` (Debian/Ubuntu) or from the NATS releases, or set NATS_URL to a running server',
+      orElse: 'set NATS_URL to a running server',
       args: (host, port, dir) => [...(configFile ? ['-c', configFile] : []), '-a', host, '-p', String(port), '-js', '-sd', dir],
     },
     dataDir,
@@ -91,7 +74,7 @@ export function ensureRedis(url: string, dataDir: string, aclFile?: string): Pro
       url,
       defaultPort: 6379,
       folder: 'redis',
-      install: 'install it with `apt-get install -y redis-server` (Debian/Ubuntu), or set REDIS_URL to a running server',
+      orElse: 'set REDIS_URL to a running server',
       args: (host, port, dir) => ['--bind', host, '--port', String(port), '--dir', dir, '--appendonly', 'yes', '--save', '', ...(aclFile ? ['--aclfile', aclFile] : [])],
     },
     dataDir,

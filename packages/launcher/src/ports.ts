@@ -1,5 +1,5 @@
-// Asks the OS for TCP ports that are free right now on the loopback interface.
-import { createServer, type Server } from 'node:net';
+/** Free TCP ports on the loopback interface, and whether something listens on a port. */
+import { connect, createServer, type Server } from 'node:net';
 
 /** A port nobody listens on at this instant (it can still be taken before you bind it: retry on EADDRINUSE). */
 export async function freePort(): Promise<number> {
@@ -32,5 +32,19 @@ function listenOnAnyPort(): Promise<Server> {
     server.unref();
     server.once('error', reject);
     server.listen({ host: '127.0.0.1', port: 0, exclusive: true }, () => resolve(server));
+  });
+}
+
+/** Whether something accepts a TCP connection at host:port within `timeoutMs`. */
+export function listening(host: string, port: number, timeoutMs = 500): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ host, port });
+    const done = (ok: boolean): void => {
+      s.destroy();
+      resolve(ok);
+    };
+    s.setTimeout(timeoutMs, () => done(false));
+    s.once('connect', () => done(true));
+    s.once('error', () => done(false));
   });
 }

@@ -1,4 +1,4 @@
-// Finds the server binaries the integration suites need, or says exactly how to install them.
+/** Finds the server binaries npm start, the bench and the tests need, or says exactly how to install them. */
 import { accessSync, constants, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
@@ -21,25 +21,33 @@ const SBIN_FALLBACKS = ['/usr/local/sbin', '/usr/sbin', '/sbin'];
 
 const resolved = new Map<ServerBinary, string>();
 
+/** What the error says the binary is for, and what else the user may do instead of installing it. */
+export interface BinaryPurpose {
+  /** e.g. "by the integration tests" (the default), "by npm start". */
+  by?: string;
+  /** e.g. "set NATS_URL to a running server". */
+  orElse?: string;
+}
+
 /** Absolute path of `name` from PATH (then the sbin directories); throws with install instructions. */
-export function requireBinary(name: ServerBinary): string {
+export function requireBinary(name: ServerBinary, purpose: BinaryPurpose = {}): string {
   const cached = resolved.get(name);
   if (cached !== undefined) return cached;
   const pathDirs = (process.env['PATH'] ?? '').split(delimiter).filter((dir) => dir !== '');
-  const found = findBinary(name, [...pathDirs, ...SBIN_FALLBACKS]);
+  const found = findBinary(name, [...pathDirs, ...SBIN_FALLBACKS], purpose);
   resolved.set(name, found);
   return found;
 }
 
 /** The first executable `name` in `dirs`; exported separately so the error text can be tested. */
-export function findBinary(name: ServerBinary, dirs: readonly string[]): string {
+export function findBinary(name: ServerBinary, dirs: readonly string[], purpose: BinaryPurpose = {}): string {
   for (const dir of dirs) {
     const candidate = join(dir, name);
     if (isExecutableFile(candidate)) return candidate;
   }
   throw new Error(
-    `${name} is required by the integration tests but was not found on PATH ` +
-      `(searched: ${dirs.join(delimiter) || '<empty>'}). Install it: ${INSTALL_HINTS[name]}.`,
+    `${name} is required ${purpose.by ?? 'by the integration tests'} but was not found on PATH ` +
+      `(searched: ${dirs.join(delimiter) || '<empty>'}). Install it: ${INSTALL_HINTS[name]}${purpose.orElse ? `; or ${purpose.orElse}` : ''}.`,
   );
 }
 
