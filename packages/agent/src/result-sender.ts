@@ -12,7 +12,7 @@ import { DEFAULT_MAX_MESSAGE_BYTES, MAX_RESULTS_PER_BATCH, encode, type StepResu
 interface Pending {
   bytes: Uint8Array;
   msgID: string;
-  /** The step attempt's trace headers: sent with a result that goes out alone (a batch carries none). */
+  /** The step attempt's trace headers: sent with a result that goes out alone, in the body's `traceparents` in a batch. */
   trace: Record<string, string>;
   resolve(): void;
   reject(e: unknown): void;
@@ -76,6 +76,8 @@ export class ResultSender {
           await publishDurable(this.bus, subject, only.bytes, only.msgID, only.trace);
         } else {
           const envelope: StepResultBatch = { results: batch.map((p) => p.bytes) };
+          // Each result's own trace context rides in the body: a batch has one set of headers (decision 0013).
+          if (batch.some((p) => p.trace['traceparent'])) envelope.traceparents = batch.map((p) => p.trace['traceparent'] ?? '');
           // Outside any span: the flush runs in the context of whichever step started it, not these.
           await context.with(ROOT_CONTEXT, () => publishDurable(this.bus, subject, encode(envelope, this.maxBytes)));
         }

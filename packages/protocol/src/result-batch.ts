@@ -15,11 +15,19 @@ export const MAX_RESULTS_PER_BATCH = 256;
 export const StepResultBatchSchema = z
   .object({
     results: z.array(z.custom<Uint8Array>((v) => v instanceof Uint8Array, 'each result of a batch must be binary: an encoded step result')).min(1).max(MAX_RESULTS_PER_BATCH),
+    /**
+     * The W3C `traceparent` of each result's step attempt, in the order of `results` ('' for none):
+     * what the header is for a result sent alone (decision 0013). Optional; extra entries are ignored.
+     */
+    traceparents: z.array(z.string().max(256, 'a traceparent is at most 256 characters')).max(MAX_RESULTS_PER_BATCH).optional(),
   });
 export type StepResultBatch = z.output<typeof StepResultBatchSchema>;
 
 /** One result of a results message: decoded and validated, or the reason it is not, with its bytes. */
-export type ResultItem = { ok: true; value: StepResult; bytes: Uint8Array } | { ok: false; error: TriadError; bytes: Uint8Array };
+export type ResultItem = ({ ok: true; value: StepResult; bytes: Uint8Array } | { ok: false; error: TriadError; bytes: Uint8Array }) & {
+  /** The result's trace context in a batch (its `traceparent`), when the agent sent one. */
+  traceparent?: string;
+};
 
 /**
  * Decodes a results message. `single` is set for a message holding one bare result; `items` for a
@@ -35,7 +43,18 @@ export function decodeResults(bytes: Uint8Array, maxBytes: number = DEFAULT_MAX_
   if (raw !== null && typeof raw === 'object' && 'results' in raw) {
     const batch = validate(raw, StepResultBatchSchema, 'step result batch');
     if (!batch.ok) return batch;
-    return { ok: true, value: { single: false, items: batch.value.results.map((b, i) => item(b, `step result ${i + 1} of a batch`)) } };
+    const traces = batch.value.traceparents ?? [];
+    return {
+      ok: true,
+      value: {
+        single: false,
+        items: batch.value.results.map((b, i) => {
+          const it = item(b, `step result ${i + 1} of a batch`);
+          const tp = traces[i];
+          return tp ? { ...it, traceparent: tp } : it;
+        }),
+      },
+    };
   }
   const one = validate(raw, StepResultSchema, 'step result');
   if (!one.ok) return one;

@@ -494,6 +494,16 @@ describe('results messages: one result, or a batch of separately encoded results
     expect(c?.ok === false && c.error.message).toMatch(/step result 3 of a batch is not valid msgpack/);
   });
 
+  it("a batch's traceparents give each result its own trace context; without them (an older agent) none", () => {
+    const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const d = decodeResults(encode({ results: [encode(result('t-4')), encode(result('t-5'))], traceparents: [tp, ''] }));
+    expect(d.ok && d.value.items.map((i) => i.traceparent)).toEqual([tp, undefined]);
+    const old = decodeResults(encode({ results: [encode(result('t-6'))] }));
+    expect(old.ok && old.value.items[0]?.traceparent).toBeUndefined();
+    const long = decodeResults(encode({ results: [encode(result('t-7'))], traceparents: ['x'.repeat(300)] }));
+    expect(!long.ok && long.error.message).toMatch(/traceparents.*at most 256 characters/);
+  });
+
   it('refuses a message that is neither, an empty or oversized batch, and bytes over the limit, with the reason', () => {
     const bad = decodeResults(encode({ taskId: 'x', ok: 'maybe' }));
     expect(!bad.ok && bad.error.message).toMatch(/^step result is invalid/);

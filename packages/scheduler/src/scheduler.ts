@@ -294,8 +294,8 @@ export class Scheduler {
     }
     const { single, items } = d.value;
     const first = items[0];
-    // A single result continues the trace of the attempt that sent it (its `traceparent` header); the
-    // results of a batch carry no context of their own, so each starts a trace of its own (decision 0013).
+    // A single result continues the trace of the attempt that sent it (its `traceparent` header); each
+    // result of a batch continues its own, from the batch's `traceparents` (decision 0013).
     if (single && first?.ok) return this.applyResultInSpan(first.value, agentType, deliveryCount, contextFromHeaders(headers), false);
     const settled = await Promise.allSettled(items.map((item) => this.applyBatched(item, agentType, subject, deliveryCount)));
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
@@ -318,7 +318,8 @@ export class Scheduler {
       return;
     }
     for (let tries = 0; ; tries++) {
-      const d = await this.applyResultInSpan(item.value, agentType, deliveryCount, ROOT_CONTEXT, true);
+      const parent = item.traceparent ? contextFromHeaders({ get: (k) => (k === 'traceparent' ? (item.traceparent ?? '') : '') }) : ROOT_CONTEXT;
+      const d = await this.applyResultInSpan(item.value, agentType, deliveryCount, parent, true);
       if (d === 'ack' || d === 'defer') return;
       if ('deadLetter' in d) {
         await deadLettered(d.deadLetter);
