@@ -3,6 +3,7 @@
 // cancelled, a failed step is retried from the alerts page; a client-role identity (NATS permissions per
 // decision 0010) gets no action buttons and its server refuses actions. Saves the README's screenshots.
 import { mkdir } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -199,5 +200,20 @@ describe('the dashboard in a browser', () => {
     const ready = await fetch(`${operatorHealthUrl}/readyz`);
     expect(ready.status).toBe(200);
     expect(await ready.json()).toMatchObject({ ready: true, checks: { nats: true } });
+  });
+
+  it('refuses a request whose Host is another name (DNS rebinding): 403 with the reason', async () => {
+    const { hostname, port } = new URL(operatorUrl);
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest({ host: hostname, port, path: '/api/identity', headers: { host: `rebound.example:${port}` } }, (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(answer.status).toBe(403);
+    expect(answer.body).toContain('open it by that address');
   });
 });

@@ -71,3 +71,13 @@ describe('age', () => {
     expect([age(0, 5_000), age(0, 120_000), age(0, 7_200_000), age(0, 172_800_000)]).toEqual(['5 s', '2 min', '2 h', '2 d']);
   });
 });
+
+describe('the dashboard host check (DNS rebinding)', () => {
+  it('on a loopback bind, answers only Host headers that name it; on another bind address, any', async () => {
+    const { loopbackHostCheck } = await import('../src/dashboard/server.js');
+    const check = loopbackHostCheck('127.0.0.1', () => 8080);
+    for (const ok of ['127.0.0.1:8080', 'localhost:8080', '[::1]:8080']) expect(check(ok), ok).toBe(true);
+    for (const bad of ['evil.example:8080', '127.0.0.1:9090', 'localhost', undefined]) expect(check(bad), String(bad)).toBe(false);
+    expect(loopbackHostCheck('0.0.0.0', () => 8080)('dash.internal:8080')).toBe(true);
+  });
+});

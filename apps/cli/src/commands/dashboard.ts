@@ -45,7 +45,7 @@ export function register(program: Command): void {
           }
           out(`metrics and health at http://${host}:${surface.port}/metrics, /healthz, /readyz`);
         }
-        const me = await server.app.inject('/api/identity').then((r) => r.json<{ canAct: boolean; why?: string }>());
+        const me = await server.app.inject({ url: '/api/identity', headers: { host: new URL(server.url).host } }).then((r) => r.json<{ canAct: boolean; why?: string }>());
         out(`dashboard at ${server.url} (namespace ${client.namespace}, identity ${client.clientId}; ${me.canAct ? 'operator: actions enabled' : `read-only: ${me.why ?? ''}`})`);
         await new Promise<void>((resolve) => {
           const stop = (): void => resolve();

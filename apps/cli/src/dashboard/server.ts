@@ -35,6 +35,14 @@ export async function startDashboard(client: TriadClient, o: { port: number; hos
   const hub = new LiveHub(data, o.log);
   const app = Fastify({ logger: false, bodyLimit: 1_100_000 });
   const streams = new Set<() => void>();
+  // On a loopback address, only requests that name it: a page of another site whose name an attacker
+  // points at 127.0.0.1 (DNS rebinding) is the same origin to the browser, but sends its own Host.
+  const allowedHost = loopbackHostCheck(o.host, () => (app.server.address() as { port?: number } | null)?.port);
+  app.addHook('onRequest', async (req, reply) => {
+    if (!allowedHost(req.headers.host)) {
+      await reply.code(403).send({ error: { code: 'HTTP', message: `the dashboard answers only requests for ${o.host} or localhost: open it by that address` } });
+    }
+  });
 
   for (const [path, file] of Object.entries(ASSETS)) {
     app.get(path, async (_req, reply) => {
@@ -105,6 +113,17 @@ export async function startDashboard(client: TriadClient, o: { port: number; hos
       for (const end of streams) end();
       await app.close();
     },
+  };
+}
+
+/** For a loopback bind address, a check that a request's Host header names this server; any Host otherwise. */
+export function loopbackHostCheck(bindHost: string, port: () => number | undefined): (host: string | undefined) => boolean {
+  const loopback = ['127.0.0.1', 'localhost', '::1', '[::1]'];
+  if (!loopback.includes(bindHost)) return () => true;
+  return (host) => {
+    if (host === undefined) return false;
+    const p = port();
+    return loopback.some((h) => host === `${h.includes(':') && !h.startsWith('[') ? `[${h}]` : h}:${p ?? ''}` || (p === 80 && host === h));
   };
 }
 
