@@ -8,7 +8,7 @@ import { publishDurable, sendTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
 import { encode, unpackTrusted, type RegisteredWorkflow, type StepKind, type StepRequest } from '@triad/protocol';
 import { countTaskEnd } from '@triad/telemetry';
-import { toTaskEvent, type TaskStore, type Transition } from '@triad/store';
+import { toTaskEvent, type Transition } from '@triad/store';
 
 export function stepMessageId(taskId: string, step: string, kind: StepKind, attempt: number): string {
   return `${taskId}:${step}:${kind}:${attempt}`;
@@ -53,17 +53,12 @@ export function stepRequests(namespace: string, taskId: string, wf: RegisteredWo
 }
 
 export class Dispatcher {
-  constructor(
-    private readonly bus: Bus,
-    /** Where a finished task's createdAt is read from, for triad_task_duration_seconds. */
-    private readonly tasks?: TaskStore,
-  ) {}
+  constructor(private readonly bus: Bus) {}
 
   /** Sends the step requests and events of one transition; resolves when JetStream has stored them all. */
   async publish(taskId: string, wf: RegisteredWorkflow, t: Transition, now: number): Promise<void> {
-    const tasks = this.tasks;
-    // The transition's reply carries createdAt; a reply from an older script does not: read it then.
-    countTaskEnd(this.bus.names.namespace, wf.name, t.events, t.createdAt ?? (tasks && (() => tasks.redis.hget(tasks.keys.task(taskId), 'createdAt'))), now);
+    // The transition's reply carries the task's createdAt (the process runs its own scripts): no read.
+    countTaskEnd(this.bus.names.namespace, wf.name, t.events, t.createdAt, now);
     const work: Promise<unknown>[] = [];
     for (const req of stepRequests(this.bus.names.namespace, taskId, wf, t, now)) {
       work.push(publishDurable(this.bus, this.bus.names.subjects.step(req.agent), encode(req), stepMessageId(taskId, req.step, req.kind, req.attempt)));
