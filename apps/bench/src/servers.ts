@@ -3,11 +3,10 @@
  * or the ones NATS_URL / REDIS_URL name when `--use-env` is given.
  */
 import { join } from 'node:path';
-import { freePorts, listening, requireBinary } from '@triad/launcher';
+import { freePorts, requireBinary, waitListening } from '@triad/launcher';
 import { loadConfig, type NatsConnectionOptions, type RedisConnectionOptions } from '@triad/protocol';
 import { spawnChild, type Child } from './procs.js';
 import type { ProcessRef } from './cpu.js';
-import { sleep } from './timing.js';
 
 /** Re-exported for the bench's other servers (the peers, the clusters). */
 export { freePorts };
@@ -29,13 +28,9 @@ export interface Servers {
   stop(): Promise<void>;
 }
 
-async function waitListening(c: Child, port: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (!c.isRunning()) throw new Error(`${c.name} exited during start-up; last output:\n${c.tail()}`);
-    if (await listening('127.0.0.1', port)) return;
-    await sleep(50);
-  }
-  throw new Error(`${c.name} did not listen on 127.0.0.1:${port} within 10 s; last output:\n${c.tail()}`);
+/** Until the child listens on 127.0.0.1:port; fails with its last output if it exits first or never does. */
+function childListening(c: Child, port: number): Promise<void> {
+  return waitListening({ host: '127.0.0.1', port, name: c.name, exited: () => (c.isRunning() ? undefined : 'exited during start-up'), detail: () => `; last output:\n${c.tail()}` });
 }
 
 export async function startServers(tmpDir: string): Promise<Servers> {
@@ -45,7 +40,7 @@ export async function startServers(tmpDir: string): Promise<Servers> {
   const nats = spawnChild('nats-server', natsBinary, ['-a', '127.0.0.1', '-p', String(natsPort), '-m', String(monitorPort), '-js', '-sd', join(tmpDir, 'nats')]);
   const redis = spawnRedis('redis-server', redisPort, tmpDir);
   try {
-    await Promise.all([waitListening(nats, natsPort), waitListening(redis, redisPort)]);
+    await Promise.all([childListening(nats, natsPort), childListening(redis, redisPort)]);
   } catch (e) {
     await Promise.all([nats.stop(), redis.stop()]);
     throw e;
@@ -80,7 +75,7 @@ export async function startRedis(name: string, tmpDir: string): Promise<{ url: s
   if (port === undefined) throw new Error('no free port');
   const redis = spawnRedis(name, port, tmpDir);
   try {
-    await waitListening(redis, port);
+    await childListening(redis, port);
   } catch (e) {
     await redis.stop();
     throw e;

@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
-import { listening, requireBinary } from '@triad/launcher';
+import { listening, requireBinary, waitListening } from '@triad/launcher';
 
 export function hostPort(url: string, defaultPort: number): { host: string; port: number } {
   const u = new URL(url);
@@ -15,15 +15,6 @@ export function hostPort(url: string, defaultPort: number): { host: string; port
 export interface StartedServer {
   name: string;
   child: ChildProcess;
-}
-
-async function waitListening(host: string, port: number, name: string, child: ChildProcess, logFile: string): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    if (child.exitCode !== null) throw new Error(`${name} exited with code ${child.exitCode}; see ${logFile}`);
-    if (await listening(host, port)) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${name} did not start listening on ${host}:${port} within 10 s; see ${logFile}`);
 }
 
 interface PrivateServer {
@@ -47,7 +38,13 @@ async function ensure(s: PrivateServer, dataDir: string): Promise<StartedServer 
   const logFile = join(dataDir, 'logs', `${s.binary}.log`);
   const out = openSync(logFile, 'a');
   const child = spawn(binary, s.args(host, port, dir), { stdio: ['ignore', out, out] });
-  await waitListening(host, port, s.binary, child, logFile);
+  await waitListening({
+    host,
+    port,
+    name: s.binary,
+    exited: () => (child.exitCode !== null ? `exited with code ${child.exitCode}` : undefined),
+    detail: () => `; see ${logFile}`,
+  });
   return { name: s.binary, child };
 }
 

@@ -4,4 +4,4 @@
  * missing), free loopback ports, and whether something already listens.
  */
 export { findBinary, requireBinary, type BinaryPurpose, type ServerBinary } from './binaries.js';
-export { freePort, freePorts, listening } from './ports.js';
+export { freePort, freePorts, listening, waitListening, type WaitListeningOptions } from './ports.js';

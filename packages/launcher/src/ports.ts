@@ -48,3 +48,28 @@ export function listening(host: string, port: number, timeoutMs = 500): Promise<
     s.once('error', () => done(false));
   });
 }
+
+export interface WaitListeningOptions {
+  host: string;
+  port: number;
+  /** For messages: the server's name. */
+  name: string;
+  /** Why the server can no longer come up (e.g. "exited with code 1"), or undefined while it runs. */
+  exited(): string | undefined;
+  /** Where to look when it fails (e.g. "; see .triad/logs/nats-server.log", or its last output). */
+  detail(): string;
+  timeoutMs?: number;
+}
+
+/** Polls until the server started for `host:port` listens; fails as soon as it exits, or after the timeout. */
+export async function waitListening(o: WaitListeningOptions): Promise<void> {
+  const timeoutMs = o.timeoutMs ?? 10_000;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const gone = o.exited();
+    if (gone !== undefined) throw new Error(`${o.name} ${gone}${o.detail()}`);
+    if (await listening(o.host, o.port)) return;
+    if (Date.now() >= deadline) throw new Error(`${o.name} did not listen on ${o.host}:${o.port} within ${timeoutMs / 1000} s${o.detail()}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
