@@ -1,13 +1,11 @@
 // Errors the harness raises, named so a test can tell "the system was too slow" from "the system broke".
 
-/** A bounded wait ran out: a readiness probe, a reply, a line of output or a `waitFor` condition. */
-export class HarnessTimeoutError extends Error {
-  override readonly name = 'HarnessTimeoutError';
-
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
-}
+/**
+ * A bounded wait ran out: a readiness probe, a reply, a line of output or a `waitFor` condition. The
+ * launcher's WaitTimeoutError under the harness' name, so the waits of startProcess (which lives in
+ * @triad/launcher) and the harness' own are one class.
+ */
+export { WaitTimeoutError as HarnessTimeoutError, messageOf } from '@triad/launcher';
 
 /** A Redis error reply (`-ERR …`, `-LOADING …`), kept apart from transport failures. */
 export class RedisReplyError extends Error {
@@ -16,9 +14,4 @@ export class RedisReplyError extends Error {
   constructor(readonly reply: string) {
     super(`redis replied with an error: ${reply}`);
   }
-}
-
-/** Message of any thrown value, for composing error texts without losing non-Error throws. */
-export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

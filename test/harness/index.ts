@@ -23,7 +23,7 @@
 //   });
 //
 // Every child the harness spawns is also SIGKILLed, and every server dir removed, when the worker ends,
-// however it ends: exit, uncaught error, SIGTERM from vitest, or SIGKILL (see children.ts).
+// however it ends: exit, uncaught error, SIGTERM from vitest, or SIGKILL (see children.ts in @triad/launcher).
 
 export { findBinary, listening, requireBinary, type ServerBinary } from '@triad/launcher';
 export { HarnessTimeoutError, RedisReplyError } from './errors.js';
@@ -32,7 +32,7 @@ export { startNats, type NatsServer, type StartNatsOptions } from './nats.js';
 export { uniqueNamespace } from './namespace.js';
 export { makeTestPki, type TestPki } from './pki.js';
 export { freePort, freePorts } from '@triad/launcher';
-export { startProcess, type ActorProcess, type StartProcessOptions } from './process.js';
+export { startProcess, type StartedProcess as ActorProcess, type StartProcessOptions } from '@triad/launcher';
 export { startRedis, type RedisServer, type StartRedisOptions } from './redis.js';
 export { startNatsCluster, startRedisCluster, type NatsCluster, type RedisCluster } from './clusters.js';
 export { redisCommand, redisCommandWith, redisReply, type RedisCommandOptions, type RespValue } from './resp.js';

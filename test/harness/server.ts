@@ -3,17 +3,18 @@ import { rm } from 'node:fs/promises';
 import {
   describeExit,
   killAndWait,
+  messageOf,
+  OutputTail,
   releaseScratchDir,
   sendSignal,
+  sleep,
   spawnTracked,
   terminate,
   trackScratchDir,
+  withTimeout,
   type TrackedChild,
-} from './children.js';
-import { messageOf } from './errors.js';
-import { OutputTail } from './output.js';
+} from '@triad/launcher';
 import type { Teardown } from './teardown.js';
-import { sleep, withTimeout } from './wait.js';
 
 /** Attempts at a first start (fresh ports each time) or a restart (same ports, after a pause). */
 export const MAX_START_ATTEMPTS = 5;

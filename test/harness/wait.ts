@@ -1,5 +1,9 @@
 // Bounded waiting: polling a condition with a deadline, and sleeping without holding the process open.
+import { sleep, withTimeout } from '@triad/launcher';
 import { HarnessTimeoutError, messageOf } from './errors.js';
+
+/** The launcher's (its child-process code needs it too), exported with waitFor for the tests. */
+export { sleep };
 
 export interface WaitForOptions {
   /** Upper bound for the whole wait, including a call of `fn` that never settles. */
@@ -53,31 +57,6 @@ function describeSafely(lastSeen: () => string): string {
   } catch (error) {
     return `(not describable: ${messageOf(error)})`;
   }
-}
-
-/** Resolves after `ms`; the timer is unref'd so a pending sleep never keeps a worker alive. */
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
-}
-
-/**
- * Resolves or rejects like `promise`, or rejects with `onTimeout()` after `ms`.
- * The timer is cleared either way, so finished waits leave nothing behind.
- */
-export function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(onTimeout()), ms);
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error instanceof Error ? error : new Error(String(error)));
-      },
-    );
-  });
 }
 
 /** Internal marker: the attempt in flight was cut off by the overall deadline. */

@@ -1,6 +1,6 @@
-// Keeps the recent stdout/stderr of a child as lines, and lets callers wait for a line to appear.
+/** Keeps the recent stdout/stderr of a child as lines, and lets callers wait for a line to appear. */
 import type { Readable } from 'node:stream';
-import { HarnessTimeoutError } from './errors.js';
+import { WaitTimeoutError } from './wait.js';
 
 interface LineWaiter {
   readonly pattern: RegExp;
@@ -33,7 +33,7 @@ export class OutputTail {
     stream.on('data', (chunk: string) => this.#append(key, chunk));
   }
 
-  /** Adds a line of the harness's own (e.g. a restart marker) so the log tells the story in order. */
+  /** Adds a line of the caller's own (e.g. a restart marker) so the log tells the story in order. */
   note(line: string): void {
     this.#addLine(line);
   }
@@ -91,7 +91,7 @@ export class OutputTail {
       };
       const timer = setTimeout(() => {
         waiter.reject(
-          new HarnessTimeoutError(
+          new WaitTimeoutError(
             `timed out after ${timeoutMs}ms waiting for ${what} to print a line matching ${re}; last output:\n${this.tail()}`,
           ),
         );

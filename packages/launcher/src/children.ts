@@ -1,9 +1,11 @@
-// Spawns the harness's child processes and makes sure they, and its scratch dirs, go with the worker, however it ends.
+/**
+ * Spawns child processes and makes sure they, and scratch dirs, go with this process however it ends:
+ * the test harness' servers and actors, the bench's, and npm start's.
+ */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { Socket } from 'node:net';
-import { HarnessTimeoutError } from './errors.js';
-import { sleep, withTimeout } from './wait.js';
+import { sleep, WaitTimeoutError, withTimeout } from './wait.js';
 
 export interface ExitStatus {
   code: number | null;
@@ -19,15 +21,19 @@ export interface TrackedChild {
   /** Settles (never rejects) once the process is gone and its stdout/stderr are drained. */
   readonly closed: Promise<void>;
   isRunning(): boolean;
+  /** How it ended, once it has; undefined while it runs. */
+  exitStatus(): ExitStatus | undefined;
 }
 
 /** Children not yet seen exiting; the exit hooks SIGKILL whatever is left in here. */
-const live = new Map<number, ChildProcess>();
+const live = new Map<number, TrackedChild>();
 /** Server directories not yet removed by a stop(); the exit hooks remove them. */
 const scratchDirs = new Set<string>();
 let hooksInstalled = false;
+let signalHooks = true;
+const signalListeners = new Map<NodeJS.Signals, () => void>();
 
-/** Has `dir` removed when the worker ends, unless `releaseScratchDir` says it is gone already. */
+/** Has `dir` removed when this process ends, unless `releaseScratchDir` says it is gone already. */
 export function trackScratchDir(dir: string): void {
   if (dir.includes('\n')) throw new Error(`scratch dir names must not contain newlines: ${JSON.stringify(dir)}`);
   installExitHooks();
@@ -53,30 +59,55 @@ export async function spawnTracked(
   const child = spawn(command, args, options);
   // Bookkeeping starts before any await, so not even a process that exits at once slips past it.
   const pid = child.pid;
-  let running = pid !== undefined;
-  if (pid !== undefined) {
-    live.set(pid, child);
-    reaper.send(`+${pid}`);
-  }
+  let status: ExitStatus | undefined;
   const exit = new Promise<ExitStatus>((resolve) => {
     child.once('exit', (code, signal) => {
-      running = false;
+      status = { code, signal };
       if (pid !== undefined) {
         live.delete(pid);
         reaper.send(`-${pid}`);
       }
-      resolve({ code, signal });
+      resolve(status);
     });
   });
   const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    child.once('spawn', resolve);
-    child.once('error', reject);
-  });
+  const tracked: TrackedChild = {
+    process: child,
+    pid: pid ?? -1,
+    exit,
+    closed,
+    isRunning: () => pid !== undefined && status === undefined,
+    exitStatus: () => status,
+  };
+  if (pid !== undefined) {
+    live.set(pid, tracked);
+    reaper.send(`+${pid}`);
+  }
+  try {
+    await new Promise<void>((resolve, reject) => {
+      child.once('spawn', resolve);
+      child.once('error', reject);
+    });
+  } catch (error) {
+    throw spawnError(command, options, error);
+  }
   if (pid === undefined) throw new Error(`spawning ${command} produced no pid`);
-  // Later errors (e.g. a failed kill) must not crash the worker as unhandled 'error' events.
+  // Later errors (e.g. a failed kill) must not crash the process as unhandled 'error' events.
   child.on('error', () => {});
-  return { process: child, pid, exit, closed, isRunning: () => running };
+  return tracked;
+}
+
+/** Says what could not be started, and for ENOENT the two usual reasons. */
+function spawnError(command: string, options: SpawnOptions, error: unknown): Error {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  const hint =
+    code === 'ENOENT'
+      ? ` (not found: is it installed, and on PATH?${options.cwd === undefined ? '' : ` Does the working directory ${String(options.cwd)} exist?`})`
+      : code === 'EACCES'
+        ? ' (not executable)'
+        : '';
+  const message = error instanceof Error ? error.message : String(error);
+  return new Error(`could not start ${command}: ${message}${hint}`, { cause: error });
 }
 
 /**
@@ -102,7 +133,7 @@ export async function killAndWait(
   return withTimeout(
     child.exit,
     timeoutMs,
-    () => new HarnessTimeoutError(`${name} (pid ${child.pid}) did not exit within ${timeoutMs}ms of ${signal}`),
+    () => new WaitTimeoutError(`${name} (pid ${child.pid}) did not exit within ${timeoutMs}ms of ${signal}`),
   );
 }
 
@@ -121,13 +152,34 @@ export function describeExit(status: ExitStatus): string {
   return status.signal !== null ? `signal ${status.signal}` : `code ${String(status.code)}`;
 }
 
+/** terminate() on every child still running, all at once: the end of a run, or its Ctrl-C. */
+export async function terminateAll(graceMs: number): Promise<void> {
+  await Promise.all([...live.values()].map((child) => terminate(child, graceMs)));
+}
+
+/**
+ * Whether a SIGTERM, SIGINT or SIGHUP to this process SIGKILLs its children at once (the default: a
+ * test worker has no shutdown of its own). A program that stops its children gracefully on those
+ * signals itself (npm start, the bench) turns this off; the 'exit' hook and the reaper still catch
+ * whatever its shutdown leaves behind.
+ */
+export function killChildrenOnSignals(enabled: boolean): void {
+  signalHooks = enabled;
+  if (!enabled) {
+    for (const [signal, listener] of signalListeners) process.off(signal, listener);
+    signalListeners.clear();
+  } else if (hooksInstalled) {
+    installSignalHooks();
+  }
+}
+
 /** Synchronous on purpose: it runs in 'exit' and signal listeners, where nothing async completes. */
 function cleanUpNow(): void {
   for (const child of live.values()) {
     try {
-      child.kill('SIGKILL');
+      child.process.kill('SIGKILL');
     } catch {
-      // Best effort while the worker is going down; the reaper covers what is left.
+      // Best effort while this process is going down; the reaper covers what is left.
     }
   }
   for (const dir of scratchDirs) {
@@ -141,34 +193,44 @@ function cleanUpNow(): void {
 }
 
 /**
- * Three layers, because no single one covers every way a vitest worker ends:
+ * Three layers, because no single one covers every way a process (a vitest worker, say) ends:
  * - 'exit' runs on a normal exit or process.exit();
  * - vitest stops fork workers with SIGTERM, and a signal without listeners ends Node without 'exit',
- *   so SIGTERM/SIGINT/SIGHUP get a listener that kills the children and then re-raises the signal;
+ *   so SIGTERM/SIGINT/SIGHUP get a listener that kills the children and then re-raises the signal
+ *   (unless killChildrenOnSignals(false): the program's own shutdown handles them);
  * - after 500 ms vitest escalates to SIGKILL, which no handler sees: the reaper process does.
  */
 function installExitHooks(): void {
   if (hooksInstalled) return;
   hooksInstalled = true;
   process.on('exit', cleanUpNow);
+  if (signalHooks) installSignalHooks();
+}
+
+function installSignalHooks(): void {
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
+    if (signalListeners.has(signal)) continue;
     const onSignal = (): void => {
       cleanUpNow();
       // Re-raise only when we are the sole listener: otherwise someone else owns the shutdown.
       if (process.listenerCount(signal) === 1) {
         process.off(signal, onSignal);
+        signalListeners.delete(signal);
         process.kill(process.pid, signal);
       }
     };
+    signalListeners.set(signal, onSignal);
     process.on(signal, onSignal);
   }
 }
 
 /**
- * A /bin/sh process that outlives a SIGKILLed worker. It reads lines on stdin: "+pid"/"-pid" to
- * watch/forget a child, "Ddir"/"ddir" to watch/forget a scratch dir. When stdin closes (the worker is
- * gone, however it died) it SIGKILLs the pids and removes the dirs still listed. Started lazily,
- * detached into its own process group and unref'd, so it never holds the worker open.
+ * A /bin/sh process that outlives a SIGKILLed parent (a test worker, the bench, npm start). It reads
+ * lines on stdin: "+pid"/"-pid" to watch/forget a child, "Ddir"/"ddir" to watch/forget a scratch dir.
+ * When stdin closes (the parent is gone, however it died) it SIGKILLs the pids and removes the dirs
+ * still listed. Started lazily, detached into its own process group (so a Ctrl-C to the parent's group
+ * does not reach it) and unref'd, so it never holds the parent open. An inline script, not a file:
+ * nothing to locate wherever this package is installed.
  */
 const REAPER_SCRIPT = `
 set -f

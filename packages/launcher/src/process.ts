@@ -1,8 +1,10 @@
-// Starts a Triad actor (or any command) as a child process whose output a test can read and wait on.
+/**
+ * Starts a process (a Triad actor, a server, any command) whose output the caller can read and wait on,
+ * and stop gracefully or kill: the test harness' startProcess, and every child of the bench.
+ */
 import { describeExit, killAndWait, sendSignal, spawnTracked, terminate } from './children.js';
-import { messageOf } from './errors.js';
 import { OutputTail } from './output.js';
-import type { Teardown } from './teardown.js';
+import { messageOf } from './wait.js';
 
 export interface StartProcessOptions {
   /** Default: the running Node (process.execPath), so `args` are a script and its arguments. */
@@ -17,11 +19,11 @@ export interface StartProcessOptions {
   readyPattern?: RegExp;
   /** Default 30 s. */
   readyTimeoutMs?: number;
-  /** Registered (its stop()) right after the spawn, before waiting for readyPattern. */
-  teardown?: Teardown;
+  /** Registered (its stop()) right after the spawn, before waiting for readyPattern: the harness' Teardown. */
+  teardown?: { add(step: () => Promise<void>): void };
 }
 
-export interface ActorProcess {
+export interface StartedProcess {
   readonly name: string;
   readonly pid: number;
   /** Sends `signal` (default SIGKILL) and waits for the exit; rejects if it is still running 10 s later. */
@@ -32,12 +34,18 @@ export interface ActorProcess {
   pause(): void;
   /** SIGCONT. */
   resume(): void;
-  /** SIGTERM, up to 5 s for a graceful exit, then SIGKILL. Idempotent. */
-  stop(): Promise<void>;
+  /**
+   * SIGTERM, up to `graceMs` (default 5 s) for a graceful exit — e.g. for `--cpu-prof` to write its
+   * profile — then SIGKILL. Idempotent: later calls return the first one's promise.
+   */
+  stop(graceMs?: number): Promise<void>;
   /** Exit code, or null when a signal ended it. Never rejects. */
   readonly exited: Promise<number | null>;
+  isRunning(): boolean;
   /** Combined stdout and stderr so far (last 1 MB), assembled into lines. */
   output(): string;
+  /** The last `maxChars` (default 4000) characters of the output, for error messages. */
+  tail(maxChars?: number): string;
   /**
    * The first line of output so far, or to come, matching `re` (default timeout 30 s). Rejects with the
    * tail of the output on timeout, or as soon as the process has exited without printing it.
@@ -48,12 +56,14 @@ export interface ActorProcess {
 const OUTPUT_CAP_CHARS = 1024 * 1024;
 const STOP_GRACE_MS = 5_000;
 
-export async function startProcess(opts: StartProcessOptions): Promise<ActorProcess> {
+export async function startProcess(opts: StartProcessOptions): Promise<StartedProcess> {
   const command = opts.command ?? process.execPath;
   const child = await spawnTracked(command, opts.args, {
     env: { ...process.env, ...opts.env },
     ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
     stdio: ['ignore', 'pipe', 'pipe'],
+  }).catch((error: unknown) => {
+    throw new Error(`${opts.name}: ${messageOf(error)}`, { cause: error });
   });
   const output = new OutputTail(OUTPUT_CAP_CHARS);
   output.attach(child.process.stdout, 'stdout');
@@ -65,7 +75,7 @@ export async function startProcess(opts: StartProcessOptions): Promise<ActorProc
   });
 
   let stopping: Promise<void> | undefined;
-  const actor: ActorProcess = {
+  const started: StartedProcess = {
     name: opts.name,
     pid: child.pid,
     kill: async (signal = 'SIGKILL') => {
@@ -81,23 +91,25 @@ export async function startProcess(opts: StartProcessOptions): Promise<ActorProc
     resume: () => {
       sendSignal(child, 'SIGCONT');
     },
-    stop: () => {
-      stopping ??= terminate(child, STOP_GRACE_MS).then(() => undefined);
+    stop: (graceMs = STOP_GRACE_MS) => {
+      stopping ??= terminate(child, graceMs).then(() => undefined);
       return stopping;
     },
     exited: child.exit.then((status) => status.code),
+    isRunning: () => child.isRunning(),
     output: () => output.text(),
+    tail: (maxChars) => output.tail(maxChars),
     waitForOutput: (re, timeoutMs = 30_000) => output.waitForLine(re, timeoutMs, label),
   };
-  opts.teardown?.add(() => actor.stop());
+  opts.teardown?.add(() => started.stop());
 
   if (opts.readyPattern !== undefined) {
     try {
       await output.waitForLine(opts.readyPattern, opts.readyTimeoutMs ?? 30_000, label);
     } catch (error) {
-      await actor.stop().catch(() => undefined);
+      await started.stop().catch(() => undefined);
       throw new Error(`${opts.name} did not become ready: ${messageOf(error)}`, { cause: error });
     }
   }
-  return actor;
+  return started;
 }
