@@ -8,9 +8,9 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
+import { startProcess } from '@triad/launcher';
 import { DEFAULT_NATS_URL, type NatsConnectionOptions } from '@triad/protocol';
 import { REPO_ROOT } from './actors.js';
-import { spawnChild } from './procs.js';
 import { baselineConnection, baselineNames, pump } from './pump.js';
 import { withTimeout } from './timing.js';
 import { batchTimeoutMs } from './batch.js';
@@ -59,14 +59,16 @@ export async function measureBaseline(o: BaselineOptions): Promise<BaselineResul
   await consumer(n.reqStream, 'echo', n.reqSubject);
   await consumer(n.repStream, 'driver', n.repSubject);
 
-  const echo = spawnChild('baseline-echo', process.execPath, [join(REPO_ROOT, 'apps/bench/dist/baseline-echo.js')], {
+  const echo = await startProcess({
+    name: 'baseline-echo',
+    args: [join(REPO_ROOT, 'apps/bench/dist/baseline-echo.js')],
     cwd: REPO_ROOT,
     // The NATS credentials and TLS settings, if any, come with the environment the bench runs in.
     env: { NATS_URL: o.nats.url ?? DEFAULT_NATS_URL, BENCH_NAMESPACE: o.namespace, BENCH_ECHO_CONCURRENCY: String(o.echoConcurrency) },
   });
   let failure: unknown;
   try {
-    await echo.waitForLine(/baseline-echo ready/, 30_000);
+    await echo.waitForOutput(/baseline-echo ready/, 30_000);
     let round = 0;
     let finished = 0;
     let chains = 0;

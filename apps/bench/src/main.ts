@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { DEFAULT_AGENT_CONCURRENCY } from '@triad/agent';
 import { TriadClient } from '@triad/client';
+import { killChildrenOnSignals, releaseScratchDir, terminateAll, trackScratchDir, type StartedProcess } from '@triad/launcher';
 import { errorMessage, redactUrl } from '@triad/protocol';
 import { connectRedis, keys } from '@triad/store';
 import { Actors } from './actors.js';
@@ -23,7 +24,6 @@ import { removeNamespace } from './cleanup.js';
 import { Completions } from './completions.js';
 import { measureLatency } from './latency.js';
 import { measureMemory, type SupervisorControl } from './memory.js';
-import { stopAll, type Child } from './procs.js';
 import { measureRecovery } from './recovery.js';
 import { peerTable, details, jsonSummary, table, type Results } from './report.js';
 import { measurePeers } from './peers/index.js';
@@ -82,7 +82,13 @@ async function scanOnTargets(o: Options, servers: Servers, tmp: string, namespac
 async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Results> {
   const namespace = `bench-${randomBytes(4).toString('hex')}`;
   const tmp = mkdtempSync(join(tmpdir(), 'triad-bench-'));
-  cleanups.push(() => Promise.resolve(rmSync(tmp, { recursive: true, force: true })));
+  // Removed by the launcher's exit hook or reaper too, should the run die without its cleanups.
+  trackScratchDir(tmp);
+  cleanups.push(() => {
+    rmSync(tmp, { recursive: true, force: true });
+    releaseScratchDir(tmp);
+    return Promise.resolve();
+  });
   const has = (m: Mode): boolean => o.mode.includes(m);
   const results: Results = { config: { namespace, ...o, mode: o.mode.join(',') } };
 
@@ -113,7 +119,7 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
   await actors.scheduler();
   // The service's default compaction delay (10 min) until a measurement needs another: compaction stays
   // out of the throughput figures, as it would for the first minutes of any deployment.
-  const sup: { child: Child; compactAfterMs: number | undefined } = { child: await actors.supervisor(o.supervisorIntervalMs, o.supervisorLeaseMs), compactAfterMs: undefined };
+  const sup: { child: StartedProcess; compactAfterMs: number | undefined } = { child: await actors.supervisor(o.supervisorIntervalMs, o.supervisorLeaseMs), compactAfterMs: undefined };
   const supervisor: SupervisorControl = {
     compactAfter: async (ms) => {
       if (sup.compactAfterMs === ms) return;
@@ -214,8 +220,12 @@ async function main(): Promise<void> {
   const cleanUp = (): Promise<void> =>
     (cleaning ??= (async () => {
       for (const fn of cleanups.reverse()) await fn().catch((e: unknown) => progress(`cleanup: ${errorMessage(e)}`));
-      await stopAll();
+      // Whatever a failed step left running (each SIGTERM, then SIGKILL after 5 s).
+      await terminateAll(5_000);
     })());
+  // The run stops its children itself, gracefully (a --cpu-prof profile is written on a graceful exit);
+  // the launcher's exit hook and its reaper still catch anything a crash leaves.
+  killChildrenOnSignals(false);
   for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     process.once(sig, () => {
       progress(`${sig}: stopping everything this run started`);

@@ -5,9 +5,9 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { TriadClient } from '@triad/client';
+import type { StartedProcess } from '@triad/launcher';
 import type { Actors } from './actors.js';
 import { Completions } from './completions.js';
-import type { Child } from './procs.js';
 import { withTimeout } from './timing.js';
 
 export interface RecoveryOptions {
@@ -36,7 +36,7 @@ export async function measureRecovery(actors: Actors, client: TriadClient, workf
   const killToRetryMs: number[] = [];
   // Two processes serve the stall agent; whichever takes the step is killed the moment it starts it, and
   // the other takes the retry. The replacement is started after the sample, outside the measurement.
-  const pool: Child[] = await actors.agents(['stall'], 2);
+  const pool: StartedProcess[] = await actors.agents(['stall'], 2);
   /**
    * A few tasks that do not stall, one at a time, so both processes have run the step path before the
    * clock runs (a process' first step pays for its cold code, which is not what recovery measures).
@@ -56,8 +56,8 @@ export async function measureRecovery(actors: Actors, client: TriadClient, workf
       const done = completions.completion(taskId);
       await client.submit(workflow, { stall: true }, { taskId, replyTo: completions.subject });
       const started = new RegExp(`bench-stall-started ${taskId}`);
-      const holder = await Promise.any(pool.map((c) => c.waitForLine(started, 15_000).then(() => c))).catch(() => {
-        throw new Error(`recovery sample ${i + 1}: neither stall agent started task ${taskId} within 15 s; last output:\n${pool.map((c) => c.tail(10)).join('\n')}`);
+      const holder = await Promise.any(pool.map((c) => c.waitForOutput(started, 15_000).then(() => c))).catch(() => {
+        throw new Error(`recovery sample ${i + 1}: neither stall agent started task ${taskId} within 15 s; last output:\n${pool.map((c) => `${c.name}:\n${c.tail(1_000)}`).join('\n')}`);
       });
       const killedAt = performance.now();
       await holder.kill();

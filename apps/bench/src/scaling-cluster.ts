@@ -13,12 +13,12 @@ import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { TriadClient } from '@triad/client';
 import { compilePlan, validateDefinition } from '@triad/core';
+import { requireBinary, startProcess, type StartedProcess } from '@triad/launcher';
 import { encode } from '@triad/protocol';
 import { Leases, TaskStore, connectStore, type RedisClient } from '@triad/store';
 import { Actors } from './actors.js';
 import { runBatch } from './batch.js';
 import { Completions } from './completions.js';
-import { spawnChild, type Child } from './procs.js';
 import { freePorts, type Servers } from './servers.js';
 import { sleep } from './timing.js';
 import { noopWorkflow } from './workflows.js';
@@ -56,6 +56,7 @@ interface Setup {
 }
 
 const STEPS = 3;
+const BY_SCALING_CLUSTER = { by: 'by the bench\'s --mode scaling-cluster' };
 
 /** Runs the comparison; `servers` are the run's own single NATS and Redis. */
 export async function measureScalingCluster(servers: Servers, tmpDir: string, tasks: number, processes: readonly number[], progress: (m: string) => void): Promise<ScalingClusterResult> {
@@ -185,7 +186,7 @@ async function waitCost(setup: Setup): Promise<{ noWait: number; wait1: number }
 
 /** The clusters, with no persistence (as the bench's single servers). */
 async function startClusters(tmpDir: string): Promise<Setup> {
-  const children: Child[] = [];
+  const children: StartedProcess[] = [];
   const stop = async (): Promise<void> => {
     await Promise.all(children.map((c) => c.stop(5_000)));
   };
@@ -198,11 +199,15 @@ async function startClusters(tmpDir: string): Promise<Setup> {
       const dir = join(tmpDir, `nats-c${i}`);
       mkdirSync(dir, { recursive: true });
       children.push(
-        spawnChild(`nats-c${i}`, 'nats-server', [
-          '-a', '127.0.0.1', '-p', String(port), '-m', String(monitor), '-js', '-sd', dir, '--server_name', `${clusterName}-${i}`,
-          '--cluster_name', clusterName, '--cluster', `nats://127.0.0.1:${route}`,
-          '--routes', routes.filter((r) => r !== route).map((r) => `nats://127.0.0.1:${r}`).join(','),
-        ]),
+        await startProcess({
+          name: `nats-c${i}`,
+          command: requireBinary('nats-server', BY_SCALING_CLUSTER),
+          args: [
+            '-a', '127.0.0.1', '-p', String(port), '-m', String(monitor), '-js', '-sd', dir, '--server_name', `${clusterName}-${i}`,
+            '--cluster_name', clusterName, '--cluster', `nats://127.0.0.1:${route}`,
+            '--routes', routes.filter((r) => r !== route).map((r) => `nats://127.0.0.1:${r}`).join(','),
+          ],
+        }),
       );
     }
     const redisPorts = await freePorts(6);
@@ -210,10 +215,14 @@ async function startClusters(tmpDir: string): Promise<Setup> {
       const dir = join(tmpDir, `redis-c${port}`);
       mkdirSync(dir, { recursive: true });
       children.push(
-        spawnChild(`redis-c${port}`, 'redis-server', [
-          '--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir,
-          '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000',
-        ]),
+        await startProcess({
+          name: `redis-c${port}`,
+          command: requireBinary('redis-server', BY_SCALING_CLUSTER),
+          args: [
+            '--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir,
+            '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000',
+          ],
+        }),
       );
     }
     const monitors = [1, 4, 7].map((i) => `http://127.0.0.1:${nats[i] as number}`);
@@ -222,7 +231,7 @@ async function startClusters(tmpDir: string): Promise<Setup> {
       return leaders.every((l) => l && l === leaders[0]);
     }, 'the NATS cluster to elect a JetStream meta leader');
     await waitUntil(async () => (await Promise.all(redisPorts.map((p) => ping(p)))).every(Boolean), 'the Redis nodes to answer');
-    const create = spawnSync('redis-cli', ['--cluster', 'create', ...redisPorts.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '1', '--cluster-yes'], { encoding: 'utf8', timeout: 60_000 });
+    const create = spawnSync(requireBinary('redis-cli', BY_SCALING_CLUSTER), ['--cluster', 'create', ...redisPorts.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '1', '--cluster-yes'], { encoding: 'utf8', timeout: 60_000 });
     if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stderr || create.stdout}`);
     await waitUntil(async () => (await Promise.all(redisPorts.map((p) => clusterOk(p)))).every(Boolean), 'the Redis Cluster state to be ok on every node');
     const seeds = redisPorts.map((p) => `127.0.0.1:${p}`).join(',');

@@ -3,9 +3,8 @@
  * or the ones NATS_URL / REDIS_URL name when `--use-env` is given.
  */
 import { join } from 'node:path';
-import { freePorts, requireBinary, waitListening } from '@triad/launcher';
+import { freePorts, requireBinary, startProcess, waitListening, type StartedProcess } from '@triad/launcher';
 import { loadConfig, type NatsConnectionOptions, type RedisConnectionOptions } from '@triad/protocol';
-import { spawnChild, type Child } from './procs.js';
 import type { ProcessRef } from './cpu.js';
 
 /** Re-exported for the bench's other servers (the peers, the clusters). */
@@ -29,7 +28,7 @@ export interface Servers {
 }
 
 /** Until the child listens on 127.0.0.1:port; fails with its last output if it exits first or never does. */
-function childListening(c: Child, port: number): Promise<void> {
+function childListening(c: StartedProcess, port: number): Promise<void> {
   return waitListening({ host: '127.0.0.1', port, name: c.name, exited: () => (c.isRunning() ? undefined : 'exited during start-up'), detail: () => `; last output:\n${c.tail()}` });
 }
 
@@ -37,12 +36,13 @@ export async function startServers(tmpDir: string): Promise<Servers> {
   const natsBinary = requireBinary('nats-server', BY_BENCH);
   const [natsPort, redisPort, monitorPort] = await freePorts(3);
   if (natsPort === undefined || redisPort === undefined || monitorPort === undefined) throw new Error('no free ports');
-  const nats = spawnChild('nats-server', natsBinary, ['-a', '127.0.0.1', '-p', String(natsPort), '-m', String(monitorPort), '-js', '-sd', join(tmpDir, 'nats')]);
-  const redis = spawnRedis('redis-server', redisPort, tmpDir);
+  const nats = await startProcess({ name: 'nats-server', command: natsBinary, args: ['-a', '127.0.0.1', '-p', String(natsPort), '-m', String(monitorPort), '-js', '-sd', join(tmpDir, 'nats')] });
+  let redis: StartedProcess | undefined;
   try {
+    redis = await spawnRedis('redis-server', redisPort, tmpDir);
     await Promise.all([childListening(nats, natsPort), childListening(redis, redisPort)]);
   } catch (e) {
-    await Promise.all([nats.stop(), redis.stop()]);
+    await Promise.all([nats.stop(), redis?.stop()]);
     throw e;
   }
   const natsUrl = `nats://127.0.0.1:${natsPort}`;
@@ -64,16 +64,16 @@ export async function startServers(tmpDir: string): Promise<Servers> {
   };
 }
 
-function spawnRedis(name: string, port: number, dir: string): Child {
+function spawnRedis(name: string, port: number, dir: string): Promise<StartedProcess> {
   // No persistence: the benchmark measures Triad, not Redis' disk.
-  return spawnChild(name, requireBinary('redis-server', BY_BENCH), ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir]);
+  return startProcess({ name, command: requireBinary('redis-server', BY_BENCH), args: ['--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir] });
 }
 
 /** One more private Redis (the scan measurement gives each size its own). */
 export async function startRedis(name: string, tmpDir: string): Promise<{ url: string; stop(): Promise<void> }> {
   const [port] = await freePorts(1);
   if (port === undefined) throw new Error('no free port');
-  const redis = spawnRedis(name, port, tmpDir);
+  const redis = await spawnRedis(name, port, tmpDir);
   try {
     await childListening(redis, port);
   } catch (e) {

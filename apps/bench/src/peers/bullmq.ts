@@ -6,8 +6,8 @@
 import { join } from 'node:path';
 import { FlowProducer, QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
+import { startProcess } from '@triad/launcher';
 import { REPO_ROOT } from '../actors.js';
-import { spawnChild } from '../procs.js';
 import type { ProcessRef } from '../cpu.js';
 import { TASKS_QUEUE, taskFlow } from './bullmq-flow.js';
 import { packageVersion, type PeerRunOptions, type PeerSystem } from './peer.js';
@@ -16,7 +16,9 @@ const READY_TIMEOUT_MS = 30_000;
 
 export async function startBullmq(o: PeerRunOptions, redisPid: number | undefined): Promise<PeerSystem> {
   const prefix = `bull-${o.namespace}`;
-  const worker = spawnChild('bullmq-worker', process.execPath, [join(REPO_ROOT, 'apps/bench/dist/peers/bullmq-worker.js')], {
+  const worker = await startProcess({
+    name: 'bullmq-worker',
+    args: [join(REPO_ROOT, 'apps/bench/dist/peers/bullmq-worker.js')],
     env: { BULL_REDIS_URL: o.redisUrl, BULL_PREFIX: prefix, BULL_CONCURRENCY: String(o.concurrency) },
   });
   const producerConn = new Redis(o.redisUrl, { maxRetriesPerRequest: null });
@@ -33,7 +35,7 @@ export async function startBullmq(o: PeerRunOptions, redisPid: number | undefine
     await worker.stop(5_000);
   };
   try {
-    await Promise.all([worker.waitForLine(/bullmq-worker ready/, READY_TIMEOUT_MS), events.waitUntilReady()]);
+    await Promise.all([worker.waitForOutput(/bullmq-worker ready/, READY_TIMEOUT_MS), events.waitUntilReady()]);
   } catch (e) {
     await stop();
     throw e;

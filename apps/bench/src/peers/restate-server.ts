@@ -7,8 +7,8 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { startProcess, type StartedProcess } from '@triad/launcher';
 import { REPO_ROOT } from '../actors.js';
-import { spawnChild, type Child } from '../procs.js';
 import { freePorts } from '../servers.js';
 import { sleep } from '../timing.js';
 
@@ -53,7 +53,7 @@ export async function restateServerBinary(progress: (m: string) => void): Promis
 }
 
 export interface RestateServer {
-  child: Child;
+  child: StartedProcess;
   ingressUrl: string;
   adminUrl: string;
   stop(): Promise<void>;
@@ -94,7 +94,10 @@ export async function startRestateServer(bin: string, dir: string, fsync: boolea
       '',
     ].join('\n'),
   );
-  const child = spawnChild('restate-server', bin, ['--config-file', config, '--base-dir', join(dir, 'data'), '--listen-mode', 'tcp', '--no-logo'], {
+  const child = await startProcess({
+    name: 'restate-server',
+    command: bin,
+    args: ['--config-file', config, '--base-dir', join(dir, 'data'), '--listen-mode', 'tcp', '--no-logo'],
     env: { RESTATE_LOG_FORMAT: 'compact', RESTATE_LOG_DISABLE_ANSI_CODES: 'true' },
   });
   const adminUrl = `http://127.0.0.1:${admin}`;

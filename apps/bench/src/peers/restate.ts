@@ -4,8 +4,8 @@
  * to `chain.run` through the ingress (its answer is how the caller learns the task ended).
  */
 import { join } from 'node:path';
+import { startProcess } from '@triad/launcher';
 import { REPO_ROOT } from '../actors.js';
-import { spawnChild } from '../procs.js';
 import { freePorts } from '../servers.js';
 import { packageVersion, type PeerRunOptions, type PeerSystem } from './peer.js';
 import { restateServerBinary, startRestateServer, RESTATE_SERVER_VERSION } from './restate-server.js';
@@ -20,12 +20,15 @@ export async function startRestate(o: PeerRunOptions, fsync: boolean): Promise<P
   const bin = await restateServerBinary(o.progress);
   const server = await startRestateServer(bin, join(o.tmpDir, fsync ? 'restate-fsync' : 'restate-nofsync'), fsync);
   const [port] = await freePorts(1);
-  const endpoint = spawnChild('restate-endpoint', process.execPath, [join(REPO_ROOT, 'apps/bench/dist/peers/restate-endpoint.js')], { env: { RESTATE_ENDPOINT_PORT: String(port) } });
+  const endpoint = await startProcess({ name: 'restate-endpoint', args: [join(REPO_ROOT, 'apps/bench/dist/peers/restate-endpoint.js')], env: { RESTATE_ENDPOINT_PORT: String(port) } }).catch(async (e: unknown) => {
+    await server.stop();
+    throw e;
+  });
   const stop = async (): Promise<void> => {
     await Promise.all([endpoint.stop(5_000), server.stop()]);
   };
   try {
-    await endpoint.waitForLine(/restate-endpoint ready/, READY_TIMEOUT_MS);
+    await endpoint.waitForOutput(/restate-endpoint ready/, READY_TIMEOUT_MS);
     const r = await fetch(`${server.adminUrl}/deployments`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
