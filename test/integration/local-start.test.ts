@@ -5,17 +5,20 @@ import { mkdtemp, readFile, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePorts, startProcess, uniqueNamespace, withTeardown, type ActorProcess } from '../harness/index.js';
+import { freePorts, listening, startProcess, uniqueNamespace, waitFor, withTeardown, type ActorProcess } from '../harness/index.js';
 import { ROOT, cli } from '../support/triad.js';
 
 const td = withTeardown(afterAll);
 let dataDir: string;
 let env: Record<string, string>;
 let local: ActorProcess;
+let natsPort: number;
+let redisPort: number;
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), 'triad-local-'));
-  const [natsPort, redisPort, inventory, payment, shipping, fraud] = await freePorts(6);
+  const [nats, redis, inventory, payment, shipping, fraud] = await freePorts(6);
+  [natsPort, redisPort] = [nats as number, redis as number];
   env = {
     TRIAD_DATA_DIR: dataDir,
     NATS_URL: `nats://127.0.0.1:${natsPort}`,
@@ -50,5 +53,14 @@ describe('npm start secures the servers it starts', () => {
     const r = await cli({ env: { ...env, TRIAD_DATA_DIR: await mkdtemp(join(tmpdir(), 'triad-empty-')) } }, ['list']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/requires credentials and none were given/);
+  });
+
+  // Last: it stops npm start.
+  it('on SIGTERM stops the servers and actors it started, and exits 0', async () => {
+    await local.stop(15_000);
+    expect(await local.exited).toBe(0);
+    for (const port of [natsPort, redisPort]) {
+      await waitFor(async () => !(await listening('127.0.0.1', port)), { timeoutMs: 10_000, what: `port ${port} to be free after npm start stopped` });
+    }
   });
 });

@@ -3,16 +3,16 @@
  * example's remote services, a scheduler, a supervisor and the order agents as separate processes —
  * registers the `orders` workflow and submits a demo order every few seconds, printing its progress.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow } from '@triad/example-orders';
+import { killChildrenOnSignals, spawnTracked, terminate, type TrackedChild } from '@triad/launcher';
 import { errorMessage, loadConfig, redactUrl, type TaskEvent } from '@triad/protocol';
 import { startTracing } from '@triad/service';
 import { LOCAL_AGENTS, ensureLocalAuth, natsAuthConfigured, type LocalAuth } from './auth.js';
-import { ensureNats, ensureRedis, type StartedServer } from './servers.js';
+import { SERVER_STOP_GRACE_MS, ensureNats, ensureRedis, type StartedServer } from './servers.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../../../', import.meta.url)));
 const DATA = resolve(process.env['TRIAD_DATA_DIR'] ?? join(ROOT, '.triad'));
@@ -51,7 +51,7 @@ async function main(): Promise<void> {
   const tracing = startTracing('triad-local');
   mkdirSync(join(DATA, 'logs'), { recursive: true });
   const servers: StartedServer[] = [];
-  const children: ChildProcess[] = [];
+  const children: TrackedChild[] = [];
   let client: TriadClient | undefined;
   let demo: NodeJS.Timeout | undefined;
   let stopping = false;
@@ -62,13 +62,13 @@ async function main(): Promise<void> {
     if (demo) clearInterval(demo);
     await client?.close().catch(() => undefined);
     await tracing?.shutdown().catch(() => undefined);
-    const exited = (c: ChildProcess): Promise<void> => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise((r) => c.once('exit', () => r())));
-    for (const c of children) c.kill('SIGTERM');
-    await Promise.race([Promise.all(children.map(exited)), new Promise((r) => setTimeout(r, 5_000))]);
-    for (const s of servers) s.child.kill('SIGTERM');
-    await Promise.race([Promise.all(servers.map((s) => exited(s.child))), new Promise((r) => setTimeout(r, 5_000))]);
+    // The actors first (they still use the servers while they shut down), each SIGTERM then SIGKILL after 5 s.
+    await Promise.all(children.map((c) => terminate(c, 5_000)));
+    await Promise.all(servers.map((s) => terminate(s.child, SERVER_STOP_GRACE_MS)));
     process.exit(code);
   };
+  // Stopped gracefully by stop() above; the launcher's exit hook and reaper catch what a crash leaves.
+  killChildrenOnSignals(false);
   process.on('SIGINT', () => void stop(0));
   process.on('SIGTERM', () => void stop(0));
 
@@ -111,8 +111,8 @@ async function main(): Promise<void> {
 
     for (const a of actors) {
       const log = openSync(join(DATA, 'logs', `${a.name}.log`), 'a');
-      const child = spawn(process.execPath, [join(ROOT, a.script)], { stdio: ['ignore', log, log], env: { ...actorEnv(a), ...a.env } });
-      child.once('exit', (code, signal) => {
+      const child = await spawnTracked(process.execPath, [join(ROOT, a.script)], { stdio: ['ignore', log, log], env: { ...actorEnv(a), ...a.env } });
+      void child.exit.then(({ code, signal }) => {
         if (!stopping) {
           console.error(`${a.name} exited (${signal ?? code}); see ${join(DATA, 'logs', `${a.name}.log`)}. Stopping.`);
           void stop(1);

@@ -2,10 +2,9 @@
  * Finds NATS and Redis at the configured URLs, or starts private ones (data under .triad/) when nothing
  * listens there — so `npm start` works on a fresh machine with only the two binaries installed.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
-import { listening, requireBinary, waitListening } from '@triad/launcher';
+import { describeExit, listening, requireBinary, spawnTracked, terminate, waitListening, type TrackedChild } from '@triad/launcher';
 
 export function hostPort(url: string, defaultPort: number): { host: string; port: number } {
   const u = new URL(url);
@@ -14,8 +13,11 @@ export function hostPort(url: string, defaultPort: number): { host: string; port
 
 export interface StartedServer {
   name: string;
-  child: ChildProcess;
+  child: TrackedChild;
 }
+
+/** How long a server started here gets to shut down (Redis: flush its append-only file) before SIGKILL. */
+export const SERVER_STOP_GRACE_MS = 5_000;
 
 interface PrivateServer {
   binary: 'nats-server' | 'redis-server';
@@ -37,14 +39,23 @@ async function ensure(s: PrivateServer, dataDir: string): Promise<StartedServer 
   mkdirSync(dir, { recursive: true });
   const logFile = join(dataDir, 'logs', `${s.binary}.log`);
   const out = openSync(logFile, 'a');
-  const child = spawn(binary, s.args(host, port, dir), { stdio: ['ignore', out, out] });
-  await waitListening({
-    host,
-    port,
-    name: s.binary,
-    exited: () => (child.exitCode !== null ? `exited with code ${child.exitCode}` : undefined),
-    detail: () => `; see ${logFile}`,
-  });
+  // Tracked by the launcher: killed with npm start however it ends, even by SIGKILL (its reaper).
+  const child = await spawnTracked(binary, s.args(host, port, dir), { stdio: ['ignore', out, out] });
+  try {
+    await waitListening({
+      host,
+      port,
+      name: s.binary,
+      exited: () => {
+        const status = child.exitStatus();
+        return status === undefined ? undefined : `exited with ${describeExit(status)}`;
+      },
+      detail: () => `; see ${logFile}`,
+    });
+  } catch (e) {
+    await terminate(child, SERVER_STOP_GRACE_MS);
+    throw e;
+  }
   return { name: s.binary, child };
 }
 
