@@ -1,8 +1,8 @@
 // `npm run chaos -- --tasks N --minutes M [--seed S] [--cancel-rate R] [--json]`: runs the chaos run
 // (runner.ts says what it does and checks), prints its verdict as the LAST line, one JSON object, and
 // exits 0 only when lost, duplicate_effects, orphan_effects and unbounded are all 0.
-import { Teardown } from '../harness/index.js';
-import { parseChaosArgs } from './options.js';
+import { runCli } from '../support/cli.js';
+import { CHAOS_CLI } from './options.js';
 import { runChaos, type ChaosReport } from './runner.js';
 
 function summary(r: ChaosReport): string[] {
@@ -15,27 +15,15 @@ function summary(r: ChaosReport): string[] {
   ];
 }
 
-async function main(): Promise<number> {
-  let options;
-  try {
-    options = parseChaosArgs(process.argv.slice(2));
-  } catch (e) {
-    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\n`);
-    return 2;
-  }
-  const teardown = new Teardown();
+process.exitCode = await runCli(CHAOS_CLI, async (options, teardown) => {
   let report: ChaosReport;
   try {
     report = await runChaos(options, { teardown, progress: (line) => process.stderr.write(`${line}\n`) });
   } catch (e) {
     process.stderr.write(`chaos: the run itself failed, so nothing was checked: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
     return 2;
-  } finally {
-    await teardown.run().catch((e: unknown) => process.stderr.write(`chaos: teardown: ${e instanceof Error ? e.message : String(e)}\n`));
   }
   if (!options.json) for (const line of summary(report)) process.stdout.write(`${line}\n`);
   process.stdout.write(`${JSON.stringify(report)}\n`);
   return report.ok ? 0 : 1;
-}
-
-process.exitCode = await main();
+});

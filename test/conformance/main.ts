@@ -3,8 +3,8 @@
  * language, through the protocol's cases against a private NATS and says which pass and which fail.
  * Prints a JSON report as the last line; exits 0 when every case passed, 1 when one failed, 2 on bad options.
  */
-import { Teardown } from '../harness/index.js';
-import { USAGE, parseOptions, type KitOptions } from './options.js';
+import { runCli } from '../support/cli.js';
+import { CONFORMANCE_CLI } from './options.js';
 import { runConformance, type ConformanceReport } from './run.js';
 
 function print(r: ConformanceReport): void {
@@ -19,19 +19,7 @@ function print(r: ConformanceReport): void {
   if (r.agentOutput) console.log(`the agents' last output:\n${r.agentOutput.join('\n')}`);
 }
 
-async function main(): Promise<number> {
-  let o: KitOptions;
-  try {
-    o = parseOptions(process.argv.slice(2));
-  } catch (e) {
-    console.error((e as Error).message);
-    return 2;
-  }
-  if (o.help) {
-    console.log(USAGE);
-    return 0;
-  }
-  const td = new Teardown();
+process.exitCode = await runCli(CONFORMANCE_CLI, async (o, td) => {
   let report: ConformanceReport;
   try {
     report = await runConformance(td, { ...o, log: o.json ? undefined : (l) => console.error(l) });
@@ -39,12 +27,8 @@ async function main(): Promise<number> {
     if (!o.json) console.error(`conformance: the run could not start: ${(e as Error).message}`);
     console.log(JSON.stringify({ ok: false, error: (e as Error).message }));
     return 1;
-  } finally {
-    await td.run().catch((e: unknown) => console.error(`conformance: teardown: ${(e as Error).message}`));
   }
   if (!o.json) print(report);
   console.log(JSON.stringify(report));
   return report.ok ? 0 : 1;
-}
-
-process.exitCode = await main();
+});

@@ -2,9 +2,9 @@
  * `npm run fuzz -- --messages N [--json]`: one fuzz run against a private NATS, Redis and Triad. Prints
  * the seed first and a JSON summary as the last line; exits 1 when a check failed (naming it), 2 on bad options.
  */
-import { Teardown } from '../harness/index.js';
+import { runCli } from '../support/cli.js';
 import { CHECKS, type CheckName } from './checks.js';
-import { USAGE, parseOptions, type CliOptions } from './options.js';
+import { FUZZ_CLI } from './options.js';
 import { runFuzz, type FuzzSummary } from './run.js';
 import { seedFromEnv } from './seed.js';
 
@@ -26,34 +26,23 @@ function report(summary: FuzzSummary): void {
   if (summary.ok) console.log('fuzz: every check passed');
 }
 
-async function main(): Promise<number> {
-  let o: CliOptions;
+process.exitCode = await runCli(FUZZ_CLI, async (o, td) => {
   let seed: number;
   try {
-    o = parseOptions(process.argv.slice(2));
     seed = seedFromEnv();
   } catch (e) {
-    console.error((e as Error).message);
+    console.error(`fuzz: ${(e as Error).message}`);
     return 2;
   }
-  if (o.help) {
-    console.log(USAGE);
-    return 0;
-  }
   console.error(`fuzz: seed ${seed} (FC_SEED=${seed} reproduces this run)`);
-  const td = new Teardown();
   let summary: FuzzSummary;
   try {
     summary = await runFuzz(td, { messages: o.messages, seed, concurrency: o.concurrency, settleTimeoutMs: o.settleMs, log: o.json ? undefined : (l) => console.error(l) });
   } catch (e) {
     console.log(JSON.stringify({ ok: false, seed, error: (e as Error).message }));
     return 1;
-  } finally {
-    await td.run().catch((e: unknown) => console.error(`fuzz: teardown: ${(e as Error).message}`));
   }
   if (!o.json) report(summary);
   console.log(JSON.stringify(summary));
   return summary.ok ? 0 : 1;
-}
-
-process.exitCode = await main();
+});

@@ -1,6 +1,6 @@
 /** The fuzz CLI's options: `--messages N`, `--concurrency N`, `--settle-ms N`, `--json`. */
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import type { CliSpec } from '../support/cli.js';
 
 export const USAGE = `usage: npm run fuzz -- [--messages N] [--concurrency N] [--settle-ms N] [--json]
   --messages N     messages in total, spread over every subject a Triad process consumes (default 3000)
@@ -16,35 +16,18 @@ const OptionsSchema = z
     concurrency: z.coerce.number().int().min(1).max(1_024).default(32),
     settleMs: z.coerce.number().int().min(1_000).default(120_000),
     json: z.boolean().default(false),
-    help: z.boolean().default(false),
   })
   .strict();
 export type CliOptions = z.output<typeof OptionsSchema>;
 
-/** Parses argv (without node and the script); throws an Error saying what was wrong and showing the usage. */
-export function parseOptions(argv: readonly string[]): CliOptions {
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: [...argv],
-      options: {
-        messages: { type: 'string' },
-        concurrency: { type: 'string' },
-        'settle-ms': { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (e) {
-    throw new Error(`${(e as Error).message}\n${USAGE}`);
-  }
-  const { 'settle-ms': settleMs, ...rest } = values;
-  const parsed = OptionsSchema.safeParse({ ...rest, settleMs });
-  if (!parsed.success) {
-    const flag = (key: unknown): string => (key === 'settleMs' ? '--settle-ms' : `--${String(key)}`);
-    throw new Error(`${parsed.error.issues.map((i) => `${flag(i.path[0])}: ${i.message}`).join('; ')}\n${USAGE}`);
-  }
-  return parsed.data;
-}
+export const FUZZ_CLI: CliSpec<typeof OptionsSchema> = {
+  name: 'fuzz',
+  usage: USAGE,
+  flags: {
+    messages: { type: 'string' },
+    concurrency: { type: 'string' },
+    'settle-ms': { type: 'string' },
+    json: { type: 'boolean' },
+  },
+  schema: OptionsSchema,
+};
