@@ -137,6 +137,6 @@ describe('runCli', () => {
       failing.io,
     );
     await expect(run).rejects.toThrow('the run broke');
-    expect(failing.err).toEqual([expect.stringMatching(/^tool: teardown: .*/)]);
+    expect(failing.err).toEqual([expect.stringMatching(/^tool: teardown: 1 of 1 step\(s\) failed: port still open$/)]);
   });
 });

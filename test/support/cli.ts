@@ -150,6 +150,6 @@ export async function runCli<S extends z.ZodType>(
   try {
     return await run(args.options, teardown);
   } finally {
-    await teardown.run().catch((e: unknown) => err(`${spec.name}: teardown: ${e instanceof Error ? e.message : String(e)}`));
+    await teardown.run().catch((e: unknown) => err(`${spec.name}: ${e instanceof Error ? e.message : String(e)}`));
   }
 }
