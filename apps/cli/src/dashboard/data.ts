@@ -23,8 +23,9 @@ export class DashboardData {
     void this.watchPermissions();
   }
 
+  /** The probed identity, with whose tasks the SDK reads (it switches to its own when NATS refuses the namespace's). */
   get me(): Identity {
-    return this.identity;
+    return { ...this.identity, reads: this.client.taskReads };
   }
 
   /** Records publish permission violations: a request NATS refuses otherwise just times out. */
@@ -60,7 +61,7 @@ export class DashboardData {
     if (r === 'ok') this.identity = { ...base, canAct: true };
     else if (r === 'denied') this.identity = { ...base, canAct: false, why: `NATS does not let identity "${this.client.clientId}" publish on ${subject}: it does not hold the operator role (decision 0010)` };
     else this.identity = { ...base, canAct: false, why: `no scheduler answered ${subject} within ${PROBE_TIMEOUT_MS} ms: is a scheduler running in namespace "${this.client.namespace}"?` };
-    return this.identity;
+    return this.me;
   }
 
   /** True once the probe has an answer (either way); false while no scheduler has answered. */
