@@ -4,7 +4,7 @@
  * the schemas themselves (oracle.ts).
  */
 import fc from 'fast-check';
-import { API, API_OPS, DEFAULT_CLIENT_ID, TaskStatusSchema, encode, type ApiOp, type Names } from '@triad/protocol';
+import { API, API_OPS, CLIENT_SCOPED_OPS, DEFAULT_CLIENT_ID, TaskStatusSchema, encode, type ApiOp, type Names } from '@triad/protocol';
 import type { z } from 'zod';
 
 /** The order agents `startTriad` runs: the only agent types with a consumer on the steps stream. */
@@ -17,7 +17,7 @@ export const REPLY = '@@reply@@';
 export const UNREGISTERED_WORKFLOW = 'fuzzNowhere';
 
 interface TargetBase {
-  /** `submit`, `step.payment`, `result`, `command`, `api.task.get`, … */
+  /** `submit`, `step.payment`, `result`, `command`, `api.task.get`, `api.client.task.get`, … */
   name: string;
   subject: string;
   /** A valid message for this subject. */
@@ -183,5 +183,10 @@ export function targets(n: Names, now: number): Target[] {
     },
     ...API_OPS.map((op): Target => ({ name: `api.${op}`, kind: 'api', transport: 'request', op, schema: API[op].request, subject: s.api(op), sample: apiSample(op) })),
     { name: 'api.unknown', kind: 'api-unknown', transport: 'request', subject: s.apiAll.replace(/>$/, 'fuzz.nothing'), sample: fc.constant({}) },
+    // A client's own task reads (decision 0017), as the client the storm submits under: its tasks are that client's.
+    ...CLIENT_SCOPED_OPS.map(
+      (op): Target => ({ name: `api.client.${op}`, kind: 'api', transport: 'request', op, schema: API[op].request, subject: s.clientApi(DEFAULT_CLIENT_ID, op), sample: apiSample(op) }),
+    ),
+    { name: 'api.client.unknown', kind: 'api-unknown', transport: 'request', subject: `${s.apiAll.replace(/>$/, '')}client.${DEFAULT_CLIENT_ID}.task.cancel`, sample: fc.constant({}) },
   ];
 }

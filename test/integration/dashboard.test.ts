@@ -1,12 +1,14 @@
 // The dashboard in a real browser (chromium through playwright-core) against the example on real NATS
 // and Redis: a task appears and completes live, its page shows its steps and attempts, a slow one is
 // cancelled, a failed step is retried from the alerts page; a client-role identity (NATS permissions per
-// decision 0010) gets no action buttons and its server refuses actions. Saves the README's screenshots.
+// decision 0016) sees only its own tasks (0017), gets no action buttons and its server refuses actions. Saves the README's screenshots.
 import { mkdir } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext, Page } from 'playwright-core';
+import { TriadClient, clientOptionsFromEnv } from '@triad/client';
+import { clientIdentity } from '@triad/protocol';
 import { startNats, startProcess, startRedis, uniqueNamespace, waitFor, withTeardown, type ActorProcess, type NatsServer, type RedisServer } from '../harness/index.js';
 import { launchBrowser } from '../support/browser.js';
 import { ROOT, SCRIPTS, fastOrders, startTriad, type TestTriad } from '../support/triad.js';
@@ -24,20 +26,11 @@ let operatorUrl: string;
 let viewerUrl: string;
 let operatorHealthUrl: string;
 
-/** A client identity as decision 0010's table has it: its submit subject, the read-only API ops, its inbox, its own events. */
+/** A client identity's permissions as `triad auth init` writes them (decision 0016): its own tasks only (0017). */
 function viewerPermissions(client: string): string {
-  const p = `triad.${ns}`;
-  const events = `TRIAD_${ns}_EVENTS`;
-  const publish = [
-    `${p}.submit.${client}`,
-    ...['workflow.get', 'workflow.list', 'task.get', 'task.list', 'supervisor.status'].map((op) => `${p}.api.${op}`),
-    '$JS.API.INFO',
-    `$JS.API.CONSUMER.CREATE.${events}.*.${p}.event.${client}.>`,
-    `$JS.API.CONSUMER.MSG.NEXT.${events}.*`,
-    `$JS.API.CONSUMER.DELETE.${events}.*`,
-    `$JS.API.CONSUMER.INFO.${events}.*`,
-  ];
-  return `permissions: { publish: { allow: [${publish.map((s) => `"${s}"`).join(', ')}] }, subscribe: { allow: ["_INBOX.${ns}.${client}.>"] } }`;
+  const id = clientIdentity(ns, client);
+  const list = (xs: string[]): string => `[${xs.map((x) => JSON.stringify(x)).join(', ')}]`;
+  return `permissions: { publish: { allow: ${list(id.nats.publish)} }, subscribe: { allow: ${list(id.nats.subscribe)} } }`;
 }
 
 async function startDashboard(name: string, env: Record<string, string>, args: string[] = []): Promise<{ url: string; process: ActorProcess }> {
@@ -170,12 +163,18 @@ describe('the dashboard in a browser', () => {
     await page.screenshot({ path: join(IMAGES, 'dashboard-cluster.png'), fullPage: true });
   });
 
-  it('a client-role identity sees tasks but no action buttons, and its server refuses actions', async () => {
+  it("a client-role identity sees its own tasks only, no action buttons, and its server refuses actions", async () => {
     triad.services.payment.setFaults({ latencyMs: 3_000 });
-    const { taskId } = await triad.client.submit('orders', { orderId: 'dash-viewer', amount: 4 });
+    const viewer = await TriadClient.connect(clientOptionsFromEnv({ ...triad.env, NATS_USER: 'viewer', NATS_PASSWORD: 'viewer-secret', TRIAD_CLIENT_ID: 'viewer' }));
+    td.add(() => viewer.close());
+    const { taskId: othersTaskId } = await triad.client.submit('orders', { orderId: 'dash-others', amount: 3 });
+    const { taskId } = await viewer.submit('orders', { orderId: 'dash-viewer', amount: 4 });
     const page = await open(`${viewerUrl}/#/tasks`);
     await expect.poll(() => page.locator('#identity').getAttribute('data-can-act')).toBe('false');
     await row(page, taskId).waitFor();
+    // The same list holds no other client's task (decision 0017), and the page says whose tasks it reads.
+    expect(await row(page, othersTaskId).count()).toBe(0);
+    await expect.poll(() => page.locator('#identity').textContent(), { timeout: 10_000 }).toContain('own tasks');
     await row(page, taskId).locator('a').click();
     await page.locator('#steps tr[data-step="charge"]').waitFor();
     expect(await page.locator('#task-status').textContent()).not.toMatch(/completed|cancelled/);
@@ -189,6 +188,7 @@ describe('the dashboard in a browser', () => {
     expect(((await refused.json()) as { error: { message: string } }).error.message).toContain('operator role');
     triad.services.payment.setFaults({ latencyMs: 0 });
     await waitFor(async () => (await triad.client.getTask(taskId)).status === 'completed' || undefined, { timeoutMs: 30_000, what: `task ${taskId} completed, not cancelled` });
+    await waitFor(async () => (await triad.client.getTask(othersTaskId)).status === 'completed' || undefined, { timeoutMs: 30_000, what: `task ${othersTaskId} completed` });
   });
 
   it('--http-port serves the dashboard process\'s own /metrics, /healthz and /readyz', async () => {

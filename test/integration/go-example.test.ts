@@ -86,6 +86,8 @@ describe('the example with the Go agent serving fraud', () => {
     expect(run.stdout).toMatch(/^event \d+ step_done step=fraud attempt=\d+/m);
     // It read the EVENTS stream as well as its reply subject.
     expect(run.stderr).not.toMatch(/not reading the EVENTS stream/);
+    // Its task.get at the end went through, on its own client-scoped subject (decision 0017).
+    expect(run.stderr).not.toMatch(/task\.get/);
     expect(run.stdout).toMatch(/^task go-order-1 completed$/m);
     // Submitted again, the same task id is dropped as a duplicate: the client reads the task's whole
     // story from the EVENTS stream alone (nothing comes on its new reply subject) and ends the same way.

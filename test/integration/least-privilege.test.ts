@@ -65,12 +65,13 @@ function natsConfig(dataDirOfConfig: string, vars: string[]): string {
 
 beforeAll(async () => {
   authRoot = await mkdtemp(join(tmpdir(), 'triad-auth-'));
-  for (const [ns, clients] of [[nsA, 'web'], [nsB, 'web']] as const) {
-    await run(process.execPath, [SCRIPTS.cli, 'auth', 'init', '--dir', join(authRoot, ns), '--namespace', ns, '--agents', AGENTS.join(','), '--clients', clients], { cwd: ROOT });
+  const clientsOf = { [nsA]: ['web', 'mobile'], [nsB]: ['web'] };
+  for (const [ns, clients] of Object.entries(clientsOf)) {
+    await run(process.execPath, [SCRIPTS.cli, 'auth', 'init', '--dir', join(authRoot, ns), '--namespace', ns, '--agents', AGENTS.join(','), '--clients', clients.join(',')], { cwd: ROOT });
   }
   // One server for both namespaces: their user variables side by side.
-  const names = ['scheduler', 'supervisor', ...AGENTS.map((a) => `agent-${a}`), 'client-web', 'operator'];
-  const vars = [nsA, nsB].flatMap((ns) => names.map((n) => `TRIAD_${ns}_${n}`.replace(/[^A-Za-z0-9_]/g, '_').toUpperCase()));
+  const names = (ns: string): string[] => ['scheduler', 'supervisor', ...AGENTS.map((a) => `agent-${a}`), ...(clientsOf[ns] ?? []).map((c) => `client-${c}`), 'operator'];
+  const vars = [nsA, nsB].flatMap((ns) => names(ns).map((n) => `TRIAD_${ns}_${n}`.replace(/[^A-Za-z0-9_]/g, '_').toUpperCase()));
   const acl = new Set<string>();
   for (const ns of [nsA, nsB]) for (const l of (await readFile(join(authRoot, ns, 'redis-users.acl'), 'utf8')).split('\n')) if (l.trim()) acl.add(l);
   [nats, redis] = await Promise.all([
@@ -117,6 +118,34 @@ describe('refusals', () => {
     await expect(web.alerts()).rejects.toThrow(/api\.alert\.list".*only the operator role may/);
     await expect(web.bus.js.publish(web.bus.names.subjects.result('payment'), encode({}))).rejects.toThrow(/Permissions Violation for Publish to "triad\..*\.result\.payment"/);
     await web.wait(taskId, { timeoutMs: 60_000 });
+  });
+
+  it("a client reads only its own tasks: another client's are unknown to it and not listed; the operator sees both (decision 0017)", async () => {
+    const [web, mobile] = await Promise.all([clientAs(nsA, 'client-web'), clientAs(nsA, 'client-mobile')]);
+    const mine = await web.run('orders', { orderId: 'lp-web-secret', amount: 7 }, { timeoutMs: 60_000 });
+    const theirs = await mobile.run('orders', { orderId: 'lp-mobile', amount: 8 }, { timeoutMs: 60_000 });
+    // The SDK found the namespace-wide reads refused and reads on its own client-scoped subjects.
+    await expect(web.getTask(mine.taskId)).resolves.toMatchObject({ taskId: mine.taskId, client: 'web', input: { orderId: 'lp-web-secret' } });
+    expect(web.taskReads).toBe('own');
+    await expect(mobile.getTask(mine.taskId)).rejects.toMatchObject({ code: 'UNKNOWN_TASK', message: `no task "${mine.taskId}": check the id (finished tasks are removed after their retention time)` });
+    expect((await mobile.listTasks({ limit: 1000 })).map((x) => x.taskId)).toEqual([theirs.taskId]);
+    expect((await web.listTasks({ limit: 1000 })).map((x) => x.taskId)).toContain(mine.taskId);
+    expect((await web.listTasks({ limit: 1000 })).map((x) => x.taskId)).not.toContain(theirs.taskId);
+    // NATS refuses a client the namespace-wide subjects and another client's scoped ones, whatever the SDK does.
+    const raw = await clientAs(nsA, 'client-mobile');
+    const strict = await TriadClient.connect({ ...clientOptionsFromEnv(await identityEnv(nsA, 'client-mobile')), reads: 'all', requestTimeoutMs: 5_000 });
+    td.add(() => strict.close());
+    await expect(strict.getTask(mine.taskId)).rejects.toThrow(
+      new RegExp(`publish to "triad\\.${nsA}\\.api\\.task\\.get".*only the operator role may.*a client identity reads its own tasks on triad\\.${nsA}\\.api\\.client\\.<client>\\.task\\.get`),
+    );
+    await expect(raw.bus.nc.request(raw.bus.names.subjects.clientApi('web', 'task.get'), encode({ taskId: mine.taskId }), { timeout: 5_000 })).rejects.toThrow(
+      /Permissions Violation for Publish to "triad\..*\.api\.client\.web\.task\.get"/,
+    );
+    // The operator (the test's client) reads every client's tasks.
+    const operatorList = (await t.client.listTasks({ limit: 1000 })).map((x) => x.taskId);
+    expect(operatorList).toEqual(expect.arrayContaining([mine.taskId, theirs.taskId]));
+    expect(t.client.taskReads).toBe('all');
+    await expect(t.client.getTask(theirs.taskId)).resolves.toMatchObject({ client: 'mobile' });
   });
 
   it("an agent cannot publish another agent type's result, read its steps, nor use Redis", async () => {

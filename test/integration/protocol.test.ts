@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { headers } from '@nats-io/nats-core';
 import { PROTOCOL_HEADER, REPLY_TO_HEADER, protocolHeaders } from '@triad/bus';
-import { encode, type StepRequest } from '@triad/protocol';
+import { TriadClient } from '@triad/client';
+import { ApiReplySchema, ErrorCode, decode, encode, isTriadError, type StepRequest } from '@triad/protocol';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { waitForDeadLetter } from '../support/dead-letters.js';
 import { startTriad, type TestTriad } from '../support/triad.js';
@@ -122,6 +123,7 @@ describe('the API is a NATS service', () => {
     const info = json((await nc.request(`$SRV.INFO.${name}.${String(ping['id'])}`, new Uint8Array(), { timeout: 5_000 })).data);
     expect(info['type']).toBe('io.nats.micro.v1.info_response');
     expect((info['endpoints'] as { name: string; subject: string }[]).find((e) => e.name === 'task_get')).toMatchObject({ subject: t.client.bus.names.subjects.api('task.get') });
+    expect((info['endpoints'] as { name: string; subject: string }[]).find((e) => e.name === 'client_task_get')).toMatchObject({ subject: `triad.${t.namespace}.api.client.*.task.get` });
     await t.client.listWorkflows();
     const stats = await waitFor(
       async () => {
@@ -132,5 +134,51 @@ describe('the API is a NATS service', () => {
       { timeoutMs: 10_000, what: 'the scheduler to count a workflow.list request' },
     );
     expect(stats['type']).toBe('io.nats.micro.v1.stats_response');
+  });
+});
+
+describe('client-scoped task reads (decision 0017)', () => {
+  async function clientNamed(clientId: string): Promise<TriadClient> {
+    const c = await TriadClient.connect({ natsUrl: nats.url, namespace: t.namespace, clientId, reads: 'own', requestTimeoutMs: 5_000 });
+    td.add(() => c.close());
+    return c;
+  }
+
+  /** The error a read answered with, its task id replaced, to compare two answers. */
+  async function errorOf(p: Promise<unknown>, taskId: string): Promise<{ code: string; message: string }> {
+    const e = await p.then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+    if (!isTriadError(e)) throw new Error(`expected a TriadError, got ${String(e)}`);
+    return { code: e.code, message: e.message.replaceAll(taskId, '<id>') };
+  }
+
+  it("a client reads and lists only its own tasks; another's answers exactly like a missing one; the namespace-wide read sees all", async () => {
+    const [alice, bob] = await Promise.all([clientNamed('alice'), clientNamed('bob')]);
+    const a = await alice.run('orders', { orderId: 'scoped-a', amount: 1 }, { timeoutMs: 30_000 });
+    const b = await bob.run('orders', { orderId: 'scoped-b', amount: 2 }, { timeoutMs: 30_000 });
+    expect(alice.taskReads).toBe('own');
+    expect(await alice.getTask(a.taskId)).toMatchObject({ taskId: a.taskId, client: 'alice', input: { orderId: 'scoped-a' } });
+    const foreign = await errorOf(bob.getTask(a.taskId), a.taskId);
+    const missing = await errorOf(bob.getTask('no-such-task'), 'no-such-task');
+    expect(foreign).toEqual(missing);
+    expect(foreign.code).toBe(ErrorCode.UnknownTask);
+    const [aliceList, bobList, all] = await Promise.all([alice.listTasks(), bob.listTasks(), t.client.listTasks()]);
+    expect(aliceList.map((x) => x.taskId)).toEqual([a.taskId]);
+    expect(bobList.map((x) => x.taskId)).toEqual([b.taskId]);
+    expect(all.map((x) => x.taskId)).toEqual(expect.arrayContaining([a.taskId, b.taskId]));
+    // Unsecured, the SDK's default keeps reading the namespace's tasks (NATS refuses nothing).
+    expect(t.client.taskReads).toBe('all');
+    expect(await t.client.getTask(a.taskId)).toMatchObject({ client: 'alice' });
+  });
+
+  it('only task.get and task.list exist under a client; anything else there is an unknown operation', async () => {
+    const nc = t.client.bus.nc;
+    for (const subject of [`triad.${t.namespace}.api.client.alice.task.cancel`, `triad.${t.namespace}.api.client.1bad.task.get`, `triad.${t.namespace}.api.client.alice`]) {
+      const raw = await nc.request(subject, encode({ taskId: 'x' }), { timeout: 5_000, headers: protocolHeaders() });
+      const reply = decode(raw.data, ApiReplySchema, 'reply');
+      expect(reply.ok && !reply.value.ok ? reply.value.error : undefined, subject).toMatchObject({ code: ErrorCode.InvalidMessage, message: expect.stringContaining('unknown API operation') });
+    }
   });
 });

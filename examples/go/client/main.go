@@ -186,7 +186,7 @@ func run(o options) (string, error) {
 				continue
 			}
 			// An operator may retry an ended task; it then goes on with higher seqs (§5).
-			status, seq, err := taskStatus(nc, names, o.taskID)
+			status, seq, err := taskStatus(nc, names, o.client, o.taskID)
 			if err == nil && seq > e.Seq {
 				continue
 			}
@@ -233,13 +233,14 @@ func printEvent(o options, e triad.TaskEvent) {
 	fmt.Println(line)
 }
 
-// taskStatus asks the API for the task's status and current seq (§6 task.get).
-func taskStatus(nc *nats.Conn, names triad.Names, taskID string) (string, int64, error) {
+// taskStatus asks the API for the task's status and current seq (§6 task.get), on the client's own
+// subject: the task is this client's, and a client identity may read no other.
+func taskStatus(nc *nats.Conn, names triad.Names, client, taskID string) (string, int64, error) {
 	body, err := msgpack.Marshal(map[string]interface{}{"taskId": taskID})
 	if err != nil {
 		return "", 0, err
 	}
-	req := nats.NewMsg(names.API("task.get"))
+	req := nats.NewMsg(names.ClientAPI(client, "task.get"))
 	req.Header.Set(triad.ProtocolHeader, triad.ProtocolVersion)
 	req.Data = body
 	reply, err := nc.RequestMsg(req, 5*time.Second)

@@ -87,6 +87,12 @@ func (n Names) DeadLetter(source string) string {
 }
 func (n Names) API(op string) string { return "triad." + n.NS + ".api." + op }
 
+// ClientAPI is a client's own view of task.get or task.list (§6): the scheduler answers with that
+// client's tasks only, and a client identity may publish only on its own.
+func (n Names) ClientAPI(client, op string) string {
+	return "triad." + n.NS + ".api.client." + client + "." + op
+}
+
 // Inbox is the prefix of the client's own inbox: reply subjects and JetStream acknowledgements live under it.
 func (n Names) Inbox(client string) string { return "_INBOX." + n.NS + "." + client }
 

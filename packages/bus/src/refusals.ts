@@ -2,7 +2,7 @@
  * Tells a NATS connection that can never succeed as configured (credentials refused, TLS that fails)
  * from one that may succeed later (server down), and words the first kind naming the setting to fix.
  */
-import { ErrorCode, TriadError, explainTlsFailure, rolesAllowed, tlsFailure, type NatsSettings } from '@triad/protocol';
+import { CLIENT_SCOPED_OPS, ErrorCode, NAMESPACE_PATTERN, TriadError, explainTlsFailure, names, rolesAllowed, tlsFailure, type NatsSettings } from '@triad/protocol';
 import type { NatsCredentials } from './credentials.js';
 
 function isNamed(e: unknown, name: string): boolean {
@@ -91,5 +91,10 @@ export function explainPermissionViolation(e: unknown, namespace: string): Triad
     allowed.length > 0
       ? `in namespace "${namespace}" only the ${allowed.join(', ')} role${allowed.length > 1 ? 's' : ''} may: connect with that role's credentials (the NATS_NKEY_SEED of its .env from \`triad auth init\`)`
       : `no Triad role of namespace "${namespace}" may: check that TRIAD_NAMESPACE, TRIAD_CLIENT_ID and the credentials belong together`;
-  return new TriadError(ErrorCode.InvalidConfig, `NATS refused to let this connection ${verb}: the credentials it connected with lack that permission (${pe.message}); ${who}`, { cause: e });
+  // A client identity reads its own tasks on its scoped subjects (decision 0017): say so to an older client.
+  const n = op === 'publish' && NAMESPACE_PATTERN.test(namespace) ? names(namespace) : undefined;
+  const scoped = n?.apiRequest(subject);
+  const scopedOp = scoped && !scoped.client ? CLIENT_SCOPED_OPS.find((o) => o === scoped.op) : undefined;
+  const hint = n && scopedOp ? `; a client identity reads its own tasks on ${n.subjects.clientApi('<client>', scopedOp)} (decision 0017)` : '';
+  return new TriadError(ErrorCode.InvalidConfig, `NATS refused to let this connection ${verb}: the credentials it connected with lack that permission (${pe.message}); ${who}${hint}`, { cause: e });
 }

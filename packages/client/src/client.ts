@@ -19,6 +19,7 @@ import { SpanKind, inSpan } from '@triad/telemetry';
 import { listDeadLetters, replayDeadLetter, type DeadLetterQuery, type ReplayResult, type StoredDeadLetter } from './dead-letters.js';
 import {
   ApiReplySchema,
+  CLIENT_SCOPED_OPS,
   ClientIdSchema,
   DEFAULT_CLIENT_ID,
   DEFAULT_NATS_URL,
@@ -64,7 +65,15 @@ export interface ClientOptions extends Omit<NatsConnectionOptions, 'url'> {
   requestTimeoutMs?: number;
   /** Wait for NATS if it is not up yet (services) instead of failing at once (the default, for tools). */
   waitForServer?: boolean;
+  /**
+   * Which tasks `getTask`/`listTasks` read (decision 0017). `auto` (default): the namespace's, on
+   * `api.task.get/list`; once NATS refuses those (a client identity), this client's own, on
+   * `api.client.<clientId>.task.get/list`. `own`: this client's from the start. `all`: never switch.
+   */
+  reads?: TaskReads;
 }
+
+export type TaskReads = 'auto' | 'own' | 'all';
 
 export interface SubmitOptions {
   taskId?: string;
@@ -94,10 +103,11 @@ export class TriadClient {
     /** The identity this client submits and reads under (decision 0010). */
     readonly clientId: string,
     private readonly requestTimeoutMs: number,
+    private reads: TaskReads,
   ) {}
 
   static async connect(o: ClientOptions = {}): Promise<TriadClient> {
-    const { natsUrl, namespace, name, requestTimeoutMs, waitForServer, clientId, ...nats } = o;
+    const { natsUrl, namespace, name, requestTimeoutMs, waitForServer, clientId, reads, ...nats } = o;
     const ns = namespace ?? 'default';
     const id = ClientIdSchema.safeParse(clientId ?? DEFAULT_CLIENT_ID);
     if (!id.success) {
@@ -112,7 +122,7 @@ export class TriadClient {
       failFast: !waitForServer,
       inboxPrefix: names(ns).subjects.inboxPrefix(id.data),
     });
-    return new TriadClient(bus, id.data, requestTimeoutMs ?? 10_000);
+    return new TriadClient(bus, id.data, requestTimeoutMs ?? 10_000, reads ?? 'auto');
   }
 
   /** A permission NATS refused this client's credentials, explained (decision 0016); else undefined. */
@@ -128,6 +138,14 @@ export class TriadClient {
     return this.bus.names.namespace;
   }
 
+  /**
+   * Whose tasks `getTask`/`listTasks` read now: `own` once this client uses its client-scoped subjects
+   * (asked to, or NATS refused the namespace-wide ones), else `all` (decision 0017).
+   */
+  get taskReads(): 'all' | 'own' {
+    return this.reads === 'own' ? 'own' : 'all';
+  }
+
   async close(): Promise<void> {
     await this.bus.close();
   }
@@ -137,11 +155,11 @@ export class TriadClient {
    * after it subscribed (interest travels over the routes): "no responders" then is retried for up to
    * 3 s — safe, since nobody received the request.
    */
-  private async requestOnce(op: ApiOp, body: unknown): Promise<Msg> {
+  private async requestOnce(subject: string, body: unknown): Promise<Msg> {
     const deadline = Date.now() + 3_000;
     for (;;) {
       try {
-        return await this.bus.nc.request(this.bus.names.subjects.api(op), encode(body), { timeout: this.requestTimeoutMs, headers: protocolHeaders() });
+        return await this.bus.nc.request(subject, encode(body), { timeout: this.requestTimeoutMs, headers: protocolHeaders() });
       } catch (e) {
         const noResponders = /no responders/i.test(errorMessage(e));
         if (!noResponders || !this.bus.nc.info?.cluster || Date.now() > deadline) throw e;
@@ -150,13 +168,26 @@ export class TriadClient {
     }
   }
 
+  /** The subject of an operation: a task read on this client's own scoped subject once it reads its own. */
+  private subjectOf(op: ApiOp): string {
+    const scoped = CLIENT_SCOPED_OPS.find((o) => o === op);
+    return scoped && this.reads === 'own' ? this.bus.names.subjects.clientApi(this.clientId, scoped) : this.bus.names.subjects.api(op);
+  }
+
   /** Calls a scheduler API operation; throws the TriadError the scheduler answered with. */
   async request<T>(op: ApiOp, body: unknown): Promise<T> {
     let raw;
+    const subject = this.subjectOf(op);
     try {
-      raw = await this.requestOnce(op, body);
+      raw = await this.requestOnce(subject, body);
     } catch (e) {
-      throw this.refusal(e) ?? new TriadError(
+      const refused = this.refusal(e);
+      // A client identity may not read the namespace's tasks: it reads its own from now on (decision 0017).
+      if (refused && this.reads === 'auto' && subject === this.bus.names.subjects.api(op) && refused.message.includes(`publish to "${subject}"`) && CLIENT_SCOPED_OPS.some((o) => o === op)) {
+        this.reads = 'own';
+        return this.request(op, body);
+      }
+      throw refused ?? new TriadError(
         ErrorCode.Unavailable,
         `no scheduler answered ${op} in namespace "${this.namespace}" (${errorMessage(e)}): is a scheduler running with TRIAD_NAMESPACE=${this.namespace}?`,
         { cause: e },
@@ -184,6 +215,7 @@ export class TriadClient {
     return this.request('workflow.list', {});
   }
 
+  /** A task's whole state (only this client's own once it reads its own: `taskReads`). */
   async getTask(taskId: string): Promise<TaskState> {
     return this.request('task.get', { taskId });
   }
@@ -227,6 +259,10 @@ export class TriadClient {
     return this.request('supervisor.status', {});
   }
 
+  /**
+   * Recent tasks, newest first (only this client's own once it reads its own: `taskReads`). A `status`
+   * filter, or a client's own list, looks at the namespace's most recent max(20 × limit, 2000) tasks.
+   */
   async listTasks(q: { status?: TaskStatus; limit?: number } = {}): Promise<TaskSummary[]> {
     return this.request('task.list', { ...(q.status ? { status: q.status } : {}), limit: q.limit ?? 100 });
   }

@@ -13,7 +13,10 @@ export {
   names,
   type Names,
   type ApiOp,
+  type ApiRequestSubject,
+  type ClientScopedOp,
   API_OPS,
+  CLIENT_SCOPED_OPS,
   NamespaceSchema,
   NameSchema,
   TaskIdSchema,
@@ -130,6 +133,7 @@ export { protocolJsonSchemas } from './json-schemas.js';
 export {
   ROLES,
   READ_ONLY_API_OPS,
+  CLIENT_API_OPS,
   OPERATOR_CLIENT_ID,
   REDIS_SCRIPT_COMMANDS,
   REDIS_ROLE_SCRIPTS,

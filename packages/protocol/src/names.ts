@@ -54,6 +54,11 @@ export interface Names {
     readonly deadLetterAll: string;
     /** Request/reply API served by the schedulers (queue group). */
     api(op: ApiOp): string;
+    /**
+     * A client's own view of a task operation (decision 0017): the scheduler answers with that client's
+     * tasks only, and permissions let a client identity publish only on its own (`*`: every client's).
+     */
+    clientApi(client: string, op: ClientScopedOp): string;
     readonly apiAll: string;
     readonly health: string;
   };
@@ -77,10 +82,26 @@ export interface Names {
   submitter(subject: string): string | undefined;
   /** The agent type a result's subject names, or undefined when it names none (decision 0010). */
   resultAgent(subject: string): string | undefined;
+  /** The operation (and, on a client-scoped subject, the client) an API subject names; undefined if none. */
+  apiRequest(subject: string): ApiRequestSubject | undefined;
+}
+
+/** What an API request's subject names: the operation, and the client whose tasks only it may read. */
+export interface ApiRequestSubject {
+  op: ApiOp;
+  client?: string;
 }
 
 export const API_OPS = ['workflow.register', 'workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.retry', 'task.cancel', 'alert.list', 'supervisor.status'] as const;
 export type ApiOp = (typeof API_OPS)[number];
+
+/**
+ * Operations that also exist scoped to one client, `triad.<ns>.api.client.<client>.<op>` (decision 0017).
+ * The token `client` after `api.` is reserved: no operation's name starts with it.
+ */
+export const CLIENT_SCOPED_OPS = ['task.get', 'task.list'] as const satisfies readonly ApiOp[];
+export type ClientScopedOp = (typeof CLIENT_SCOPED_OPS)[number];
+const CLIENT_API_TOKEN = 'client';
 
 export function names(namespace: string): Names {
   const ns = NamespaceSchema.parse(namespace);
@@ -104,6 +125,7 @@ export function names(namespace: string): Names {
       deadLetter: (source) => `${p}.dlq.${source}`,
       deadLetterAll: `${p}.dlq.*`,
       api: (op) => `${p}.api.${op}`,
+      clientApi: (client, op) => `${p}.api.${CLIENT_API_TOKEN}.${client}.${op}`,
       apiAll: `${p}.api.>`,
       health: `${p}.health`,
     },
@@ -125,7 +147,21 @@ export function names(namespace: string): Names {
     queueGroup: `triad-${ns}-scheduler`,
     submitter: (subject) => subjectToken(subject, `${p}.submit.`),
     resultAgent: (subject) => subjectToken(subject, `${p}.result.`),
+    apiRequest: (subject) => apiRequest(subject, `${p}.api.`),
   };
+}
+
+/** Parses `<prefix><op>` or `<prefix>client.<client>.<op>` (only the client-scoped operations there). */
+function apiRequest(subject: string, prefix: string): ApiRequestSubject | undefined {
+  if (!subject.startsWith(prefix)) return undefined;
+  const rest = subject.slice(prefix.length);
+  if (rest.startsWith(`${CLIENT_API_TOKEN}.`)) {
+    const [, client = '', ...op] = rest.split('.');
+    const scoped = CLIENT_SCOPED_OPS.find((o) => o === op.join('.'));
+    return scoped && NAME_PATTERN.test(client) ? { op: scoped, client } : undefined;
+  }
+  const op = API_OPS.find((o) => o === rest);
+  return op ? { op } : undefined;
 }
 
 /**

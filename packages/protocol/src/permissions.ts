@@ -4,13 +4,19 @@
  * decision 0010, written by `triad auth init` and tabulated in docs/security.md. No I/O.
  */
 import { z } from 'zod';
-import { ClientIdSchema, NameSchema, NamespaceSchema, names, type ApiOp, type Names } from './names.js';
+import { CLIENT_SCOPED_OPS, ClientIdSchema, NameSchema, NamespaceSchema, names, type ApiOp, type Names } from './names.js';
 
 export const ROLES = ['scheduler', 'supervisor', 'agent', 'client', 'operator'] as const;
 export type Role = (typeof ROLES)[number];
 
-/** API operations that only read (a client may call them); the others change state (operator only). */
+/** API operations that only read; the others change state (operator only). */
 export const READ_ONLY_API_OPS: readonly ApiOp[] = ['workflow.get', 'workflow.list', 'task.get', 'task.list', 'supervisor.status'];
+
+/**
+ * The namespace-wide operations a client identity may call: the read-only ones except the task reads,
+ * which it calls on its own client-scoped subjects instead (decision 0017).
+ */
+export const CLIENT_API_OPS: readonly ApiOp[] = READ_ONLY_API_OPS.filter((op) => !(CLIENT_SCOPED_OPS as readonly ApiOp[]).includes(op));
 
 /** The client id an operator identity submits and reads under (its inbox, its submit subject). */
 export const OPERATOR_CLIENT_ID = 'operator';
@@ -223,7 +229,13 @@ function clientLike(namespace: string, clientId: string, role: 'client' | 'opera
       clientId: id,
       inboxPrefix,
       nats: {
-        publish: uniq([...common, ...READ_ONLY_API_OPS.map((op) => s.api(op)), ...orderedRead(j, n.streams.events, s.event(id, '*'))]),
+        publish: uniq([
+          ...common,
+          ...CLIENT_API_OPS.map((op) => s.api(op)),
+          // Its own tasks only: the scheduler reads the client from the subject (decision 0017).
+          ...CLIENT_SCOPED_OPS.map((op) => s.clientApi(id, op)),
+          ...orderedRead(j, n.streams.events, s.event(id, '*')),
+        ]),
         subscribe: [`${inboxPrefix}.>`],
       },
     };
@@ -304,7 +316,13 @@ export function rolesAllowed(namespace: string, operation: 'publish' | 'subscrib
   const ns = NamespaceSchema.safeParse(namespace);
   if (!ns.success) return [];
   const agent = subject.startsWith(`triad.${ns.data}.result.`) || subject.startsWith(`triad.${ns.data}.step.`) ? subject.split('.')[3] : undefined;
-  const client = subject.startsWith(`triad.${ns.data}.submit.`) ? subject.split('.')[3] : subject.startsWith(`_INBOX.${ns.data}.`) ? subject.split('.')[2] : undefined;
+  const client = subject.startsWith(`triad.${ns.data}.submit.`)
+    ? subject.split('.')[3]
+    : subject.startsWith(`triad.${ns.data}.api.client.`)
+      ? subject.split('.')[4]
+      : subject.startsWith(`_INBOX.${ns.data}.`)
+        ? subject.split('.')[2]
+        : undefined;
   const candidates: Identity[] = [schedulerIdentity(ns.data), supervisorIdentity(ns.data), operatorIdentity(ns.data)];
   if (agent && NameSchema.safeParse(agent).success) candidates.push(agentIdentity(ns.data, agent));
   if (client && ClientIdSchema.safeParse(client).success && client !== OPERATOR_CLIENT_ID) candidates.push(clientIdentity(ns.data, client));

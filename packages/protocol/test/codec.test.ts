@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import {
   AlertSchema,
   API_OPS,
+  CLIENT_SCOPED_OPS,
   ApiReplySchema,
   DeadLetterSchema,
   DEFAULT_MAX_MESSAGE_BYTES,
@@ -339,7 +340,7 @@ function allSubjects(n: Names): string[] {
   const s = n.subjects;
   return [
     s.submit('c1'), s.submitAll, s.step('payment'), s.stepAll, s.result('payment'), s.resultAll, s.command, s.event('c1', 't-1'), s.eventOfTask('t-1'), s.eventAll, s.alert,
-    s.deadLetter('submit'), s.deadLetterAll, ...API_OPS.map((op) => s.api(op)), s.apiAll, s.health, `${s.inboxPrefix('c1')}.x`,
+    s.deadLetter('submit'), s.deadLetterAll, ...API_OPS.map((op) => s.api(op)), ...CLIENT_SCOPED_OPS.map((op) => s.clientApi('c1', op)), s.apiAll, s.health, `${s.inboxPrefix('c1')}.x`,
   ];
 }
 
@@ -379,8 +380,20 @@ describe('names()', () => {
     expect(n.resultAgent('triad.dev.result.a.b')).toBeUndefined();
     expect(subjectMatches(n.subjects.deadLetterAll, n.subjects.deadLetter('result'))).toBe(true);
     for (const op of API_OPS) expect(subjectMatches(n.subjects.apiAll, n.subjects.api(op))).toBe(true);
+    for (const op of CLIENT_SCOPED_OPS) expect(subjectMatches(n.subjects.apiAll, n.subjects.clientApi('c1', op))).toBe(true);
     // Stream names must be valid JetStream names: no dots, wildcards or spaces.
     for (const s of Object.values(n.streams)) expect(s).toMatch(/^[A-Za-z0-9_-]+$/);
+  });
+
+  it('reads an API subject back: the operation, and the client of a client-scoped one (decision 0017)', () => {
+    const n = names('dev');
+    for (const op of API_OPS) expect(n.apiRequest(n.subjects.api(op))).toEqual({ op });
+    for (const op of CLIENT_SCOPED_OPS) expect(n.apiRequest(n.subjects.clientApi('shop-1', op))).toEqual({ op, client: 'shop-1' });
+    // `client` is reserved after `api.`: no operation may be mistaken for a scoped subject.
+    for (const op of API_OPS) expect(op.split('.')[0]).not.toBe('client');
+    for (const bad of ['triad.dev.api.client.web.task.cancel', 'triad.dev.api.client.web', 'triad.dev.api.client.1web.task.get', 'triad.dev.api.client.web.x.task.get', 'triad.dev.api.nothing', 'triad.other.api.task.get']) {
+      expect(n.apiRequest(bad), bad).toBeUndefined();
+    }
   });
 
   it('rejects an invalid namespace', () => {

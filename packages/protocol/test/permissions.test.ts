@@ -5,6 +5,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
+  CLIENT_SCOPED_OPS,
   REDIS_ROLE_SCRIPTS,
   REDIS_SCRIPT_COMMANDS,
   deploymentIdentities,
@@ -62,7 +63,7 @@ describe('NATS allow lists', () => {
     expect(may(web, 'publish', n.subjects.submit('web'))).toBe(true);
     expect(may(web, 'publish', n.subjects.submit('operator'))).toBe(false);
     for (const op of ['task.cancel', 'task.retry', 'workflow.register', 'alert.list'] as const) expect(may(web, 'publish', n.subjects.api(op)), op).toBe(false);
-    for (const op of ['task.get', 'task.list', 'workflow.get', 'workflow.list'] as const) expect(may(web, 'publish', n.subjects.api(op)), op).toBe(true);
+    for (const op of ['workflow.get', 'workflow.list', 'supervisor.status'] as const) expect(may(web, 'publish', n.subjects.api(op)), op).toBe(true);
     expect(may(web, 'publish', n.subjects.result('payment'))).toBe(false);
     expect(may(web, 'publish', `$JS.API.CONSUMER.CREATE.${n.streams.events}.oc_1.${n.subjects.event('web', 't1')}`)).toBe(true);
     expect(may(web, 'publish', `$JS.API.CONSUMER.CREATE.${n.streams.events}.oc_1.${n.subjects.event('other', 't1')}`)).toBe(false);
@@ -71,9 +72,31 @@ describe('NATS allow lists', () => {
     expect(web.redis).toBeUndefined();
   });
 
+  it("a client reads tasks only on its own client-scoped subjects, never the namespace-wide ones (decision 0017)", () => {
+    const web = byName('client-web');
+    for (const op of CLIENT_SCOPED_OPS) {
+      expect(may(web, 'publish', n.subjects.api(op)), op).toBe(false);
+      expect(may(web, 'publish', n.subjects.clientApi('web', op)), op).toBe(true);
+      expect(may(web, 'publish', n.subjects.clientApi('other', op)), op).toBe(false);
+      expect(may(web, 'publish', n.subjects.clientApi('operator', op)), op).toBe(false);
+    }
+    // Only the scoped reads: no other operation under its scope, and no wildcard a client could abuse.
+    expect(may(web, 'publish', 'triad.shop.api.client.web.task.cancel')).toBe(false);
+    expect(web.nats.publish.filter((p) => p.startsWith('triad.shop.api.'))).toEqual([
+      'triad.shop.api.workflow.get',
+      'triad.shop.api.workflow.list',
+      'triad.shop.api.supervisor.status',
+      'triad.shop.api.client.web.task.get',
+      'triad.shop.api.client.web.task.list',
+    ]);
+    // The scheduler hears them on its API subscription.
+    expect(may(byName('scheduler'), 'subscribe', n.subjects.clientApi('web', 'task.get'))).toBe(true);
+  });
+
   it('the operator may cancel, retry, register and read alerts and dead letters', () => {
     const op = byName('operator');
-    for (const o of ['task.cancel', 'task.retry', 'workflow.register', 'alert.list'] as const) expect(may(op, 'publish', n.subjects.api(o))).toBe(true);
+    for (const o of ['task.cancel', 'task.retry', 'workflow.register', 'alert.list', 'task.get', 'task.list'] as const) expect(may(op, 'publish', n.subjects.api(o))).toBe(true);
+    expect(may(op, 'publish', n.subjects.clientApi('web', 'task.get'))).toBe(true);
     expect(may(op, 'publish', `$JS.API.CONSUMER.CREATE.${n.streams.deadLetters}.oc_1.triad.shop.dlq.>`)).toBe(true);
     expect(may(op, 'publish', n.subjects.result('payment'))).toBe(false);
   });
@@ -86,6 +109,7 @@ describe('NATS allow lists', () => {
       other.subjects.step('payment'),
       other.subjects.event('web', 't1'),
       other.subjects.api('task.get'),
+      other.subjects.clientApi('web', 'task.get'),
       other.subjects.command,
       other.subjects.alert,
       '_INBOX.shop2.web.x',
@@ -100,6 +124,8 @@ describe('NATS allow lists', () => {
     expect(rolesAllowed('shop', 'publish', n.subjects.result('payment'))).toEqual(['agent "payment"']);
     expect(rolesAllowed('shop', 'publish', n.subjects.submit('web'))).toEqual(['client "web"']);
     expect(rolesAllowed('shop', 'publish', 'triad.other.api.task.get')).toEqual([]);
+    expect(rolesAllowed('shop', 'publish', n.subjects.api('task.get'))).toEqual(['operator']);
+    expect(rolesAllowed('shop', 'publish', n.subjects.clientApi('web', 'task.list'))).toEqual(['operator', 'client "web"']);
   });
 });
 

@@ -20,28 +20,39 @@ import {
   RetryTaskRequestSchema,
   TriadError,
   API_OPS,
+  CLIENT_SCOPED_OPS,
   decode,
   encode,
   errorMessage,
   silentLogger,
   type ApiOp,
   type ApiReply,
+  type Names,
   type WireError,
   type WorkflowDefinition,
   type Logger,
 } from '@triad/protocol';
 import { requireTask, type LeaseClaim, type TaskStore, type WorkflowStore } from '@triad/store';
 import type { Dispatcher } from './dispatcher.js';
-import { Discovery, type EndpointStats } from './discovery.js';
+import { Discovery, endpointName, type EndpointStats } from './discovery.js';
 import type { z } from 'zod';
 
-type Handler = (data: Uint8Array) => Promise<unknown>;
+/** `client`: the client a client-scoped subject names, whose tasks only the handler may read (decision 0017). */
+type Handler = (data: Uint8Array, client?: string) => Promise<unknown>;
+
+/** Every endpoint: each operation on `api.<op>`, and the client-scoped task reads on `api.client.*.<op>`. */
+function endpoints(subjects: Names['subjects']): { name: string; subject: string }[] {
+  return [
+    ...API_OPS.map((op) => ({ name: endpointName(op), subject: subjects.api(op) })),
+    ...CLIENT_SCOPED_OPS.map((op) => ({ name: endpointName(op, true), subject: subjects.clientApi('*', op) })),
+  ];
+}
 
 export class ApiServer {
   private sub: Subscription | undefined;
   private discovery: Discovery | undefined;
-  /** Requests, errors and handling time per operation: the service framework's stats. */
-  private readonly stats = new Map<ApiOp, EndpointStats>(API_OPS.map((op) => [op, { requests: 0, errors: 0, lastError: '', processingNs: 0 }]));
+  /** Requests, errors and handling time per endpoint (by name): the service framework's stats. */
+  private readonly stats: Map<string, EndpointStats>;
 
   constructor(
     private readonly bus: Bus,
@@ -51,17 +62,18 @@ export class ApiServer {
     private readonly schedulerId: string,
     private readonly withTaskLease: <T>(taskId: string, fn: (lease: LeaseClaim) => Promise<T>) => Promise<T | { nakDelayMs: number }>,
     private readonly log: Logger = silentLogger,
-  ) {}
+  ) {
+    this.stats = new Map(endpoints(bus.names.subjects).map((e) => [e.name, { requests: 0, errors: 0, lastError: '', processingNs: 0 }]));
+  }
 
-  private handlers(): Record<string, Handler> {
+  private handlers(): Record<ApiOp, Handler> {
     const req = <S extends z.ZodType>(data: Uint8Array, schema: S, what: string): z.output<S> => {
       const d = decode(data, schema, what);
       if (!d.ok) throw d.error;
       return d.value;
     };
-    const s = this.bus.names.subjects;
     return {
-      [s.api('workflow.register')]: async (data) => {
+      'workflow.register': async (data) => {
         // The definition itself is checked by validateDefinition, which lists every problem at once.
         const { definition } = req(data, RegisterWorkflowRequestSchema, 'workflow.register request');
         const def = validateDefinition(definition);
@@ -70,21 +82,22 @@ export class ApiServer {
         this.log.info({ workflow: def.name, version: r.version, created: r.created, warnings }, 'workflow registered');
         return { name: def.name, ...r, warnings };
       },
-      [s.api('workflow.get')]: async (data) => {
+      'workflow.get': async (data) => {
         const { name, version } = req(data, GetWorkflowRequestSchema, 'workflow.get request');
         const wf = await this.workflows.get(name, version);
         if (!wf) throw unknownWorkflow(name, version);
         return wf;
       },
-      [s.api('workflow.list')]: async (data) => {
+      'workflow.list': async (data) => {
         req(data, ListWorkflowsRequestSchema, 'workflow.list request');
         return this.workflows.list();
       },
-      [s.api('task.get')]: async (data) => {
+      'task.get': async (data, client) => {
         const { taskId } = req(data, GetTaskRequestSchema, 'task.get request');
-        return requireTask(await this.tasks.getTask(taskId), taskId);
+        // Another client's task is answered exactly as a missing one (decision 0017).
+        return requireTask(client === undefined ? await this.tasks.getTask(taskId) : await this.tasks.getTaskOf(taskId, client), taskId);
       },
-      [s.api('task.retry')]: async (data) => {
+      'task.retry': async (data) => {
         const q = req(data, RetryTaskRequestSchema, 'task.retry request');
         return this.underTaskLease(q.taskId, async (lease) => {
           const now = Date.now();
@@ -103,7 +116,7 @@ export class ApiServer {
           return { taskId: q.taskId, step: t.step, attempt: t.dispatch[0]?.attempt ?? 0 };
         });
       },
-      [s.api('task.cancel')]: async (data) => {
+      'task.cancel': async (data) => {
         const q = req(data, CancelTaskRequestSchema, 'task.cancel request');
         return this.underTaskLease(q.taskId, async (lease) => {
           const now = Date.now();
@@ -115,17 +128,17 @@ export class ApiServer {
           return { taskId: q.taskId, status: t.status };
         });
       },
-      [s.api('alert.list')]: async (data) => {
+      'alert.list': async (data) => {
         req(data, EmptyRequestSchema, 'alert.list request');
         return this.tasks.openAlerts();
       },
-      [s.api('supervisor.status')]: async (data) => {
+      'supervisor.status': async (data) => {
         req(data, EmptyRequestSchema, 'supervisor.status request');
         return this.tasks.supervisorStatus();
       },
-      [s.api('task.list')]: async (data) => {
+      'task.list': async (data, client) => {
         const q = req(data, ListTasksRequestSchema, 'task.list request');
-        return this.tasks.listTasks(q.status ? { status: q.status, limit: q.limit } : { limit: q.limit });
+        return this.tasks.listTasks({ limit: q.limit, ...(q.status ? { status: q.status } : {}), ...(client !== undefined ? { client } : {}) });
       },
     };
   }
@@ -174,8 +187,8 @@ export class ApiServer {
       description: `Triad scheduler API of namespace ${n.namespace} (docs/protocol.md)`,
       metadata: { namespace: n.namespace, protocol: `${PROTOCOL_MAJOR}` },
       queueGroup: n.queueGroup,
-      endpoints: API_OPS.map((op) => ({ op, subject: n.subjects.api(op) })),
-      stats: (op) => this.stats.get(op) ?? { requests: 0, errors: 0, lastError: '', processingNs: 0 },
+      endpoints: endpoints(n.subjects),
+      stats: (name) => this.stats.get(name) ?? { requests: 0, errors: 0, lastError: '', processingNs: 0 },
       log: this.log,
     });
     this.discovery.start();
@@ -191,17 +204,19 @@ export class ApiServer {
     });
   }
 
-  private async answer(handlers: Record<string, Handler>, msg: Msg): Promise<void> {
+  private async answer(handlers: Record<ApiOp, Handler>, msg: Msg): Promise<void> {
     let reply: ApiReply;
     const started = performance.now();
-    const op = msg.subject.slice(this.bus.names.subjects.apiAll.length - 1) as ApiOp;
-    const stats = this.stats.get(op);
+    const request = this.bus.names.apiRequest(msg.subject);
+    const stats = request ? this.stats.get(endpointName(request.op, request.client !== undefined)) : undefined;
     try {
       const foreign = unsupportedVersion(msg.headers);
       if (foreign) throw new TriadError(ErrorCode.InvalidMessage, foreign);
-      const h = handlers[msg.subject];
-      if (!h) throw new TriadError(ErrorCode.InvalidMessage, `unknown API operation ${msg.subject}; the operations are ${API_OPS.join(', ')}`);
-      reply = { ok: true, value: await h(msg.data) };
+      if (!request) {
+        const scoped = CLIENT_SCOPED_OPS.map((op) => this.bus.names.subjects.clientApi('<client>', op)).join(', ');
+        throw new TriadError(ErrorCode.InvalidMessage, `unknown API operation ${msg.subject}; the operations are ${API_OPS.join(', ')}, and a client's own ${scoped}`);
+      }
+      reply = { ok: true, value: await handlers[request.op](msg.data, request.client) };
     } catch (e) {
       const te = e instanceof TriadError ? e : new TriadError(ErrorCode.Internal, errorMessage(e), { cause: e });
       if (te.code === ErrorCode.Internal) this.log.error({ err: te.message, subject: msg.subject }, 'api request failed');

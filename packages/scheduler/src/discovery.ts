@@ -6,7 +6,7 @@
  * 0012).
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
-import { errorMessage, type ApiOp, type Logger } from '@triad/protocol';
+import { errorMessage, type Logger } from '@triad/protocol';
 
 /** Per-endpoint counters, as the service framework's stats report them. */
 export interface EndpointStats {
@@ -27,17 +27,21 @@ export interface DiscoveryOptions {
   description: string;
   metadata: Record<string, string>;
   queueGroup: string;
-  endpoints: readonly { op: ApiOp; subject: string }[];
-  stats: (op: ApiOp) => EndpointStats;
+  /** Each endpoint's name (`endpointName`) and subject, which may hold a wildcard (`api.client.*.task.get`). */
+  endpoints: readonly { name: string; subject: string }[];
+  stats: (name: string) => EndpointStats;
   log: Logger;
 }
 
 const VERBS = ['PING', 'INFO', 'STATS'] as const;
 type Verb = (typeof VERBS)[number];
 
-/** An endpoint's name in the framework's alphabet: `task.get` → `task_get`. */
-export function endpointName(op: ApiOp): string {
-  return op.replace(/\./g, '_');
+/**
+ * An endpoint's name in the framework's alphabet: `task.get` → `task_get`, and its client-scoped form
+ * (decision 0017) → `client_task_get`.
+ */
+export function endpointName(op: string, scoped = false): string {
+  return `${scoped ? 'client_' : ''}${op.replace(/\./g, '_')}`;
 }
 
 export class Discovery {
@@ -76,7 +80,7 @@ export class Discovery {
         type: 'io.nats.micro.v1.info_response',
         ...base,
         description: this.o.description,
-        endpoints: this.o.endpoints.map((e) => ({ name: endpointName(e.op), subject: e.subject, queue_group: this.o.queueGroup, metadata: null })),
+        endpoints: this.o.endpoints.map((e) => ({ name: e.name, subject: e.subject, queue_group: this.o.queueGroup, metadata: null })),
       };
     }
     return {
@@ -84,9 +88,9 @@ export class Discovery {
       ...base,
       started: this.started,
       endpoints: this.o.endpoints.map((e) => {
-        const s = this.o.stats(e.op);
+        const s = this.o.stats(e.name);
         return {
-          name: endpointName(e.op),
+          name: e.name,
           subject: e.subject,
           queue_group: this.o.queueGroup,
           num_requests: s.requests,

@@ -179,6 +179,19 @@ export class TaskStore {
   }
 
   /**
+   * A task's state if `client` submitted it, else undefined — as for a task that does not exist, so a
+   * client-scoped read is no existence oracle (decision 0017). The owner is read first with one small
+   * HMGET: a foreign task costs about what a missing one does. A record without `client` (before 0010)
+   * belongs to `default`, as its events' subject does.
+   */
+  async getTaskOf(taskId: string, client: string): Promise<TaskState | undefined> {
+    const [id, owner] = await this.redis.hmget(this.keys.task(taskId), 'id', 'client');
+    if (!id || (owner ?? DEFAULT_CLIENT_ID) !== client) return undefined;
+    const t = await this.getTask(taskId);
+    return t && (t.client ?? DEFAULT_CLIENT_ID) === client ? t : undefined;
+  }
+
+  /**
    * The plan a task ran: its pinned workflow version compiled as the scheduler compiled it (versions never
    * change once registered). Undefined when that version is not stored.
    */
@@ -189,11 +202,14 @@ export class TaskStore {
   }
 
   /**
-   * Most recent tasks first; `status` filters (reading at most `scanLimit` recent tasks to find them). The
-   * tasks index is per bucket (decision 0015): each bucket's most recent `scan` are read and merged.
+   * Most recent tasks first; `status` and `client` filter (reading at most `scanLimit` recent tasks of the
+   * namespace to find them, so a filtered list may hold fewer than `limit` although older matches exist:
+   * each request's cost stays bounded). The tasks index is per bucket (decision 0015): each bucket's most
+   * recent `scan` are read and merged.
    */
-  async listTasks(opts: { status?: TaskStatus; limit: number; scanLimit?: number }): Promise<TaskSummary[]> {
-    const scan = opts.status ? (opts.scanLimit ?? Math.max(opts.limit * 20, 2000)) : opts.limit;
+  async listTasks(opts: { status?: TaskStatus; client?: string; limit: number; scanLimit?: number }): Promise<TaskSummary[]> {
+    const filtered = opts.status !== undefined || opts.client !== undefined;
+    const scan = filtered ? (opts.scanLimit ?? listScanLimit(opts.limit)) : opts.limit;
     const perBucket = await Promise.all(this.keys.buckets.map((b) => this.redis.zrevrange(b.tasks, 0, scan - 1, 'WITHSCORES')));
     const recent: { id: string; at: number }[] = [];
     for (const flat of perBucket) for (let i = 0; i + 1 < flat.length; i += 2) recent.push({ id: flat[i] as string, at: Number(flat[i + 1]) });
@@ -202,14 +218,15 @@ export class TaskStore {
     if (ids.length === 0) return [];
     // One command per task, sent together (a pipeline cannot span a cluster's slots).
     const rows = await Promise.all(
-      ids.map((id) => this.redis.hmget(this.keys.task(id), 'workflow', 'version', 'status', 'createdAt', 'updatedAt', 'finishedAt').catch(() => undefined)),
+      ids.map((id) => this.redis.hmget(this.keys.task(id), 'workflow', 'version', 'status', 'createdAt', 'updatedAt', 'finishedAt', 'client').catch(() => undefined)),
     );
     const out: TaskSummary[] = [];
     rows.forEach((v, i) => {
       if (!v || v[0] === null) return;
       // A compacted record has no updatedAt: a finished task was last updated when it finished.
-      const [workflow, version, status, createdAt, updatedAt, finishedAt] = v;
+      const [workflow, version, status, createdAt, updatedAt, finishedAt, client] = v;
       if (opts.status && status !== opts.status) return;
+      if (opts.client !== undefined && (client ?? DEFAULT_CLIENT_ID) !== opts.client) return;
       if (out.length >= opts.limit) return;
       out.push({
         taskId: ids[i] as string,
@@ -479,6 +496,11 @@ export interface PendingAlert {
   bucket: number;
   entry: string;
   alert: Alert;
+}
+
+/** How many recent tasks of the namespace a filtered list reads to find `limit` matches (docs/protocol.md §6). */
+function listScanLimit(limit: number): number {
+  return Math.max(limit * 20, 2000);
 }
 
 export function requireTask<T>(t: T | undefined, taskId: string): T {

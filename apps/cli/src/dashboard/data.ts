@@ -23,8 +23,9 @@ export class DashboardData {
     void this.watchPermissions();
   }
 
+  /** The probed identity, with whose tasks the SDK reads (it switches to its own when NATS refuses the namespace's). */
   get me(): Identity {
-    return this.identity;
+    return { ...this.identity, reads: this.client.taskReads };
   }
 
   /** Records publish permission violations: a request NATS refuses otherwise just times out. */
@@ -38,8 +39,9 @@ export class DashboardData {
 
   /**
    * The capability probe: `alert.list` is an operator-only operation (decision 0010) and harmless. NATS
-   * refusing it means this identity is not an operator; an answer means it is. No answer (no scheduler
-   * yet) leaves it unknown, and the caller probes again later.
+   * refusing it means this identity is not an operator (then a task read tells whose tasks it reads,
+   * decision 0017); an answer means it is. No answer (no scheduler yet) leaves it unknown, and the
+   * caller probes again later.
    */
   async probe(): Promise<Identity> {
     const subject = this.client.bus.names.subjects.api('alert.list');
@@ -56,11 +58,13 @@ export class DashboardData {
     );
     const timeout = new Promise<'silent'>((r) => setTimeout(() => r('silent'), PROBE_TIMEOUT_MS).unref());
     const r = await Promise.race([answered, refused, timeout]);
+    // Not an operator: one small task read settles whose tasks the SDK reads (its own, if NATS refuses the namespace's).
+    if (r === 'denied') await this.client.listTasks({ limit: 1 }).catch(() => undefined);
     const base = { namespace: this.client.namespace, clientId: this.client.clientId };
     if (r === 'ok') this.identity = { ...base, canAct: true };
     else if (r === 'denied') this.identity = { ...base, canAct: false, why: `NATS does not let identity "${this.client.clientId}" publish on ${subject}: it does not hold the operator role (decision 0010)` };
     else this.identity = { ...base, canAct: false, why: `no scheduler answered ${subject} within ${PROBE_TIMEOUT_MS} ms: is a scheduler running in namespace "${this.client.namespace}"?` };
-    return this.identity;
+    return this.me;
   }
 
   /** True once the probe has an answer (either way); false while no scheduler has answered. */

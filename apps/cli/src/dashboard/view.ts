@@ -13,6 +13,8 @@ export interface Identity {
   canAct: boolean;
   /** Why it cannot act, when it cannot. */
   why?: string;
+  /** Whose tasks it reads: `own` once NATS confined it to its client's own (decision 0017). */
+  reads?: 'all' | 'own';
 }
 
 export type TaskRow = TaskSummary;

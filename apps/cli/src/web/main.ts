@@ -47,7 +47,7 @@ function App() {
   return html`<header>
       <b class="logo">Triad</b>
       <nav>${NAV.map(([href, label]) => html`<a href=${href} class=${hash.startsWith(href) ? 'on' : ''}>${label}</a>`)}</nav>
-      <span class="who" id="identity" data-can-act=${me ? String(me.canAct) : ''}>${me ? `${me.namespace} · ${me.clientId} · ${me.canAct ? 'operator' : 'read-only'}` : ''}</span>
+      <span class="who" id="identity" data-can-act=${me ? String(me.canAct) : ''}>${me ? `${me.namespace} · ${me.clientId} · ${me.canAct ? 'operator' : 'read-only'}${me.reads === 'own' ? ' · own tasks' : ''}` : ''}</span>
     </header>
     <main>${page}</main>`;
 }
