@@ -137,7 +137,8 @@ function clientDefaults(): RedisOptions {
     maxRetriesPerRequest: null,
     // Off: ioredis' auto-pipelining defers every command to a setImmediate to gather a batch, which
     // cost each Lua transition about 55 µs at low load and gained no throughput in the benchmark
-    // (docs/performance.md, round 3); a step makes two transitions on its critical path.
+    // (docs/performance.md, round 3); a step makes two transitions on its critical path. Script calls
+    // of one turn share a socket write without waiting instead (coalesceWrites in scripts.ts).
     enableAutoPipelining: false,
     retryStrategy: (times) => Math.min(50 * times, 1000),
     connectionName: 'triad',

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { triadMetrics } from '@triad/telemetry';
-import type { RedisClient } from './client.js';
+import { isCluster, type RedisClient } from './client.js';
 
 const LUA_DIR = new URL('../lua/', import.meta.url);
 
@@ -71,10 +71,28 @@ async function callScript(redis: RedisClient, name: ScriptName, keys: readonly s
   const argv = args.map((a) => (a instanceof Uint8Array && !Buffer.isBuffer(a) ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : a));
   const rest: (string | number | Buffer)[] = [keys.length, ...keys, ...argv];
   const r = redis as unknown as BufferScripting;
+  coalesceWrites(redis);
   try {
     return await r.evalshaBuffer(script.sha, ...rest);
   } catch (e) {
     if (e instanceof Error && e.message.startsWith('NOSCRIPT')) return r.evalBuffer(script.lua, ...rest);
     throw e;
   }
+}
+
+/**
+ * Script calls made in one turn of the event loop leave in one socket write: the first corks the
+ * connection's socket and the end of the turn (process.nextTick) uncorks it. The scheduler applies a
+ * results batch (a few dozen results under load) as one script call per result; without this each call
+ * was its own write system call. Measured (docs/performance.md, round 5): the scheduler's write calls
+ * 1.8 → 0.25 per step and its CPU per step 5–9 % lower in three pairs. Unlike ioredis' auto-pipelining,
+ * which waits for a setImmediate (about 55 µs per transition at low load), nothing waits: the turn was
+ * ending anyway. On a cluster ioredis writes to each node's connection itself: left alone.
+ */
+function coalesceWrites(redis: RedisClient): void {
+  if (isCluster(redis)) return;
+  const socket = redis.stream;
+  if (!socket || socket.destroyed || socket.writableCorked > 0) return;
+  socket.cork();
+  process.nextTick(() => socket.uncork());
 }

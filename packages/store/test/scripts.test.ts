@@ -1,0 +1,68 @@
+// The script runner on a real redis-server: calls made in one turn of the event loop leave in one socket
+// write (coalesceWrites in scripts.ts), each still gets its own reply, and calls in later turns are not held.
+import type { Socket } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { runScript } from '../src/index.js';
+import { usePrivateRedis } from './redis-server.js';
+
+const r = usePrivateRedis('triad-scripts-test');
+
+/** Counts the socket's writes as libuv gets them: one `_write` per lone chunk, one `_writev` per corked run. */
+function countWrites(socket: Socket): { single: number; vectored: number; restore(): void } {
+  const s = socket as Socket & { _write: (...a: unknown[]) => void; _writev: (...a: unknown[]) => void };
+  const counts = { single: 0, vectored: 0, restore: () => undefined as void };
+  const write = s._write.bind(s);
+  const writev = s._writev.bind(s);
+  s._write = (...a: unknown[]) => {
+    counts.single++;
+    write(...a);
+  };
+  s._writev = (...a: unknown[]) => {
+    counts.vectored++;
+    writev(...a);
+  };
+  counts.restore = () => {
+    s._write = write;
+    s._writev = writev;
+  };
+  return counts;
+}
+
+describe('runScript', () => {
+  it('sends the calls of one turn in one write, each with its own reply', async () => {
+    const redis = r();
+    const keys = Array.from({ length: 20 }, (_, i) => `test:scripts:${process.pid}:lease:${i}`);
+    await Promise.all(keys.map((k, i) => redis.set(k, `token-${i}`)));
+    // Loaded once first, so the measured calls are EVALSHA only (no NOSCRIPT retry in between).
+    await runScript(redis, 'releaseLeases', ['test:scripts:none'], ['x']);
+
+    const writes = countWrites(redis.stream);
+    try {
+      // Every other lease with its own token (released), the rest with a wrong one (kept).
+      const replies = await Promise.all(keys.map((k, i) => runScript(redis, 'releaseLeases', [k], [i % 2 === 0 ? `token-${i}` : 'wrong'])));
+      expect(replies).toEqual(keys.map((_, i) => (i % 2 === 0 ? 1 : 0)));
+      expect({ single: writes.single, vectored: writes.vectored }).toEqual({ single: 0, vectored: 1 });
+    } finally {
+      writes.restore();
+    }
+    expect(await redis.exists(...keys)).toBe(10);
+    expect(redis.stream.writableCorked).toBe(0);
+  });
+
+  it('does not hold a call made in a later turn', async () => {
+    const redis = r();
+    const key = `test:scripts:${process.pid}:later`;
+    await redis.set(key, 't');
+    await runScript(redis, 'releaseLeases', ['test:scripts:none'], ['x']);
+    const writes = countWrites(redis.stream);
+    try {
+      expect(await runScript(redis, 'releaseLeases', [key], ['other'])).toBe(0);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(await runScript(redis, 'releaseLeases', [key], ['t'])).toBe(1);
+      // One call per turn: each leaves in its own write, as soon as its turn ends.
+      expect(writes.single + writes.vectored).toBe(2);
+    } finally {
+      writes.restore();
+    }
+  });
+});
