@@ -199,6 +199,7 @@ export function details(r: Results): string {
   for (const p of r.peers ?? []) {
     cpu(`${p.name}'s throughput run`, p.cpu);
     perUnit(`${p.name} step`, p.cpu, p.tasks * p.steps);
+    if (p.resentCalls > 0) out.push(`${p.name}: ${p.resentCalls} call(s) sent again after a failed connection or no answer in time — its figures include those waits; run again to compare`);
   }
   if (r.throughput) {
     cpu('the throughput run', r.throughput.cpu);
@@ -254,7 +255,7 @@ export function jsonSummary(r: Results): Record<string, unknown> {
   if (r.peers && r.peers.length > 0) {
     const peers: Record<string, Record<string, number>> = {};
     for (const p of r.peers) {
-      peers[p.name] = { steps_per_sec: round(p.stepsPerSec, 1), latency_p50_ms: round(p.latencyP50Ms, 3), latency_p99_ms: round(p.latencyP99Ms, 3), cpu_ms_per_step: round(p.cpuMsPerStep, 4) };
+      peers[p.name] = { steps_per_sec: round(p.stepsPerSec, 1), latency_p50_ms: round(p.latencyP50Ms, 3), latency_p99_ms: round(p.latencyP99Ms, 3), cpu_ms_per_step: round(p.cpuMsPerStep, 4), resent_calls: p.resentCalls };
     }
     j['peers'] = peers;
     put('ratio_to_bullmq', ratioToBullmq(r));

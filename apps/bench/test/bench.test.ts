@@ -33,6 +33,7 @@ describe('npm run bench', () => {
     for (const [name, p] of Object.entries(peers)) {
       for (const k of ['steps_per_sec', 'latency_p50_ms', 'latency_p99_ms']) expect(p[k] as number, `${name}.${k}`).toBeGreaterThan(0);
       expect(typeof p['cpu_ms_per_step'], `${name}.cpu_ms_per_step`).toBe('number');
+      expect(p['resent_calls'], `${name}.resent_calls`).toEqual(expect.any(Number));
     }
     // The peer table comes first: Triad, then each peer with Triad's steps/s over its own.
     const table = r.stdout.slice(0, r.stdout.indexOf('| metric'));

@@ -42,6 +42,8 @@ export interface PeerResult {
   latencyP99Ms: number;
   cpu: CpuShare[];
   cpuMsPerStep: number;
+  /** Calls sent again during the measurements (0 for peers that never re-send). */
+  resentCalls: number;
 }
 
 /** One peer's running system: it runs a task to its end, and stops everything it started. */
@@ -53,6 +55,8 @@ export interface PeerSystem {
   runTask(id: string, steps: number): Promise<void>;
   /** At most this many tasks in flight at once during the throughput run (HTTP peers hold a connection per call). */
   maxInFlight?: number;
+  /** Calls sent again so far after a failed connection or no answer in time (HTTP peers); a figure with any is suspect. */
+  resent?: () => number;
   stop(): Promise<void>;
 }
 
@@ -73,6 +77,7 @@ async function runMany(sys: PeerSystem, prefix: string, count: number, steps: nu
 }
 
 export async function measurePeer(name: PeerName, sys: PeerSystem, o: PeerRunOptions): Promise<PeerResult> {
+  const resentBefore = sys.resent?.() ?? 0;
   o.progress(`${name}: warm-up, then ${o.tasks} tasks × ${o.steps} steps at once`);
   await runMany(sys, 'warm', Math.min(200, Math.ceil(o.tasks / 10)), o.steps);
   const cpu = cpuWindow(sys.processes);
@@ -101,6 +106,7 @@ export async function measurePeer(name: PeerName, sys: PeerSystem, o: PeerRunOpt
     latencyP99Ms: percentile(latencies, 99),
     cpu: shares,
     cpuMsPerStep: cpuPerUnit(shares, stepsDone),
+    resentCalls: (sys.resent?.() ?? 0) - resentBefore,
   };
 }
 

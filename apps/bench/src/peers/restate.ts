@@ -13,8 +13,14 @@ import { restateServerBinary, startRestateServer, RESTATE_SERVER_VERSION } from 
 const READY_TIMEOUT_MS = 30_000;
 /** Calls in flight during the throughput run: each holds an HTTP connection until its chain ends. */
 const MAX_IN_FLIGHT = 256;
-/** Tries of one call whose connection fails before an answer. */
+/** Tries of one call whose connection fails, or that gets no answer in CALL_TIMEOUT_MS. */
 const CALL_ATTEMPTS = 3;
+/**
+ * How long one call may wait for its answer before it is sent again. A 3-step chain takes tens of ms
+ * even at 256 in flight; without a bound, a call Restate never answers waits for undici's 300 s headers
+ * timeout, and the run reports a throughput a hundred times too low (seen once in a fsync-off run).
+ */
+const CALL_TIMEOUT_MS = 10_000;
 
 export async function startRestate(o: PeerRunOptions, fsync: boolean): Promise<PeerSystem> {
   const bin = await restateServerBinary(o.progress);
@@ -39,6 +45,7 @@ export async function startRestate(o: PeerRunOptions, fsync: boolean): Promise<P
     await stop();
     throw e;
   }
+  let resent = 0;
   return {
     label: `Restate ${RESTATE_SERVER_VERSION} (SDK ${packageVersion('@restatedev/restate-sdk')}), ${o.steps} durable calls per task, fsync ${fsync ? 'on' : 'off'}, 2 partitions`,
     processes: [
@@ -46,6 +53,7 @@ export async function startRestate(o: PeerRunOptions, fsync: boolean): Promise<P
       { name: 'restate endpoint', pid: endpoint.pid },
     ],
     maxInFlight: MAX_IN_FLIGHT,
+    resent: () => resent,
     runTask: async (id, steps) => {
       // A call whose connection failed before an answer (the ingress under a burst, rarely) is sent again.
       // Without an idempotency key — it would add Restate's deduplication work to every call measured —
@@ -57,9 +65,13 @@ export async function startRestate(o: PeerRunOptions, fsync: boolean): Promise<P
             method: 'POST',
             headers: { 'content-type': 'application/json' },
             body: JSON.stringify(steps),
+            signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
           });
         } catch (e) {
-          if (attempt < CALL_ATTEMPTS) continue;
+          if (attempt < CALL_ATTEMPTS) {
+            resent++;
+            continue;
+          }
           const cause = e instanceof Error && e.cause instanceof Error ? `: ${e.cause.message}` : '';
           throw new Error(`Restate task ${id}: ${e instanceof Error ? e.message : String(e)}${cause} (${CALL_ATTEMPTS} attempts)`, { cause: e });
         }
