@@ -209,7 +209,9 @@ export function checkCases(input: CaseCheckInput): CaseCheckResult {
   counts.deadLetterRepeats = left.repeats;
   // An agent runs a valid step request it is sent (it holds no state to check the task against:
   // decision 0010), so the result of one for a task that does not exist comes back as a result the
-  // scheduler dead-letters ("no such task"). Those are accounted for by the step request cases.
+  // scheduler dead-letters ("no such task") — or "no such step" when another case's submission created
+  // a task of that id (a near-miss id like "null" can be both). Those are accounted for by the step
+  // request cases.
   const ranTasks = new Set(
     [...consumedCases.values()].filter((c) => c.target.kind === 'step').flatMap((c) => {
       const v = judge(c.bytes, StepRequestSchema, 'step request');
@@ -217,7 +219,7 @@ export function checkCases(input: CaseCheckInput): CaseCheckResult {
     }),
   );
   for (const dl of left.entries) {
-    const ran = /^result for ([^/]+)\/[^:]*: no such task/.exec(dl.reason)?.[1];
+    const ran = /^result for ([^/]+)\/[^:]*: no such (?:task|step)/.exec(dl.reason)?.[1];
     if (dl.source === 'result' && ran !== undefined && ranTasks.has(ran)) continue;
     const valid = consumedCases.get(`${dl.source}|${hash(dl.original)}`);
     failures.push(
