@@ -1,0 +1,170 @@
+// An experiment, not part of `npm run bench`: the bench's JetStream baseline (apps/bench/src/baseline.ts —
+// chains of hops through a work-queue stream, a second process answering each through another) run three
+// ways, to measure what batching the messages of one event-loop turn would save (decision 0018, option B):
+//   single           one message per request and per reply (the bench's baseline)
+//   replies-batched  replies up to --max per message: Triad's pattern today (results batched, decision 0008)
+//   batched          requests too (step requests batched per agent type: option B)
+// CPU per round trip counts nats-server, the answering process and this one.
+//
+//   node apps/bench/experiments/batched-baseline.mjs [--chains 3000] [--max 23] [--runs 3]
+//
+// It starts its own nats-server (from PATH) on a free port, in a temp dir.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { nanos } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
+
+const ITEM_BYTES = 256; // as the bench's baseline payload
+const HOPS = 3;
+const MODES = ['single', 'replies-batched', 'batched'];
+
+const encodeItems = (items) => {
+  const b = new Uint8Array(4 + items.length * ITEM_BYTES);
+  const v = new DataView(b.buffer);
+  v.setUint32(0, items.length);
+  items.forEach(([chain, hop], i) => {
+    v.setUint32(4 + i * ITEM_BYTES, chain);
+    v.setUint32(8 + i * ITEM_BYTES, hop);
+  });
+  return b;
+};
+const decodeItems = (d) => {
+  const v = new DataView(d.buffer, d.byteOffset, d.byteLength);
+  return Array.from({ length: v.getUint32(0) }, (_, i) => [v.getUint32(4 + i * ITEM_BYTES), v.getUint32(8 + i * ITEM_BYTES)]);
+};
+
+/** The bench's consumer loop shape: pull consume(), bounded concurrency. */
+async function pump(consumer, concurrency, handler) {
+  const messages = await consumer.consume({ max_messages: Math.max(concurrency * 2, 32), expires: 5_000 });
+  const inFlight = new Set();
+  void (async () => {
+    for await (const m of messages) {
+      const p = handler(m)
+        .catch((e) => console.error(e))
+        .finally(() => inFlight.delete(p));
+      inFlight.add(p);
+      if (inFlight.size >= concurrency) await Promise.race(inFlight);
+    }
+  })();
+  return messages;
+}
+
+/** Items queued in one event-loop turn leave as messages of up to `max` items; each resolves once its message is stored. */
+function perTurnBatcher(js, subject, max) {
+  let queue = [];
+  let seq = 0;
+  return (item) =>
+    new Promise((resolve, reject) => {
+      queue.push({ item, resolve, reject });
+      if (queue.length > 1) return;
+      setImmediate(() => {
+        const q = queue;
+        queue = [];
+        for (let i = 0; i < q.length; i += max) {
+          const part = q.slice(i, i + max);
+          js.publish(subject, encodeItems(part.map((p) => p.item)), { msgID: `${subject}:${process.pid}:${++seq}` }).then(
+            () => part.forEach((p) => p.resolve()),
+            (e) => part.forEach((p) => p.reject(e)),
+          );
+        }
+      });
+    });
+}
+
+async function echo(port, mode, max) {
+  const nc = await connect({ servers: `127.0.0.1:${port}` });
+  const js = jetstream(nc);
+  const reply = perTurnBatcher(js, 'rep', max);
+  await pump(await js.consumers.get('REQ', 'echo'), 32, async (m) => {
+    if (mode === 'single') await js.publish('rep', m.data, { msgID: `rep:${m.seq}` });
+    else await Promise.all(decodeItems(m.data).map((item) => reply(item)));
+    m.ack();
+  });
+  process.stdout.write('ready\n');
+}
+
+const freePort = () =>
+  new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+const cpuMs = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10; // utime + stime, in 10 ms ticks
+};
+
+async function measure(mode, chains, max) {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'batched-baseline-'));
+  const server = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+  let answerer;
+  try {
+    let nc;
+    for (let i = 0; i < 50 && !nc; i++) nc = await connect({ servers: `127.0.0.1:${port}` }).catch(() => new Promise((r) => setTimeout(r, 100)));
+    if (!nc) throw new Error('nats-server did not start (is it on PATH?)');
+    const jsm = await jetstreamManager(nc);
+    const js = jetstream(nc);
+    for (const [name, subject] of [['REQ', 'req'], ['REP', 'rep']]) {
+      await jsm.streams.add({ name, subjects: [subject], retention: RetentionPolicy.Workqueue, storage: StorageType.File, num_replicas: 1, duplicate_window: nanos(120_000), discard: DiscardPolicy.Old });
+    }
+    for (const [stream, durable, filter] of [['REQ', 'echo', 'req'], ['REP', 'driver', 'rep']]) {
+      await jsm.consumers.add(stream, { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All, filter_subject: filter, ack_wait: nanos(30_000), max_deliver: -1, max_ack_pending: 10_000 });
+    }
+    answerer = spawn(process.execPath, [process.argv[1], '--echo', String(port), '--mode', mode, '--max', String(max)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise((r) => answerer.stdout.once('data', r));
+
+    let round = 0;
+    let finished = 0;
+    let expected = 0;
+    let allDone = () => undefined;
+    const request = perTurnBatcher(js, 'req', max);
+    const send = (chain, hop) => (mode === 'batched' ? request([chain, hop]) : js.publish('req', encodeItems([[chain, hop]]), { msgID: `req:${round}:${chain}:${hop}` }));
+    await pump(await js.consumers.get('REP', 'driver'), 64, async (m) => {
+      const items = decodeItems(m.data);
+      // As the scheduler: the next hops are stored before the reply that caused them is acknowledged.
+      await Promise.all(items.map(([chain, hop]) => (hop < HOPS ? send(chain, hop + 1) : undefined)));
+      m.ack();
+      for (const [, hop] of items) if (hop >= HOPS && ++finished === expected) allDone();
+    });
+    const burst = async (n) => {
+      round++;
+      finished = 0;
+      expected = n;
+      const done = new Promise((r) => (allDone = r));
+      const t0 = performance.now();
+      await Promise.all(Array.from({ length: n }, (_, c) => send(c, 1)));
+      await done;
+      return performance.now() - t0;
+    };
+    await burst(300); // warm-up
+    const before = { server: cpuMs(server.pid), answerer: cpuMs(answerer.pid), self: process.cpuUsage() };
+    const ms = await burst(chains);
+    const self = process.cpuUsage(before.self);
+    const trips = chains * HOPS;
+    const parts = { 'nats-server': cpuMs(server.pid) - before.server, answerer: cpuMs(answerer.pid) - before.answerer, driver: (self.user + self.system) / 1000 };
+    const total = Object.values(parts).reduce((a, b) => a + b, 0);
+    await nc.close();
+    return { mode, max, roundTripsPerSec: Math.round(trips / (ms / 1000)), cpuMsPerRoundTrip: +(total / trips).toFixed(4), ...Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, +(v / trips).toFixed(4)])) };
+  } finally {
+    answerer?.kill();
+    const exited = new Promise((r) => server.once('exit', r));
+    server.kill();
+    await exited;
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const { values } = parseArgs({ options: { echo: { type: 'string' }, mode: { type: 'string', default: 'single' }, max: { type: 'string', default: '23' }, chains: { type: 'string', default: '3000' }, runs: { type: 'string', default: '3' } } });
+const max = Number(values.max);
+if (values.echo) await echo(Number(values.echo), values.mode, max);
+else {
+  for (let run = 1; run <= Number(values.runs); run++) for (const mode of MODES) console.log(JSON.stringify({ run, ...(await measure(mode, Number(values.chains), max)) }));
+  process.exit(0);
+}
