@@ -3,6 +3,9 @@
 // and POST /undo for a compensation) for one agent type, speaking only NATS.
 //
 //	NATS_URL=nats://127.0.0.1:4222 TRIAD_NAMESPACE=default FRAUD_URL=http://127.0.0.1:7104 agent [-agent fraud]
+//
+// Its circuit breaker (breaker.go) reads TRIAD_BREAKER_THRESHOLD (default 5) and
+// TRIAD_BREAKER_HALF_OPEN_MS (default 5000), as the TypeScript example's agents do.
 package main
 
 import (
@@ -34,6 +37,7 @@ type agent struct {
 	agentID   string
 	ackWait   time.Duration
 	service   *service
+	breaker   *breaker
 	log       *log.Logger
 }
 
@@ -63,12 +67,23 @@ func main() {
 		logger.Printf("cannot start: -concurrency must be at least 1 (got %d)", *concurrency)
 		os.Exit(2)
 	}
+	threshold, err := breakerSetting(os.Getenv, "TRIAD_BREAKER_THRESHOLD", defaultBreakerThreshold)
+	if err != nil {
+		logger.Printf("cannot start: %v", err)
+		os.Exit(2)
+	}
+	halfOpenMs, err := breakerSetting(os.Getenv, "TRIAD_BREAKER_HALF_OPEN_MS", int(defaultBreakerHalfOpen/time.Millisecond))
+	if err != nil {
+		logger.Printf("cannot start: %v", err)
+		os.Exit(2)
+	}
 	host, _ := os.Hostname()
 	a := &agent{
 		names:     triad.Names{NS: namespace},
 		agentType: *agentType,
 		agentID:   fmt.Sprintf("go-%s-%s-%d", *agentType, host, os.Getpid()),
 		service:   &service{baseURL: serviceURL, http: &http.Client{}},
+		breaker:   newBreaker(threshold, time.Duration(halfOpenMs)*time.Millisecond, logger),
 		log:       logger,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -108,8 +123,8 @@ func (a *agent) serve(ctx context.Context, natsURL string, concurrency int, grac
 	if sub == nil { // stopped before the stream appeared
 		return nil
 	}
-	a.log.Printf("go agent ready: %s serving agent type %s in namespace %s (consumer agent-%s, ack wait %s), calling %s",
-		a.agentID, a.agentType, a.names.NS, a.agentType, a.ackWait, a.service.baseURL)
+	a.log.Printf("go agent ready: %s serving agent type %s in namespace %s (consumer agent-%s, ack wait %s), calling %s (circuit breaker: opens after %d failures, half-opens after %s)",
+		a.agentID, a.agentType, a.names.NS, a.agentType, a.ackWait, a.service.baseURL, a.breaker.threshold, a.breaker.halfOpenAfter)
 
 	// run ends only when the grace period is over: steps in flight then stop and are handed back.
 	run, abandon := context.WithCancel(context.Background())

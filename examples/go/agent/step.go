@@ -92,9 +92,12 @@ func (a *agent) handle(run context.Context, m *nats.Msg) {
 	// Acknowledged only now that JetStream holds the result (§8.8): a crash before this re-runs the
 	// attempt, which the idempotency key and the scheduler's fencing make harmless.
 	a.ack(m, label)
-	if o.result.OK {
+	switch {
+	case o.result.OK:
 		a.log.Printf("%s: ok after %d tries", label, o.result.Tries)
-	} else {
+	case o.result.Error.CircuitOpen:
+		a.log.Printf("%s: circuit breaker open after %d tries: parked for %d ms", label, o.result.Tries, o.result.Error.RetryAfterMs)
+	default:
 		a.log.Printf("%s: failed after %d tries (retryable=%t, effect=%s): %s", label, o.result.Tries, o.result.Error.Retryable, o.result.Error.Effect, o.result.Error.Message)
 	}
 }
@@ -143,8 +146,14 @@ func (a *agent) runStep(run, window context.Context, req *triad.StepRequest) out
 	}
 	mayHaveApplied := false
 	for {
+		// Every call goes through the breaker: while it is open the step stops trying and is parked.
+		permit, allowed, retryAfter := a.breaker.allow()
+		if !allowed {
+			return a.circuitOpen(req, tries, retryAfter, mayHaveApplied)
+		}
 		tries++
 		answer, err := a.service.call(window, path, body)
+		a.breaker.done(permit, verdictOf(run, err))
 		if stop, o := stopped(run, window); stop {
 			return o
 		}
@@ -177,6 +186,42 @@ func (a *agent) runStep(run, window context.Context, req *triad.StepRequest) out
 			return o
 		}
 	}
+}
+
+// verdictOf is what a call's error says of the service's health. A call that outlasted the step's
+// window counts as a failure (the service did not answer in time); one stopped at shutdown says nothing.
+func verdictOf(run context.Context, err error) verdict {
+	var ce *callError
+	switch {
+	case err == nil:
+		return succeeded
+	case run.Err() != nil:
+		return abandoned
+	case errors.As(err, &ce) && ce.permanent:
+		return failedPermanent
+	}
+	return failedRetryable
+}
+
+// circuitOpen is the result of a step the open breaker stopped before its next call (§8.7): retryable,
+// circuitOpen with retryAfterMs, so the scheduler parks the step without counting a failure. tries are
+// the calls made before the breaker opened; the effect is "none" only if none of them can have applied.
+func (a *agent) circuitOpen(req *triad.StepRequest, tries int64, retryAfter time.Duration, mayHaveApplied bool) outcome {
+	effect := "none"
+	if mayHaveApplied {
+		effect = "unknown"
+	}
+	msg := fmt.Sprintf("the circuit breaker of agent %q is open; the step was not attempted", a.agentType)
+	if tries > 0 {
+		msg = fmt.Sprintf("the circuit breaker of agent %q is open; the step was not tried again after %d tries", a.agentType, tries)
+	}
+	// Whole milliseconds, rounded up: the breaker must have half-opened when the step comes back.
+	ms := int64((retryAfter + time.Millisecond - 1) / time.Millisecond)
+	if ms < 1 {
+		ms = 1
+	}
+	e := &triad.StepError{Message: msg, Retryable: true, CircuitOpen: true, RetryAfterMs: ms, Effect: effect}
+	return outcome{result: a.result(req, tries, false, nil, e)}
 }
 
 // stopped says whether the step must stop now, and how: handed back at shutdown, silent at complete-by.
