@@ -8,16 +8,16 @@
 //
 //   node apps/bench/experiments/batched-baseline.mjs [--chains 3000] [--max 23] [--runs 3]
 //
-// It starts its own nats-server (from PATH) on a free port, in a temp dir.
-import { spawn } from 'node:child_process';
+// It starts its own nats-server on a free port, in a temp dir, through @triad/launcher (run `npm run
+// build` first): the binary found or its install hint given, nothing left running however it ends.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
+import { freePort, requireBinary, startProcess, waitListening } from '@triad/launcher';
 
 const ITEM_BYTES = 256; // as the bench's baseline payload
 const HOPS = 3;
@@ -88,13 +88,6 @@ async function echo(port, mode, max) {
   process.stdout.write('ready\n');
 }
 
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 const cpuMs = (pid) => {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(f[11]) + Number(f[12])) * 10; // utime + stime, in 10 ms ticks
@@ -103,12 +96,11 @@ const cpuMs = (pid) => {
 async function measure(mode, chains, max) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'batched-baseline-'));
-  const server = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+  const server = await startProcess({ name: 'nats-server', command: requireBinary('nats-server', { by: 'by this experiment' }), args: ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir] });
   let answerer;
   try {
-    let nc;
-    for (let i = 0; i < 50 && !nc; i++) nc = await connect({ servers: `127.0.0.1:${port}` }).catch(() => new Promise((r) => setTimeout(r, 100)));
-    if (!nc) throw new Error('nats-server did not start (is it on PATH?)');
+    await waitListening({ host: '127.0.0.1', port, name: 'nats-server', exited: () => (server.isRunning() ? undefined : 'exited'), detail: () => `; last output:\n${server.tail()}` });
+    const nc = await connect({ servers: `127.0.0.1:${port}` });
     const jsm = await jetstreamManager(nc);
     const js = jetstream(nc);
     for (const [name, subject] of [['REQ', 'req'], ['REP', 'rep']]) {
@@ -117,8 +109,8 @@ async function measure(mode, chains, max) {
     for (const [stream, durable, filter] of [['REQ', 'echo', 'req'], ['REP', 'driver', 'rep']]) {
       await jsm.consumers.add(stream, { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All, filter_subject: filter, ack_wait: nanos(30_000), max_deliver: -1, max_ack_pending: 10_000 });
     }
-    answerer = spawn(process.execPath, [process.argv[1], '--echo', String(port), '--mode', mode, '--max', String(max)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    await new Promise((r) => answerer.stdout.once('data', r));
+    answerer = await startProcess({ name: 'answerer', args: [process.argv[1], '--echo', String(port), '--mode', mode, '--max', String(max)] });
+    await answerer.waitForOutput(/^ready$/);
 
     let round = 0;
     let finished = 0;
@@ -153,10 +145,8 @@ async function measure(mode, chains, max) {
     await nc.close();
     return { mode, max, roundTripsPerSec: Math.round(trips / (ms / 1000)), cpuMsPerRoundTrip: +(total / trips).toFixed(4), ...Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, +(v / trips).toFixed(4)])) };
   } finally {
-    answerer?.kill();
-    const exited = new Promise((r) => server.once('exit', r));
-    server.kill();
-    await exited;
+    await answerer?.kill();
+    await server.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -5,28 +5,21 @@
 //
 //   node apps/bench/experiments/hop-latency.mjs [--messages 3000]
 //
-// It starts its own nats-server (from PATH) on a free port, in a temp dir.
-import { spawn } from 'node:child_process';
+// It starts its own nats-server on a free port, in a temp dir, through @triad/launcher (run `npm run
+// build` first): the binary found or its install hint given, nothing left running however it ends.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { AckPolicy, DeliverPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
+import { freePort, requireBinary, startProcess, waitListening } from '@triad/launcher';
 
 const { values } = parseArgs({ options: { messages: { type: 'string', default: '3000' } } });
 const N = Number(values.messages);
 const WARMUP = 100;
 const PAYLOAD = new Uint8Array(200);
 
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 const summary = (samples) => {
   const s = samples.slice(WARMUP).sort((a, b) => a - b);
   const at = (q) => s[Math.min(s.length - 1, Math.floor(s.length * q))].toFixed(3);
@@ -47,11 +40,10 @@ async function oneAtATime(publish, setArrived) {
 
 const port = await freePort();
 const dir = mkdtempSync(join(tmpdir(), 'hop-latency-'));
-const server = spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
+const server = await startProcess({ name: 'nats-server', command: requireBinary('nats-server', { by: 'by this experiment' }), args: ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir] });
 try {
-  let pub;
-  for (let i = 0; i < 50 && !pub; i++) pub = await connect({ servers: `127.0.0.1:${port}` }).catch(() => new Promise((r) => setTimeout(r, 100)));
-  if (!pub) throw new Error('nats-server did not start (is it on PATH?)');
+  await waitListening({ host: '127.0.0.1', port, name: 'nats-server', exited: () => (server.isRunning() ? undefined : 'exited'), detail: () => `; last output:\n${server.tail()}` });
+  const pub = await connect({ servers: `127.0.0.1:${port}` });
   const sub = await connect({ servers: `127.0.0.1:${port}` });
   const jsm = await jetstreamManager(pub);
   const js = jetstream(pub);
@@ -93,8 +85,6 @@ try {
   await pub.close();
   await sub.close();
 } finally {
-  const exited = new Promise((r) => server.once('exit', r));
-  server.kill();
-  await exited;
+  await server.stop();
   rmSync(dir, { recursive: true, force: true });
 }
