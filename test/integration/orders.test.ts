@@ -1,10 +1,10 @@
 // The foundation's end-to-end path: submissions over NATS run through real scheduler and agent
 // processes, steps in order, every state change in Redis, each remote effect applied once per key.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startNats, startRedis, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { ordersWorkflow } from '@triad/example-orders';
 import { cli, effectCounts, startTriad, type TestTriad } from '../support/triad.js';
-import type { TaskEvent, TaskState } from '@triad/protocol';
+import { isTerminal, type TaskEvent, type TaskState } from '@triad/protocol';
 
 const td = withTeardown(afterAll);
 let nats: NatsServer;
@@ -99,6 +99,16 @@ describe('orders workflow end to end', () => {
     expect(list.every((t) => t.status === 'completed' && t.workflow === 'orders')).toBe(true);
     const one = await triad.client.getTask(list[0]!.taskId);
     expect(one.steps.map((s) => s.name)).toEqual(['reserve', 'fraud', 'charge', 'ship']);
+  });
+
+  it('wait() returns the final state of a task whose events were lost (events go without PubAck: a NATS failover can drop one)', async () => {
+    const { taskId } = await triad.client.submit('orders', { orderId: 'lost-events', amount: 5 });
+    await waitFor(async () => (isTerminal((await triad.client.getTask(taskId)).status) ? true : undefined), { timeoutMs: 30_000, what: 'the task to end' });
+    // Its whole history gone, the end included: the watch alone would wait for an event that never comes.
+    const { bus } = triad.client;
+    await bus.jsm.streams.purge(bus.names.streams.events, { filter: bus.names.subjects.event(triad.client.clientId, taskId) });
+    const state = await triad.client.wait(taskId, { timeoutMs: 20_000 });
+    expect(state).toMatchObject({ taskId, status: 'completed' });
   });
 });
 

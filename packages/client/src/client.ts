@@ -31,6 +31,7 @@ import {
   decode,
   encode,
   errorMessage,
+  isTerminal,
   validate,
   type Alert,
   type ApiOp,
@@ -380,22 +381,46 @@ export class TriadClient {
   /**
    * Waits until a task this client submitted (or `owner`'s) reaches a terminal state and returns its
    * final state; a submission the scheduler refused throws its reason.
+   *
+   * The events are followed as they come, and the task's state is read now and then besides (after
+   * 1 s, then every 2, 4, 5, 5… s while no terminal event has arrived): events are history the scheduler
+   * sends without waiting for JetStream's acknowledgement (decision 0008), so a NATS failover can lose
+   * one — the task's end included — and the state in Redis is the truth. Without that read a waiter
+   * could wait forever for a task that has ended.
    */
   async wait(taskId: string, o: { timeoutMs?: number; onEvent?: (e: TaskEvent) => void; owner?: string } = {}): Promise<TaskState> {
-    const ac = new AbortController();
-    const timer = setTimeout(() => ac.abort(), o.timeoutMs ?? 60_000);
+    const timeoutMs = o.timeoutMs ?? 60_000;
+    const timedOut = AbortSignal.timeout(timeoutMs);
+    const watching = new AbortController();
+    const stopWatching = (): void => watching.abort();
+    timedOut.addEventListener('abort', stopWatching, { once: true });
+    let ended: TaskState | undefined;
+    const poll = (async () => {
+      for (let delay = 1_000; !watching.signal.aborted; delay = Math.min(delay * 2, 5_000)) {
+        await sleepUnless(delay, watching.signal);
+        if (watching.signal.aborted) return;
+        const state = await this.getTask(taskId).catch(() => undefined);
+        if (state && isTerminal(state.status)) {
+          ended = state;
+          watching.abort();
+        }
+      }
+    })();
     try {
-      for await (const ev of this.watch(taskId, { signal: ac.signal, owner: o.owner ?? this.clientId })) {
+      for await (const ev of this.watch(taskId, { signal: watching.signal, owner: o.owner ?? this.clientId })) {
         o.onEvent?.(ev);
         if (ev.type === 'rejected') {
           throw ev.error ? TriadError.fromWire(ev.error) : new TriadError(ErrorCode.InvalidMessage, ev.reason ?? `task ${taskId} was rejected`);
         }
       }
     } finally {
-      clearTimeout(timer);
+      timedOut.removeEventListener('abort', stopWatching);
+      watching.abort();
+      await poll;
     }
-    if (ac.signal.aborted) {
-      throw new TriadError(ErrorCode.Timeout, `task ${taskId} did not finish within ${o.timeoutMs ?? 60_000} ms; it may still finish: check with triad status ${taskId}`);
+    if (ended) return ended;
+    if (timedOut.aborted) {
+      throw new TriadError(ErrorCode.Timeout, `task ${taskId} did not finish within ${timeoutMs} ms; it may still finish: check with triad status ${taskId}`);
     }
     return this.getTask(taskId);
   }
@@ -425,6 +450,19 @@ function isTransient(e: unknown): boolean {
   const name = e instanceof Error ? e.name : '';
   const msg = e instanceof Error ? e.message : String(e);
   return /Timeout|NoResponders|ConnectionError|Disconnect/i.test(name) || /timeout|no responders|503|disconnect|reconnect/i.test(msg);
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
 }
 
 /** The task-level terminal events (a step event can carry a status too, but never a terminal one). */
