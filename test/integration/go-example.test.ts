@@ -95,6 +95,14 @@ describe('the example with the Go agent serving fraud', () => {
     expect(again.code, `the Go client's output:\n${again.stdout}${again.stderr}`).toBe(0);
     expect(again.stdout).toMatch(/^event 1 received/m);
     expect(again.stdout).toMatch(/^task go-order-1 completed$/m);
+    // Its history lost (events go without PubAck: a NATS failover can drop some), the client still ends:
+    // it reads the task's state now and then (protocol §5).
+    await t.client.bus.jsm.streams.purge(t.client.bus.names.streams.events, { filter: t.client.bus.names.subjects.event(GO_CLIENT, 'go-order-1') });
+    const lost = await goClient(['-task-id', 'go-order-1', '-order-id', 'go-1', '-amount', '42']);
+    expect(lost.code, `the Go client's output:\n${lost.stdout}${lost.stderr}`).toBe(0);
+    expect(lost.stdout).not.toMatch(/^event /m);
+    expect(lost.stdout).toMatch(/^task go-order-1 completed$/m);
+    expect(lost.stderr).toMatch(/task go-order-1 ended \(seq \d+\) with events up to 0 shown: the rest were lost/);
     states.push(await t.client.getTask('go-order-1'));
     for (const s of states) {
       expect(s.status, s.taskId).toBe('completed');
