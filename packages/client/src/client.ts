@@ -383,10 +383,10 @@ export class TriadClient {
    * final state; a submission the scheduler refused throws its reason.
    *
    * The events are followed as they come, and the task's state is read now and then besides (after
-   * 1 s, then every 2, 4, 5, 5… s while no terminal event has arrived): events are history the scheduler
-   * sends without waiting for JetStream's acknowledgement (decision 0008), so a NATS failover can lose
-   * one — the task's end included — and the state in Redis is the truth. Without that read a waiter
-   * could wait forever for a task that has ended.
+   * 1 s, then 2, 4, 5, 5… s later; two reads in a row that find it ended end the wait): events are
+   * history the scheduler sends without waiting for JetStream's acknowledgement (decision 0008), so a
+   * NATS failover can lose one — the task's end included — and the state in Redis is the truth.
+   * Without those reads a waiter could wait forever for a task that has ended.
    */
   async wait(taskId: string, o: { timeoutMs?: number; onEvent?: (e: TaskEvent) => void; owner?: string } = {}): Promise<TaskState> {
     const timeoutMs = o.timeoutMs ?? 60_000;
@@ -396,14 +396,18 @@ export class TriadClient {
     timedOut.addEventListener('abort', stopWatching, { once: true });
     let ended: TaskState | undefined;
     const poll = (async () => {
+      // A task seen ended once may still have its last events on the way: they get until the next read.
+      let seenEnded = false;
       for (let delay = 1_000; !watching.signal.aborted; delay = Math.min(delay * 2, 5_000)) {
         await sleepUnless(delay, watching.signal);
         if (watching.signal.aborted) return;
         const state = await this.getTask(taskId).catch(() => undefined);
-        if (state && isTerminal(state.status)) {
+        const terminal = state !== undefined && isTerminal(state.status);
+        if (terminal && seenEnded) {
           ended = state;
           watching.abort();
         }
+        seenEnded = terminal;
       }
     })();
     try {
