@@ -12,6 +12,7 @@
  *   const state = await client.wait(taskId, { timeoutMs: 30_000 });
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DeliverPolicy, type Consumer } from '@nats-io/jetstream';
 import { createInbox, type Msg } from '@nats-io/nats-core';
 import { REPLY_TO_HEADER, connectBus, explainPermissionViolation, protocolHeaders, publishRetrying, type Bus } from '@triad/bus';
@@ -164,7 +165,7 @@ export class TriadClient {
       } catch (e) {
         const noResponders = /no responders/i.test(errorMessage(e));
         if (!noResponders || !this.bus.nc.info?.cluster || Date.now() > deadline) throw e;
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     }
   }
@@ -373,7 +374,7 @@ export class TriadClient {
         if (!isTransient(e)) {
           throw new TriadError(ErrorCode.Unavailable, `cannot read the events of task ${taskId} (${errorMessage(e)}): has a scheduler run in namespace "${this.namespace}"?`, { cause: e });
         }
-        await new Promise((r) => setTimeout(r, delay));
+        await sleep(delay);
       }
     }
   }
@@ -399,7 +400,8 @@ export class TriadClient {
       // A task seen ended once may still have its last events on the way: they get until the next read.
       let seenEnded = false;
       for (let delay = 1_000; !watching.signal.aborted; delay = Math.min(delay * 2, 5_000)) {
-        await sleepUnless(delay, watching.signal);
+        // Ends early (rejecting, ignored) when the watch ends first.
+        await sleep(delay, undefined, { signal: watching.signal }).catch(() => undefined);
         if (watching.signal.aborted) return;
         const state = await this.getTask(taskId).catch(() => undefined);
         const terminal = state !== undefined && isTerminal(state.status);
@@ -454,19 +456,6 @@ function isTransient(e: unknown): boolean {
   const name = e instanceof Error ? e.name : '';
   const msg = e instanceof Error ? e.message : String(e);
   return /Timeout|NoResponders|ConnectionError|Disconnect/i.test(name) || /timeout|no responders|503|disconnect|reconnect/i.test(msg);
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function sleepUnless(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }
 
 /** The task-level terminal events (a step event can carry a status too, but never a terminal one). */
