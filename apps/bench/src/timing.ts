@@ -1,22 +1,13 @@
 /** Small timing helpers: sleeps, bounded waits that fail with a message, and percentiles. */
+import { withTimeout as boundedWait } from '@triad/launcher';
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Rejects with `what` once `ms` have passed, so no wait in the benchmark is unbounded. */
-export async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what}: not done within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+/** Rejects with `what` once `ms` have passed, so no wait in the benchmark is unbounded (@triad/launcher's withTimeout). */
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return boundedWait(p, ms, () => new Error(`${what}: not done within ${ms} ms`));
 }
 
 /** Nearest-rank percentile (p in 0..100) of unsorted values; NaN when there are none. */
