@@ -10,7 +10,7 @@
 //
 // It starts its own nats-server on a free port, in a temp dir, through @triad/launcher (run `npm run
 // build` first): the binary found or its install hint given, nothing left running however it ends.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -18,6 +18,9 @@ import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, 
 import { nanos } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { freePort, requireBinary, startProcess, waitListening } from '@triad/launcher';
+// The bench's own consumer loop and CPU accounting (built by `npm run build`).
+import { cpuPerUnit, cpuWindow } from '../dist/cpu.js';
+import { pump } from '../dist/pump.js';
 
 const ITEM_BYTES = 256; // as the bench's baseline payload
 const HOPS = 3;
@@ -37,22 +40,6 @@ const decodeItems = (d) => {
   const v = new DataView(d.buffer, d.byteOffset, d.byteLength);
   return Array.from({ length: v.getUint32(0) }, (_, i) => [v.getUint32(4 + i * ITEM_BYTES), v.getUint32(8 + i * ITEM_BYTES)]);
 };
-
-/** The bench's consumer loop shape: pull consume(), bounded concurrency. */
-async function pump(consumer, concurrency, handler) {
-  const messages = await consumer.consume({ max_messages: Math.max(concurrency * 2, 32), expires: 5_000 });
-  const inFlight = new Set();
-  void (async () => {
-    for await (const m of messages) {
-      const p = handler(m)
-        .catch((e) => console.error(e))
-        .finally(() => inFlight.delete(p));
-      inFlight.add(p);
-      if (inFlight.size >= concurrency) await Promise.race(inFlight);
-    }
-  })();
-  return messages;
-}
 
 /** Items queued in one event-loop turn leave as messages of up to `max` items; each resolves once its message is stored. */
 function perTurnBatcher(js, subject, max) {
@@ -80,18 +67,18 @@ async function echo(port, mode, max) {
   const nc = await connect({ servers: `127.0.0.1:${port}` });
   const js = jetstream(nc);
   const reply = perTurnBatcher(js, 'rep', max);
-  await pump(await js.consumers.get('REQ', 'echo'), 32, async (m) => {
-    if (mode === 'single') await js.publish('rep', m.data, { msgID: `rep:${m.seq}` });
-    else await Promise.all(decodeItems(m.data).map((item) => reply(item)));
-    m.ack();
-  });
+  await pump(
+    await js.consumers.get('REQ', 'echo'),
+    32,
+    async (m) => {
+      if (mode === 'single') await js.publish('rep', m.data, { msgID: `rep:${m.seq}` });
+      else await Promise.all(decodeItems(m.data).map((item) => reply(item)));
+      m.ack();
+    },
+    (e) => console.error(e),
+  );
   process.stdout.write('ready\n');
 }
-
-const cpuMs = (pid) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10; // utime + stime, in 10 ms ticks
-};
 
 async function measure(mode, chains, max) {
   const port = await freePort();
@@ -118,13 +105,18 @@ async function measure(mode, chains, max) {
     let allDone = () => undefined;
     const request = perTurnBatcher(js, 'req', max);
     const send = (chain, hop) => (mode === 'batched' ? request([chain, hop]) : js.publish('req', encodeItems([[chain, hop]]), { msgID: `req:${round}:${chain}:${hop}` }));
-    await pump(await js.consumers.get('REP', 'driver'), 64, async (m) => {
-      const items = decodeItems(m.data);
-      // As the scheduler: the next hops are stored before the reply that caused them is acknowledged.
-      await Promise.all(items.map(([chain, hop]) => (hop < HOPS ? send(chain, hop + 1) : undefined)));
-      m.ack();
-      for (const [, hop] of items) if (hop >= HOPS && ++finished === expected) allDone();
-    });
+    const driver = await pump(
+      await js.consumers.get('REP', 'driver'),
+      64,
+      async (m) => {
+        const items = decodeItems(m.data);
+        // As the scheduler: the next hops are stored before the reply that caused them is acknowledged.
+        await Promise.all(items.map(([chain, hop]) => (hop < HOPS ? send(chain, hop + 1) : undefined)));
+        m.ack();
+        for (const [, hop] of items) if (hop >= HOPS && ++finished === expected) allDone();
+      },
+      (e) => console.error(e),
+    );
     const burst = async (n) => {
       round++;
       finished = 0;
@@ -136,14 +128,18 @@ async function measure(mode, chains, max) {
       return performance.now() - t0;
     };
     await burst(300); // warm-up
-    const before = { server: cpuMs(server.pid), answerer: cpuMs(answerer.pid), self: process.cpuUsage() };
+    const cpu = cpuWindow([
+      { name: 'nats-server', pid: server.pid },
+      { name: 'answerer', pid: answerer.pid },
+    ]);
     const ms = await burst(chains);
-    const self = process.cpuUsage(before.self);
+    const shares = cpu.end(ms);
     const trips = chains * HOPS;
-    const parts = { 'nats-server': cpuMs(server.pid) - before.server, answerer: cpuMs(answerer.pid) - before.answerer, driver: (self.user + self.system) / 1000 };
-    const total = Object.values(parts).reduce((a, b) => a + b, 0);
+    await driver.stop();
     await nc.close();
-    return { mode, max, roundTripsPerSec: Math.round(trips / (ms / 1000)), cpuMsPerRoundTrip: +(total / trips).toFixed(4), ...Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, +(v / trips).toFixed(4)])) };
+    // cpuWindow names this process "bench client": here it is the driver.
+    const parts = Object.fromEntries(shares.map((c) => [c.name === 'bench client' ? 'driver' : c.name, +(c.cpuMs / trips).toFixed(4)]));
+    return { mode, max, roundTripsPerSec: Math.round(trips / (ms / 1000)), cpuMsPerRoundTrip: +cpuPerUnit(shares, trips).toFixed(4), ...parts };
   } finally {
     await answerer?.kill();
     await server.stop();
