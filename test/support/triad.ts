@@ -2,7 +2,7 @@
 // against given NATS and Redis servers, the example's remote services in-process (so tests can read
 // their effects and turn fault knobs), and a client.
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TriadClient, clientOptionsFromEnv } from '@triad/client';
@@ -11,15 +11,19 @@ import { redisOptionsFromEnv, type LadderInput, type RetryPolicy, type WorkflowD
 import { connectStore, type RedisClient } from '@triad/store';
 import { startProcess, uniqueNamespace, type ActorProcess, type Teardown } from '../harness/index.js';
 
-/** The repository root (the folder with turbo.json), from the source or the compiled test/dist copy. */
+/**
+ * The repository root — the workspace root, whose package.json declares `workspaces` (as the CLI and
+ * npm start find it) — from the source or the compiled test/dist copy.
+ */
 export const ROOT = ((): string => {
   let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, 'turbo.json'))) {
+  for (;;) {
+    const manifest = join(dir, 'package.json');
+    if (existsSync(manifest) && (JSON.parse(readFileSync(manifest, 'utf8')) as { workspaces?: unknown }).workspaces !== undefined) return dir;
     const up = dirname(dir);
-    if (up === dir) throw new Error(`no turbo.json above ${fileURLToPath(import.meta.url)}: cannot find the repository root`);
+    if (up === dir) throw new Error(`no package.json with workspaces above ${fileURLToPath(import.meta.url)}: cannot find the repository root`);
     dir = up;
   }
-  return dir;
 })();
 
 export const SCRIPTS = {

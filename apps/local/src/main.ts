@@ -3,19 +3,22 @@
  * example's remote services, a scheduler, a supervisor and the order agents as separate processes —
  * registers the `orders` workflow and submits a demo order every few seconds, printing its progress.
  */
-import { mkdirSync, openSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { mkdirSync, openSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { LOCAL_DATA_FOLDER, localOperatorFile, lookupLocalOperator, workspaceRoot } from '@triad/cli';
 import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow } from '@triad/example-orders';
 import { killChildrenOnSignals, spawnTracked, terminate, type TrackedChild } from '@triad/launcher';
-import { errorMessage, loadConfig, redactUrl, type TaskEvent } from '@triad/protocol';
+import { DEFAULT_NATS_URL, errorMessage, loadConfig, redactUrl, type TaskEvent } from '@triad/protocol';
 import { startTracing } from '@triad/service';
 import { LOCAL_AGENTS, ensureLocalAuth, natsAuthConfigured, type LocalAuth } from './auth.js';
 import { SERVER_STOP_GRACE_MS, ensureNats, ensureRedis, type StartedServer } from './servers.js';
+import { chooseServicePorts } from './service-ports.js';
 
-const ROOT = resolve(fileURLToPath(new URL('../../../', import.meta.url)));
-const DATA = resolve(process.env['TRIAD_DATA_DIR'] ?? join(ROOT, '.triad'));
+/** The workspace root (the package.json with `workspaces`), found as the CLI finds it. */
+const ROOT = workspaceRoot(dirname(fileURLToPath(import.meta.url))) ?? resolve(fileURLToPath(new URL('../../../', import.meta.url)));
+const DATA = join(ROOT, LOCAL_DATA_FOLDER);
 const DEMO_INTERVAL_MS = Number(process.env['TRIAD_DEMO_INTERVAL_MS'] ?? 5_000);
 
 /** `httpOffset`: with TRIAD_HTTP_PORT=P, the actor serves /metrics, /healthz and /readyz on P + offset (decision 0013). */
@@ -36,6 +39,16 @@ function actorEnv(a: (typeof ACTORS)[number]): NodeJS.ProcessEnv {
   return { ...process.env, TRIAD_HTTP_PORT: String(base + a.httpOffset) };
 }
 
+/** The last lines of an actor's log, to show why it stopped without sending anyone to the file first. */
+function logTail(file: string, lines = 15): string {
+  try {
+    const text = readFileSync(file, 'utf8').trimEnd().split('\n');
+    return text.slice(-lines).map((l) => `  | ${l}`).join('\n');
+  } catch {
+    return '';
+  }
+}
+
 function time(at: number): string {
   return new Date(at).toISOString().slice(11, 23);
 }
@@ -43,6 +56,33 @@ function time(at: number): string {
 function describe(e: TaskEvent): string {
   const where = e.step ? ` ${e.step}${e.attempt ? `#${e.attempt}` : ''}` : '';
   return `${time(e.at)}  ${e.taskId.slice(0, 12)}  ${e.type}${where}${e.reason ? `  (${e.reason})` : ''}`;
+}
+
+/**
+ * What to type in another shell, and which identity the CLI will use there: decided by the CLI's own
+ * lookup (apps/cli/src/local-credentials.ts) with the settings that shell needs, so it cannot differ.
+ */
+function printNextSteps(namespace: string, secured: boolean): void {
+  const natsUrl = process.env['NATS_URL']?.trim();
+  const ns = process.env['TRIAD_NAMESPACE']?.trim();
+  // Only what differs from the defaults needs repeating in the other shell.
+  const exports = [...(natsUrl && natsUrl !== DEFAULT_NATS_URL ? [`NATS_URL=${natsUrl}`] : []), ...(ns && !secured ? [`TRIAD_NAMESPACE=${ns}`] : [])];
+  const shellEnv: NodeJS.ProcessEnv = { ...(natsUrl ? { NATS_URL: natsUrl } : {}), ...(ns ? { TRIAD_NAMESPACE: ns } : {}) };
+  if (secured) {
+    const found = lookupLocalOperator(shellEnv, localOperatorFile(ROOT));
+    if (found.used) {
+      console.log(`npx triad run from ${ROOT} uses the operator identity in ${found.file} by itself (namespace ${namespace}), as long as no NATS credentials are set in its shell.`);
+    } else {
+      // Not expected; but if the CLI would not find it, say how to give it the identity by hand.
+      console.log(`npx triad will not find the operator identity by itself (${found.why}): in the other shell run  set -a; . ${join(DATA, 'auth', 'operator.env')}; set +a`);
+    }
+  }
+  console.log('In another shell, from this repository:');
+  if (exports.length > 0) console.log(`  export ${exports.join(' ')}`);
+  console.log(`  npx triad submit orders --input '{"orderId":"o1","amount":42}' --wait --json`);
+  console.log('  npx triad list');
+  console.log('  npx triad watch <taskId>');
+  console.log('  npx triad dashboard');
 }
 
 async function main(): Promise<void> {
@@ -86,8 +126,10 @@ async function main(): Promise<void> {
     const redisSecured = auth !== undefined && redis !== undefined && !redisHasUser;
     console.log(`NATS   ${config.natsUrl}${nats ? ` (started here${natsSecured ? ', secured: one nkey user per actor' : ''}, data in ${join(DATA, 'nats')})` : ' (already running)'}`);
     console.log(`Redis  ${redactUrl(config.redisUrl)}${redis ? ` (started here${redisSecured ? ', secured: ACL users for the scheduler and supervisor' : ''}, data in ${join(DATA, 'redis')})` : ' (already running)'}`);
-    if (natsSecured) console.log(`credentials in ${auth.dir}/ (triad auth init); the CLI run from this repository uses operator.env by itself`);
+    if (natsSecured) console.log(`credentials in ${auth.dir}/ (triad auth init: one identity per actor)`);
     console.log(`namespace ${config.namespace}; actor logs in ${join(DATA, 'logs')}/`);
+    const ports = await chooseServicePorts(process.env);
+    console.log(`services  ${ports.summary}`);
     const httpBase = Number(process.env['TRIAD_HTTP_PORT']?.trim() || NaN);
     if (Number.isInteger(httpBase) && httpBase > 0) {
       console.log(`metrics and health: scheduler :${httpBase}, supervisor :${httpBase + 1}, agents :${httpBase + 2}${natsSecured ? `-${httpBase + 1 + LOCAL_AGENTS.length} (one per type)` : ''} (GET /metrics, /healthz, /readyz)`);
@@ -111,10 +153,11 @@ async function main(): Promise<void> {
 
     for (const a of actors) {
       const log = openSync(join(DATA, 'logs', `${a.name}.log`), 'a');
-      const child = await spawnTracked(process.execPath, [join(ROOT, a.script)], { stdio: ['ignore', log, log], env: { ...actorEnv(a), ...a.env } });
+      const child = await spawnTracked(process.execPath, [join(ROOT, a.script)], { stdio: ['ignore', log, log], env: { ...actorEnv(a), ...ports.env, ...a.env } });
       void child.exit.then(({ code, signal }) => {
         if (!stopping) {
-          console.error(`${a.name} exited (${signal ?? code}); see ${join(DATA, 'logs', `${a.name}.log`)}. Stopping.`);
+          const file = join(DATA, 'logs', `${a.name}.log`);
+          console.error(`${a.name} exited (${signal ?? code}). The end of ${file}:\n${logTail(file)}\nStopping.`);
           void stop(1);
         }
       });
@@ -130,10 +173,7 @@ async function main(): Promise<void> {
     }
     if (!registered) throw new Error(`the scheduler did not answer within 30 s; see ${join(DATA, 'logs', 'scheduler.log')}`);
     console.log(`\nTriad is running: workflow orders v${registered.version} registered.\n`);
-    console.log('In another shell:');
-    console.log(`  npx triad submit orders --input '{"orderId":"o1","amount":42}' --wait --json`);
-    console.log('  npx triad list');
-    console.log('  npx triad watch <taskId>');
+    printNextSteps(config.namespace, natsSecured);
     console.log('Fault knobs (restart with them set): PAYMENT_HANG_RATE=0.3 npm start (timeouts, retries, one charge per order),');
     console.log('  SHIPPING_FAIL_RATE=1 npm start (shipping gives up; the order is undone: refund, then release)\n');
 

@@ -16,6 +16,11 @@ export interface ExitStatus {
 export interface TrackedChild {
   readonly process: ChildProcess;
   readonly pid: number;
+  /**
+   * Spawned `detached`: the child leads its own process group, and every signal goes to the whole
+   * group — as a Ctrl-C in a terminal reaches `npm start` and everything it started.
+   */
+  readonly group: boolean;
   /** Settles (never rejects) once the process is gone. */
   readonly exit: Promise<ExitStatus>;
   /** Settles (never rejects) once the process is gone and its stdout/stderr are drained. */
@@ -65,15 +70,17 @@ export async function spawnTracked(
       status = { code, signal };
       if (pid !== undefined) {
         live.delete(pid);
-        reaper.send(`-${pid}`);
+        reaper.send(`-${group ? -pid : pid}`);
       }
       resolve(status);
     });
   });
   const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
+  const group = options.detached === true;
   const tracked: TrackedChild = {
     process: child,
     pid: pid ?? -1,
+    group,
     exit,
     closed,
     isRunning: () => pid !== undefined && status === undefined,
@@ -81,7 +88,7 @@ export async function spawnTracked(
   };
   if (pid !== undefined) {
     live.set(pid, tracked);
-    reaper.send(`+${pid}`);
+    reaper.send(`+${group ? -pid : pid}`);
   }
   try {
     await new Promise<void>((resolve, reject) => {
@@ -116,9 +123,19 @@ function spawnError(command: string, options: SpawnOptions, error: unknown): Err
  */
 export function sendSignal(child: TrackedChild, signal: NodeJS.Signals): void {
   if (!child.isRunning()) return;
-  child.process.kill(signal);
+  signalNow(child, signal);
   if (signal !== 'SIGKILL' && signal !== 'SIGSTOP' && signal !== 'SIGCONT' && signal !== 'SIGTSTP') {
-    child.process.kill('SIGCONT');
+    signalNow(child, 'SIGCONT');
+  }
+}
+
+/** The child, or its whole process group; a process (or group) already gone is not an error. */
+function signalNow(child: TrackedChild, signal: NodeJS.Signals): void {
+  try {
+    if (child.group) process.kill(-child.pid, signal);
+    else child.process.kill(signal);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ESRCH') throw e;
   }
 }
 
@@ -177,7 +194,7 @@ export function killChildrenOnSignals(enabled: boolean): void {
 function cleanUpNow(): void {
   for (const child of live.values()) {
     try {
-      child.process.kill('SIGKILL');
+      signalNow(child, 'SIGKILL');
     } catch {
       // Best effort while this process is going down; the reaper covers what is left.
     }
@@ -226,7 +243,8 @@ function installSignalHooks(): void {
 
 /**
  * A /bin/sh process that outlives a SIGKILLed parent (a test worker, the bench, npm start). It reads
- * lines on stdin: "+pid"/"-pid" to watch/forget a child, "Ddir"/"ddir" to watch/forget a scratch dir.
+ * lines on stdin: "+pid"/"-pid" to watch/forget a child ("+-pgid": a process group), "Ddir"/"ddir" to
+ * watch/forget a scratch dir.
  * When stdin closes (the parent is gone, however it died) it SIGKILLs the pids and removes the dirs
  * still listed. Started lazily, detached into its own process group (so a Ctrl-C to the parent's group
  * does not reach it) and unref'd, so it never holds the parent open. An inline script, not a file:
@@ -246,7 +264,7 @@ while IFS= read -r line; do
     d*) gone="\${line#d}"; rest=''; IFS="$nl"; for d in $dirs; do [ "$d" = "$gone" ] || rest="$rest$d$nl"; done; unset IFS; dirs="$rest" ;;
   esac
 done
-[ -n "$pids" ] && kill -9 $pids 2>/dev/null
+for p in $pids; do kill -9 "$p" 2>/dev/null; done
 IFS="$nl"
 for d in $dirs; do rm -rf -- "$d" 2>/dev/null || { sleep 1; rm -rf -- "$d" 2>/dev/null; }; done
 exit 0

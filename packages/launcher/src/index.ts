@@ -20,6 +20,6 @@ export {
   type TrackedChild,
 } from './children.js';
 export { OutputTail } from './output.js';
-export { freePort, freePorts, listening, waitListening, type WaitListeningOptions } from './ports.js';
+export { canListen, freePort, freePorts, listening, waitListening, type WaitListeningOptions } from './ports.js';
 export { startProcess, type StartedProcess, type StartProcessOptions } from './process.js';
 export { messageOf, sleep, WaitTimeoutError, withTimeout } from './wait.js';

@@ -35,6 +35,19 @@ function listenOnAnyPort(): Promise<Server> {
   });
 }
 
+/**
+ * Whether this process could listen on host:port right now (nothing else has it bound). Like freePort,
+ * an answer for this instant only: whoever binds it later must still handle EADDRINUSE.
+ */
+export function canListen(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.unref();
+    server.once('error', () => resolve(false));
+    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(true)));
+  });
+}
+
 /** Whether something accepts a TCP connection at host:port within `timeoutMs`. */
 export function listening(host: string, port: number, timeoutMs = 500): Promise<boolean> {
   return new Promise((resolve) => {

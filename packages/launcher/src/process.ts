@@ -10,8 +10,10 @@ export interface StartProcessOptions {
   /** Default: the running Node (process.execPath), so `args` are a script and its arguments. */
   command?: string;
   args: string[];
-  /** Merged over process.env. */
+  /** Merged over process.env, unless `inheritEnv` is false. */
   env?: Record<string, string>;
+  /** false: the process gets `env` alone (e.g. a user's shell environment, without this process's variables). */
+  inheritEnv?: boolean;
   cwd?: string;
   /** Names the process in errors and messages. */
   name: string;
@@ -19,6 +21,11 @@ export interface StartProcessOptions {
   readyPattern?: RegExp;
   /** Default 30 s. */
   readyTimeoutMs?: number;
+  /**
+   * Start it in its own process group, and send every signal (stop, kill, SIGINT) to the whole group:
+   * what a terminal's Ctrl-C does to a command like `npm start` and the processes it runs.
+   */
+  group?: boolean;
   /** Registered (its stop()) right after the spawn, before waiting for readyPattern: the harness' Teardown. */
   teardown?: { add(step: () => Promise<void>): void };
 }
@@ -59,8 +66,9 @@ const STOP_GRACE_MS = 5_000;
 export async function startProcess(opts: StartProcessOptions): Promise<StartedProcess> {
   const command = opts.command ?? process.execPath;
   const child = await spawnTracked(command, opts.args, {
-    env: { ...process.env, ...opts.env },
+    env: opts.inheritEnv === false ? { ...opts.env } : { ...process.env, ...opts.env },
     ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
+    ...(opts.group === true ? { detached: true } : {}),
     stdio: ['ignore', 'pipe', 'pipe'],
   }).catch((error: unknown) => {
     throw new Error(`${opts.name}: ${messageOf(error)}`, { cause: error });

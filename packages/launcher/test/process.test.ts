@@ -80,3 +80,21 @@ describe('killChildrenOnSignals(false)', () => {
     expect(program.output()).toContain('child exited 7');
   });
 });
+
+describe('startProcess({ group: true })', () => {
+  it('signals the whole process group, as a Ctrl-C reaches a command and what it started', async () => {
+    // A shell that starts a grandchild and waits: SIGINT to the shell alone would leave the grandchild.
+    const p = await startProcess({
+      name: 'group',
+      command: '/bin/sh',
+      args: ['-c', `node -e "process.on('SIGINT', () => { console.log('grandchild got SIGINT'); process.exit(0); }); console.log('up'); setInterval(() => {}, 1000);"; echo 'shell done'`],
+      group: true,
+      readyPattern: /^up$/,
+    });
+    started.push(p);
+    p.signal('SIGINT');
+    await p.waitForOutput(/grandchild got SIGINT/, 10_000);
+    await p.exited;
+    expect(p.isRunning()).toBe(false);
+  });
+});
