@@ -5,8 +5,9 @@
 import type { TriadClient } from '@triad/client';
 import { TriadError, isTriadError, ErrorCode, type TaskEvent, type TaskState } from '@triad/protocol';
 import { eventLine, finalLine, summaryTable, taskJson } from './format.js';
-import { ExitCode } from './io.js';
-import { err, errorLines, explainBusError, out } from './runtime.js';
+import { ExitCode, err, out } from './io.js';
+import { errorLines } from './errors.js';
+import { explainBusError } from './runtime.js';
 
 export type FollowEnd =
   | { kind: 'ended'; state: TaskState }

@@ -1,10 +1,16 @@
 /**
- * Input handling: JSON from flags, files or stdin, and the argument parsers commander calls. Every
- * problem is a `CliError` with exit code 2 (a usage/input error) that says how to fix it.
+ * Input and output: JSON from flags, files or stdin, the argument parsers commander calls, and the
+ * writers that keep stdout clean. Every input problem is a `CliError` with exit code 2 (a usage/input
+ * error) that says how to fix it. Light on purpose (no zod, no NATS): every command loads it to parse
+ * its arguments, and only a command that runs loads the client (runtime.ts).
  */
 import { readFileSync } from 'node:fs';
 import { InvalidArgumentError } from 'commander';
-import { TaskStatusSchema, errorMessage, type TaskStatus } from '@triad/protocol';
+import { TASK_STATUSES as STATUSES, type TaskStatus } from '@triad/protocol/constants';
+
+function errorMessage(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
 
 /** The exit codes: 0 success, 1 operational failure, 2 usage or input error, 130 interrupted. */
 export const ExitCode = { Ok: 0, Failure: 1, Usage: 2, Interrupted: 130 } as const;
@@ -79,13 +85,25 @@ export function intArg(min: number, max: number = Number.MAX_SAFE_INTEGER): (val
   };
 }
 
-export const TASK_STATUSES: readonly TaskStatus[] = TaskStatusSchema.options;
+export const TASK_STATUSES: readonly TaskStatus[] = STATUSES;
 
 /** Validates `--status` against the task statuses, listing the allowed values when it is not one. */
 export function parseStatus(value: string): TaskStatus {
-  const parsed = TaskStatusSchema.safeParse(value);
-  if (!parsed.success) {
+  const status = TASK_STATUSES.find((s) => s === value);
+  if (status === undefined) {
     throw new InvalidArgumentError(`"${value}" is not a task status; use one of: ${TASK_STATUSES.join(', ')}.`);
   }
-  return parsed.data;
+  return status;
+}
+
+export function out(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+export function err(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+export function printJson(value: unknown, pretty = true): void {
+  out(pretty ? JSON.stringify(value, null, 2) : JSON.stringify(value));
 }

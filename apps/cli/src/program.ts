@@ -1,13 +1,25 @@
-/** The commander program: global options, error output (`triad: ...`, exit 2 for usage) and commands. */
+/**
+ * The commander program: global options, `--version`, error output (`triad: ...`, exit 2 for usage) and
+ * commands. Declaring the commands loads only commander and the light modules; each command's action
+ * loads what it needs when it runs, so `triad --version` and `--help` start fast.
+ */
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { commands } from './commands/index.js';
 import { ExitCode } from './io.js';
-import { connectionOptions, reportError } from './runtime.js';
+import { connectionOptions } from './options.js';
+
+/** The CLI's version: its package.json's. */
+export function cliVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: string };
+  return pkg.version ?? 'unknown';
+}
 
 export function buildProgram(): Command {
   const program = new Command('triad');
   program
     .description('Triad: submit and follow tasks, inspect their state, and manage workflows.')
+    .version(`triad ${cliVersion()}`, '-V, --version', 'print the version and exit')
     // Settings copied to every command created after them.
     .exitOverride()
     .configureOutput({
@@ -42,6 +54,7 @@ export async function run(argv: readonly string[] = process.argv): Promise<numbe
       if (e.exitCode === 0) return ExitCode.Ok;
       return ExitCode.Usage;
     }
+    const { reportError } = await import('./errors.js');
     return reportError(e);
   }
   return typeof process.exitCode === 'number' ? process.exitCode : ExitCode.Ok;

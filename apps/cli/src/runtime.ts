@@ -1,29 +1,14 @@
 /**
- * What every command shares: the connection options (--nats, the NATS credentials and TLS flags,
- * --namespace, --request-timeout), the client's lifecycle, output helpers that keep stdout clean, and
- * error reporting with exit codes.
+ * What a command that runs needs: its connection settings resolved from the flags and the environment,
+ * the client's lifecycle, and error reporting with exit codes. Loaded only when a command runs
+ * (options.ts declares the flags), since it brings the client, NATS and the schemas.
  */
-import { CommanderError, type Command } from 'commander';
+import type { Command } from 'commander';
 import { TriadClient, clientOptionsFromEnv, type ClientOptions } from '@triad/client';
 import { ClientIdSchema, DEFAULT_CLIENT_ID, DEFAULT_NATS_URL, ErrorCode, NamespaceSchema, TriadError, errorMessage, type ConnectionVariable, type SettingLabels } from '@triad/protocol';
-import { CliError, ExitCode, intArg, usageError } from './io.js';
+import { CliError, usageError } from './io.js';
+import { optionsOf, type ConnectionOptions } from './options.js';
 import { localOperatorSettings } from './local-credentials.js';
-
-/** The options every command accepts (on the program and on each command, so they work anywhere). */
-export interface ConnectionOptions {
-  nats?: string;
-  natsCreds?: string;
-  natsNkeySeed?: string;
-  natsUser?: string;
-  natsPassword?: string;
-  natsToken?: string;
-  natsTlsCa?: string;
-  natsTlsCert?: string;
-  natsTlsKey?: string;
-  namespace?: string;
-  clientId?: string;
-  requestTimeout?: number;
-}
 
 type CredentialFlag = 'natsCreds' | 'natsNkeySeed' | 'natsUser' | 'natsPassword' | 'natsToken' | 'natsTlsCa' | 'natsTlsCert' | 'natsTlsKey';
 
@@ -41,36 +26,6 @@ const CREDENTIAL_FLAGS: Record<CredentialFlag, { variable: ConnectionVariable; f
   natsTlsCert: { variable: 'NATS_TLS_CERT', flag: '--nats-tls-cert' },
   natsTlsKey: { variable: 'NATS_TLS_KEY', flag: '--nats-tls-key' },
 };
-
-/**
- * Adds the connection options. They are declared on the program and on every leaf command, because
- * commander hands everything after a command's own first option to that command.
- */
-export function connectionOptions(cmd: Command): Command {
-  return cmd
-    .option('--nats <url>', 'NATS server URL, or several comma-separated (overrides NATS_URL; default nats://127.0.0.1:4222)')
-    .option('--nats-creds <file>', 'NATS credentials file: user JWT and nkey seed (overrides NATS_CREDS)')
-    .option('--nats-nkey-seed <file>', 'file holding a NATS user nkey seed (overrides NATS_NKEY_SEED)')
-    .option('--nats-user <user>', 'NATS user; its password from --nats-password or NATS_PASSWORD (overrides NATS_USER)')
-    .option('--nats-password <password>', 'NATS password (overrides NATS_PASSWORD; better set NATS_PASSWORD: a flag shows in the process list)')
-    .option('--nats-token <token>', 'NATS token (overrides NATS_TOKEN; better set NATS_TOKEN: a flag shows in the process list)')
-    .option('--nats-tls-ca <file>', 'PEM file of the CA that signed the NATS server certificate (overrides NATS_TLS_CA)')
-    .option('--nats-tls-cert <file>', 'PEM client certificate for mutual TLS, with --nats-tls-key (overrides NATS_TLS_CERT)')
-    .option('--nats-tls-key <file>', 'PEM private key of --nats-tls-cert (overrides NATS_TLS_KEY)')
-    .option('--namespace <ns>', 'Triad namespace (overrides TRIAD_NAMESPACE; default "default")')
-    .option('--client-id <id>', 'the client identity to submit and read under (overrides TRIAD_CLIENT_ID; default "default")')
-    .option('--request-timeout <ms>', 'timeout of connecting to NATS and of each API request (default 10000)', intArg(1));
-}
-
-/** Adds "Example(s):" lines to a command's --help. */
-export function examples(cmd: Command, lines: readonly string[]): Command {
-  return cmd.addHelpText('after', `\nExample${lines.length > 1 ? 's' : ''}:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`);
-}
-
-/** A command's options merged with its ancestors' (an option may have been parsed by any of them). */
-export function optionsOf<T>(cmd: Command): T {
-  return cmd.optsWithGlobals<Record<string, unknown>>() as T;
-}
 
 export interface Resolved {
   natsUrl: string;
@@ -181,62 +136,4 @@ export function explainBusError(e: unknown, what: string, namespace: string): un
     );
   }
   return new TriadError(ErrorCode.Unavailable, `cannot ${what}: ${msg}`, { cause: e });
-}
-
-export function out(line: string): void {
-  process.stdout.write(`${line}\n`);
-}
-
-export function err(line: string): void {
-  process.stderr.write(`${line}\n`);
-}
-
-export function printJson(value: unknown, pretty = true): void {
-  out(pretty ? JSON.stringify(value, null, 2) : JSON.stringify(value));
-}
-
-/** TriadError codes that mean the caller's input was wrong (exit 2); every other code exits 1. */
-const INPUT_ERROR_CODES: ReadonlySet<string> = new Set([ErrorCode.InvalidMessage, ErrorCode.InvalidDefinition, ErrorCode.InvalidConfig, ErrorCode.PayloadTooLarge]);
-
-/** The exit code for an error. */
-export function exitCodeOf(e: unknown): number {
-  if (e instanceof CliError) return e.exitCode;
-  if (e instanceof CommanderError) return e.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage;
-  if (e instanceof TriadError) return INPUT_ERROR_CODES.has(e.code) ? ExitCode.Usage : ExitCode.Failure;
-  return ExitCode.Failure;
-}
-
-/**
- * The lines an error prints: `triad: <message>` and each detail indented. When the message already
- * ends with the details joined by "; " (how TriadErrors are built), that tail is not repeated.
- */
-export function errorLines(e: unknown): string[] {
-  let message = errorMessage(e);
-  const details = e instanceof TriadError || e instanceof CliError ? [...e.details] : [];
-  if (details.length > 0) {
-    const joined = details.join('; ');
-    if (message.endsWith(joined) && message.length > joined.length) message = message.slice(0, -joined.length).replace(/[:\s]+$/, ':');
-  }
-  return [`triad: ${message}`, ...details.map((d) => `  ${d}`)];
-}
-
-export function reportError(e: unknown): number {
-  for (const line of errorLines(e)) err(line);
-  if (process.env['TRIAD_DEBUG'] && e instanceof Error && e.stack) err(e.stack);
-  return exitCodeOf(e);
-}
-
-/**
- * Wraps a command's action: its returned number (or 0) becomes the exit code; an error is reported
- * on stderr with its exit code.
- */
-export function action<A extends unknown[]>(fn: (...args: A) => Promise<number | void>): (...args: A) => Promise<void> {
-  return async (...args: A): Promise<void> => {
-    try {
-      const code = await fn(...args);
-      process.exitCode = code ?? ExitCode.Ok;
-    } catch (e) {
-      process.exitCode = reportError(e);
-    }
-  };
 }

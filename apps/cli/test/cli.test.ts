@@ -9,7 +9,8 @@ import type { TriadClient } from '@triad/client';
 import { ErrorCode, TriadError, type StepState, type TaskEvent, type TaskState } from '@triad/protocol';
 import { clock, completeByText, duration, eventLine, finalLine, isoTime, relative, stepsTable, table, taskHeader, taskJson, truncate, when } from '../src/format.js';
 import { CliError, INPUT_EXAMPLE, TASK_STATUSES, intArg, parseJson, parseStatus, taskInput } from '../src/io.js';
-import { errorLines, exitCodeOf, resolveConnection } from '../src/runtime.js';
+import { errorLines, exitCodeOf } from '../src/errors.js';
+import { resolveConnection } from '../src/runtime.js';
 import { followTask } from '../src/follow.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -348,7 +349,7 @@ describe('the triad executable', () => {
 
 describe('workflows show', () => {
   it('prints each step with the longest time it can take before it escalates, and the task bound', async () => {
-    const { describeBounds } = await import('../src/commands/workflows.js');
+    const { describeBounds } = await import('../src/bounds-text.js');
     const { taskBound, validateDefinition } = await import('@triad/core');
     const def = validateDefinition({
       name: 'orders',

@@ -8,6 +8,7 @@
  *   const bytes = encode({ taskId: 't1', workflow: 'orders', input: {}, submittedAt: Date.now() });
  *   const msg = decode(bytes, SubmissionSchema, 'submission'); // { ok: true, value } | { ok: false, error }
  */
+export { TASK_STATUSES } from './constants.js';
 export { ErrorCode, TriadError, isTriadError, errorMessage, type WireError } from './errors.js';
 export {
   names,

@@ -5,6 +5,7 @@
  * an integer of epoch milliseconds (a msgpack timestamp is read as one too).
  */
 import { z } from 'zod';
+import { TASK_STATUSES, TERMINAL_TASK_STATUSES, isTerminal } from './constants.js';
 import { NameSchema, TaskIdSchema } from './names.js';
 
 /** An optional field: absent, or nil (read as absent), else valid by `schema`. */
@@ -110,20 +111,9 @@ export const StepResultSchema = z.discriminatedUnion('ok', [
 ]);
 export type StepResult = z.output<typeof StepResultSchema>;
 
-export const TaskStatusSchema = z.enum([
-  'running',
-  'completed',
-  'failed',
-  'compensating',
-  'compensated',
-  'compensation_failed',
-  'cancelled',
-]);
+export const TaskStatusSchema = z.enum(TASK_STATUSES);
 export type TaskStatus = z.output<typeof TaskStatusSchema>;
-export const TERMINAL_TASK_STATUSES: readonly TaskStatus[] = ['completed', 'failed', 'compensated', 'compensation_failed', 'cancelled'];
-export function isTerminal(status: TaskStatus): boolean {
-  return TERMINAL_TASK_STATUSES.includes(status);
-}
+export { TERMINAL_TASK_STATUSES, isTerminal };
 
 export const StepStatusSchema = z.enum([
   'pending',

@@ -3,20 +3,19 @@
  * the same NATS and Redis never see each other.
  */
 import { z } from 'zod';
+import { DEFAULT_CLIENT_ID, NAME_PATTERN, NAMESPACE_PATTERN, TASK_ID_PATTERN } from './constants.js';
 
-export const NAMESPACE_PATTERN = /^[A-Za-z0-9_-]{1,40}$/;
+export { DEFAULT_CLIENT_ID, NAME_PATTERN, NAMESPACE_PATTERN, TASK_ID_PATTERN };
 export const NamespaceSchema = z
   .string()
   .regex(NAMESPACE_PATTERN, 'a namespace is 1-40 letters, digits, "_" or "-" (it becomes part of subjects and stream names)');
 
 /** Names of workflows, steps and agents: safe as a NATS subject token, a Redis field and a stream-name part. */
-export const NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
 export const NameSchema = z
   .string()
   .regex(NAME_PATTERN, 'a name starts with a letter and has at most 64 letters, digits, "_" or "-"');
 
 /** Task ids travel as a subject token (events) and inside Redis hash tags: no dots, wildcards, braces or spaces. */
-export const TASK_ID_PATTERN = /^[A-Za-z0-9_:-]{1,128}$/;
 export const TaskIdSchema = z
   .string()
   .regex(TASK_ID_PATTERN, 'a task id is 1-128 letters, digits, "_", "-" or ":"');
@@ -26,8 +25,6 @@ export const TaskIdSchema = z
  * and inbox subjects, so NATS permissions can confine it to its own (decision 0010).
  */
 export const ClientIdSchema = NameSchema;
-/** The client identity of a process that names none (TRIAD_CLIENT_ID unset). */
-export const DEFAULT_CLIENT_ID = 'default';
 
 export interface Names {
   readonly namespace: string;

@@ -1,7 +1,8 @@
 /** `triad alerts`: open operator alerts — steps that failed for good and were not retried since. */
 import type { Command } from 'commander';
 import { isoTime, table, truncate } from '../format.js';
-import { action, connectionOptions, examples, optionsOf, out, printJson, withClient } from '../runtime.js';
+import { out, printJson } from '../io.js';
+import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 export function register(program: Command): void {
   const cmd = program.command('alerts').description('list open operator alerts (closed by a successful triad retry)').option('--json', 'print the alerts as a JSON array');
@@ -9,6 +10,7 @@ export function register(program: Command): void {
   examples(cmd, ['triad alerts', 'triad alerts --json']);
   cmd.action(
     action(async (_opts: unknown, self: Command) => {
+      const { withClient } = await import('../runtime.js');
       const o = optionsOf<{ json?: boolean }>(self);
       return withClient(self, async (client) => {
         const alerts = await client.alerts();

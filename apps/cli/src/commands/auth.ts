@@ -1,9 +1,8 @@
 /** `triad auth init`: the credentials and permissions of a least-privilege deployment (decision 0016). */
 import type { Command } from 'commander';
 import type { z } from 'zod';
-import { AuthInitSchema, authInit } from '../auth-files.js';
-import { usageError } from '../io.js';
-import { action, examples, optionsOf, out, printJson } from '../runtime.js';
+import { out, printJson, usageError } from '../io.js';
+import { action, examples, optionsOf } from '../options.js';
 
 function list(v: string | undefined): string[] | undefined {
   return v === undefined ? undefined : v.split(',').map((s) => s.trim()).filter((s) => s !== '');
@@ -35,6 +34,7 @@ export function register(program: Command): void {
   ]);
   cmd.action(
     action(async (_opts: unknown, self: Command) => {
+      const { AuthInitSchema, authInit } = await import('../auth-files.js');
       const o = optionsOf<{ dir: string; namespace?: string; agents: string; clients?: string; natsUrl?: string; redisUrl?: string; mountDir?: string; force?: boolean; json?: boolean }>(self);
       const parsed = AuthInitSchema.safeParse({
         dir: o.dir,

@@ -1,6 +1,7 @@
 /** `triad cancel`: stop a running task and undo (compensate) the steps it completed. */
 import type { Command } from 'commander';
-import { action, connectionOptions, examples, optionsOf, out, printJson, withClient } from '../runtime.js';
+import { out, printJson } from '../io.js';
+import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 export function register(program: Command): void {
   const cmd = program
@@ -12,6 +13,7 @@ export function register(program: Command): void {
   examples(cmd, ['triad cancel 3f2a… --reason "customer withdrew the order"', 'triad cancel 3f2a… && triad watch 3f2a…']);
   cmd.action(
     action(async (taskId: string, _opts: unknown, self: Command) => {
+      const { withClient } = await import('../runtime.js');
       const o = optionsOf<{ reason?: string; json?: boolean }>(self);
       return withClient(self, async (client) => {
         const r = await client.cancel(taskId, o.reason);

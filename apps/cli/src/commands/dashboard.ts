@@ -1,10 +1,9 @@
 /** `triad dashboard`: serves the web dashboard (tasks, a task's DAG and events, alerts, dead letters, workflows, the cluster). */
 import type { Command } from 'commander';
-import { errorMessage, type Logger } from '@triad/protocol';
-import { httpSettingsFromEnv, readinessOf, serveHttp, type HttpSurface } from '@triad/service';
-import { startDashboard } from '../dashboard/server.js';
-import { intArg } from '../io.js';
-import { action, connectionOptions, err, examples, optionsOf, out, withClient } from '../runtime.js';
+import type { Logger } from '@triad/protocol';
+import type { HttpSurface } from '@triad/service';
+import { err, intArg, out } from '../io.js';
+import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 export function register(program: Command): void {
   const cmd = program
@@ -17,6 +16,7 @@ export function register(program: Command): void {
   examples(cmd, ['triad dashboard', 'triad dashboard --port 9000 --client-id ops']);
   cmd.action(
     action(async (_opts: unknown, self: Command) => {
+      const [{ withClient }, { errorMessage }, { httpSettingsFromEnv, readinessOf, serveHttp }, { startDashboard }] = await Promise.all([import('../runtime.js'), import('@triad/protocol'), import('@triad/service'), import('../dashboard/server.js')]);
       const o = optionsOf<{ port?: number; host?: string; httpPort?: number }>(self);
       // Checked before connecting: a bad TRIAD_HTTP_PORT is a usage error, not a half-started dashboard.
       const fromEnv = httpSettingsFromEnv();

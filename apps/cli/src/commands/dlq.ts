@@ -2,8 +2,8 @@
 import type { Command } from 'commander';
 import type { StoredDeadLetter } from '@triad/client';
 import { isoTime, table, truncate } from '../format.js';
-import { intArg } from '../io.js';
-import { action, connectionOptions, examples, optionsOf, out, printJson, withClient } from '../runtime.js';
+import { intArg, out, printJson } from '../io.js';
+import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 export function register(program: Command): void {
   const dlq = program
@@ -16,6 +16,7 @@ export function register(program: Command): void {
   examples(dlq, ['triad dlq', 'triad dlq --source step.payment --json', 'triad dlq replay 42']);
   dlq.action(
     action(async (_opts: unknown, self: Command) => {
+      const { withClient } = await import('../runtime.js');
       const o = optionsOf<{ source?: string; limit?: number; json?: boolean }>(self);
       return withClient(self, async (client) => {
         const letters = await client.deadLetters({ ...(o.source !== undefined ? { source: o.source } : {}), limit: o.limit ?? 50 });
@@ -44,6 +45,7 @@ export function register(program: Command): void {
   examples(replay, ['triad dlq replay 42']);
   replay.action(
     action(async (seq: number, _opts: unknown, self: Command) => {
+      const { withClient } = await import('../runtime.js');
       const o = optionsOf<{ json?: boolean }>(self);
       return withClient(self, async (client) => {
         const r = await client.replayDeadLetter(seq);

@@ -2,8 +2,8 @@
 import type { Command } from 'commander';
 import type { TaskStatus } from '@triad/protocol';
 import { isoTime, table } from '../format.js';
-import { TASK_STATUSES, intArg, parseStatus } from '../io.js';
-import { action, connectionOptions, examples, optionsOf, out, printJson, withClient } from '../runtime.js';
+import { TASK_STATUSES, intArg, out, parseStatus, printJson } from '../io.js';
+import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 export function register(program: Command): void {
   const cmd = program
@@ -16,6 +16,7 @@ export function register(program: Command): void {
   examples(cmd, ['triad list --status failed --limit 20']);
   cmd.action(
     action(async (_opts: unknown, self: Command) => {
+      const { withClient } = await import('../runtime.js');
       const o = optionsOf<{ status?: TaskStatus; limit: number; json?: boolean }>(self);
       return withClient(self, async (client) => {
         const tasks = await client.listTasks({ ...(o.status ? { status: o.status } : {}), limit: o.limit });

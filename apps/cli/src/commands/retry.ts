@@ -1,7 +1,7 @@
 /** `triad retry`: resubmit a failed (or parked) step, optionally with a corrected task input. */
 import type { Command } from 'commander';
-import { taskInput } from '../io.js';
-import { action, connectionOptions, examples, optionsOf, out, printJson, withClient } from '../runtime.js';
+import { out, printJson, taskInput } from '../io.js';
+import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 export function register(program: Command): void {
   const cmd = program
@@ -15,6 +15,7 @@ export function register(program: Command): void {
   examples(cmd, [`triad retry 3f2a… --step charge`, `triad retry 3f2a… --input '{"orderId":"o1","amount":40}'`]);
   cmd.action(
     action(async (taskId: string, _opts: unknown, self: Command) => {
+      const { withClient } = await import('../runtime.js');
       const o = optionsOf<{ step?: string; input?: string; inputFile?: string; json?: boolean }>(self);
       // Validated before connecting; only a given input replaces the task's.
       const replace = o.input !== undefined || o.inputFile !== undefined;

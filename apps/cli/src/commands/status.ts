@@ -1,7 +1,8 @@
 /** `triad status <taskId>`: a task's state and its steps. */
 import type { Command } from 'commander';
 import { stepsTable, taskHeader } from '../format.js';
-import { action, connectionOptions, examples, optionsOf, out, printJson, withClient } from '../runtime.js';
+import { out, printJson } from '../io.js';
+import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 export function register(program: Command): void {
   const cmd = program
@@ -13,6 +14,7 @@ export function register(program: Command): void {
   examples(cmd, ['triad status order-o1', 'triad status order-o1 --json']);
   cmd.action(
     action(async (taskId: string, _opts: unknown, self: Command) => {
+      const { withClient } = await import('../runtime.js');
       const o = optionsOf<{ json?: boolean }>(self);
       return withClient(self, async (client) => {
         const task = await client.getTask(taskId);

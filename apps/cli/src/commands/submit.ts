@@ -1,9 +1,8 @@
 /** `triad submit <workflow>`: submits a task, optionally waiting for its outcome. */
 import type { Command } from 'commander';
-import { NAME_PATTERN, TASK_ID_PATTERN } from '@triad/protocol';
-import { showFollow } from '../follow.js';
-import { intArg, taskInput, usageError } from '../io.js';
-import { action, connectionOptions, examples, explainBusError, optionsOf, out, withClient } from '../runtime.js';
+import { NAME_PATTERN, TASK_ID_PATTERN } from '@triad/protocol/constants';
+import { intArg, out, taskInput, usageError } from '../io.js';
+import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 interface SubmitOptions {
   input?: string;
@@ -34,6 +33,7 @@ export function register(program: Command): void {
   ]);
   cmd.action(
     action(async (workflow: string, _opts: unknown, self: Command) => {
+      const [{ withClient, explainBusError }, { showFollow }] = await Promise.all([import('../runtime.js'), import('../follow.js')]);
       const o = optionsOf<SubmitOptions>(self);
       if (!NAME_PATTERN.test(workflow)) {
         throw usageError(`"${workflow}" is not a workflow name: a name starts with a letter and has at most 64 letters, digits, "_" or "-"`);

@@ -1,7 +1,8 @@
 /** `triad supervisor`: who leads, with which epoch, when each supervisor last swept, and the lag. */
 import type { Command } from 'commander';
 import { duration, isoTime, table } from '../format.js';
-import { action, connectionOptions, examples, optionsOf, out, printJson, withClient } from '../runtime.js';
+import { out, printJson } from '../io.js';
+import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 export function register(program: Command): void {
   const cmd = program.command('supervisor').description('show the supervisor leader, its epoch, the last sweeps and the lag').option('--json', 'print the status as JSON');
@@ -9,6 +10,7 @@ export function register(program: Command): void {
   examples(cmd, ['triad supervisor']);
   cmd.action(
     action(async (_opts: unknown, self: Command) => {
+      const { withClient } = await import('../runtime.js');
       const o = optionsOf<{ json?: boolean }>(self);
       return withClient(self, async (client) => {
         const s = await client.supervisorStatus();

@@ -1,9 +1,9 @@
 /** `triad watch <taskId>`: a task's events, history then live, until it ends. */
 import type { Command } from 'commander';
-import { isTerminal, type TaskState } from '@triad/protocol';
-import { isUnknownTask, showFollow } from '../follow.js';
+import type { TaskState } from '@triad/protocol';
+import { isTerminal } from '@triad/protocol/constants';
 import { intArg } from '../io.js';
-import { action, connectionOptions, examples, optionsOf, withClient } from '../runtime.js';
+import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 /** How long to wait for events of a task that already ended (its history may have aged out). */
 const ENDED_IDLE_MS = 2_000;
@@ -21,6 +21,7 @@ export function register(program: Command): void {
   examples(cmd, ['triad watch order-o1', 'triad watch order-o1 --json | jq -c .type']);
   cmd.action(
     action(async (taskId: string, _opts: unknown, self: Command) => {
+      const [{ withClient }, { isUnknownTask, showFollow }] = await Promise.all([import('../runtime.js'), import('../follow.js')]);
       const o = optionsOf<{ timeout?: number; json?: boolean }>(self);
       return withClient(self, async (client) => {
         // Read the state first: an unknown id then fails fast instead of waiting forever, and a task

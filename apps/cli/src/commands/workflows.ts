@@ -1,12 +1,9 @@
 /** `triad workflows`: list, register and show workflow definitions. */
 import type { Command } from 'commander';
-import { DEFAULT_SUPERVISION, formatBound, formatMs, taskBound, validateDefinition, type Supervision, type TaskBound } from '@triad/core';
-import { LadderSchema, type Ladder, type RegisteredWorkflow } from '@triad/protocol';
 import { table, truncate } from '../format.js';
-import { intArg, readJsonFile } from '../io.js';
-import { action, connectionOptions, examples, optionsOf, out, printJson, withClient } from '../runtime.js';
+import { intArg, out, printJson, readJsonFile } from '../io.js';
+import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
-const DEFAULT_LADDER = LadderSchema.parse({});
 const DEFINITION_EXAMPLE = `{"name":"orders","steps":[{"name":"charge","agent":"payments"}]}`;
 
 export function register(program: Command): void {
@@ -18,6 +15,7 @@ export function register(program: Command): void {
   examples(group, ['triad workflows', 'triad workflows register orders.workflow.json', 'triad workflows show orders --version 2']);
   group.action(
     action(async (_opts: unknown, self: Command) => {
+      const { withClient } = await import('../runtime.js');
       const o = optionsOf<{ json?: boolean }>(self);
       return withClient(self, async (client) => {
         const workflows = await client.listWorkflows();
@@ -44,6 +42,7 @@ export function register(program: Command): void {
   examples(reg, ['triad workflows register orders.workflow.json']);
   reg.action(
     action(async (file: string, _opts: unknown, self: Command) => {
+      const [{ withClient }, { validateDefinition }] = await Promise.all([import('../runtime.js'), import('@triad/core')]);
       const o = optionsOf<{ json?: boolean }>(self);
       const definition = readJsonFile(file, 'workflow definition', DEFINITION_EXAMPLE);
       // Checked here too, so a bad file is reported (exit 2, every problem) without a server.
@@ -65,22 +64,23 @@ export function register(program: Command): void {
     .description("print a workflow's steps with the longest time each can take before it escalates, and the task's bound (decision 0009)")
     .argument('<name>', 'the workflow name')
     .option('--version <n>', 'this version (default: the latest)', intArg(1))
-    .option('--sweep-interval-ms <ms>', 'the supervisors\' TRIAD_SUPERVISOR_INTERVAL_MS, to turn sweeps into time', intArg(1), DEFAULT_SUPERVISION.sweepIntervalMs)
-    .option('--leader-lease-ms <ms>', 'the supervisors\' TRIAD_SUPERVISOR_LEASE_MS (one leader change is allowed for)', intArg(1), DEFAULT_SUPERVISION.leaderLeaseMs)
+    .option('--sweep-interval-ms <ms>', "the supervisors' TRIAD_SUPERVISOR_INTERVAL_MS, to turn sweeps into time (default: the supervisor's default)", intArg(1))
+    .option('--leader-lease-ms <ms>', "the supervisors' TRIAD_SUPERVISOR_LEASE_MS; one leader change is allowed for (default: the supervisor's default)", intArg(1))
     .option('--json', 'print { definition, bounds } as JSON')
     .option('--definition', 'print only the JSON definition (what `workflows register` takes)');
   connectionOptions(show);
   examples(show, ['triad workflows show orders', 'triad workflows show orders --version 2 --definition > orders.v2.json']);
   show.action(
     action(async (name: string, _opts: unknown, self: Command) => {
-      const o = optionsOf<{ version?: number; sweepIntervalMs: number; leaderLeaseMs: number; json?: boolean; definition?: boolean }>(self);
+      const [{ withClient }, { DEFAULT_SUPERVISION, taskBound }, { describeBounds }] = await Promise.all([import('../runtime.js'), import('@triad/core'), import('../bounds-text.js')]);
+      const o = optionsOf<{ version?: number; sweepIntervalMs?: number; leaderLeaseMs?: number; json?: boolean; definition?: boolean }>(self);
       return withClient(self, async (client) => {
         const wf = await client.getWorkflow(name, o.version);
         if (o.definition) {
           printJson(wf);
           return 0;
         }
-        const supervision = { sweepIntervalMs: o.sweepIntervalMs, leaderLeaseMs: o.leaderLeaseMs };
+        const supervision = { sweepIntervalMs: o.sweepIntervalMs ?? DEFAULT_SUPERVISION.sweepIntervalMs, leaderLeaseMs: o.leaderLeaseMs ?? DEFAULT_SUPERVISION.leaderLeaseMs };
         const bounds = taskBound(wf, supervision);
         if (o.json) {
           printJson({ definition: wf, bounds, supervision });
@@ -91,38 +91,4 @@ export function register(program: Command): void {
       });
     }),
   );
-}
-
-/** The operator's view of a definition: per step its policy and how long it can take before it escalates. */
-export function describeBounds(wf: RegisteredWorkflow, bounds: TaskBound, supervision: Supervision): string {
-  const ladderText = (l: Ladder | undefined): string => {
-    const x = l ?? wf.defaults.ladder ?? DEFAULT_LADDER;
-    return `${x.retries}/${formatMs(x.longBackoffMs)}/${x.maxFailures}/${x.maxCircuitOpen}`;
-  };
-  const rows = wf.steps.map((step, i) => {
-    const b = bounds.steps[i];
-    const c = step.compensate;
-    return [
-      step.name,
-      step.agent,
-      formatMs(step.budgetMs),
-      ladderText(step.ladder),
-      b ? formatBound(b.run, supervision) : undefined,
-      c ? `${c.agent} ${formatMs(c.budgetMs)}` : '-',
-      b?.compensation ? formatBound(b.compensation, supervision) : '-',
-    ];
-  });
-  const lines = [
-    `${wf.name} v${wf.version}${wf.description ? ` — ${wf.description}` : ''}`,
-    `on failure: ${wf.onFailure}${wf.deadlineMs !== undefined ? `; task deadline ${formatMs(wf.deadlineMs)}` : ''}`,
-    '',
-    table(['STEP', 'AGENT', 'BUDGET', 'LADDER r/L/m/c', 'ESCALATES WITHIN', 'COMPENSATION', 'UNDONE WITHIN'], rows),
-    '',
-    `a task ends within ${formatBound(bounds.total, supervision)}:`,
-    `  run   ${formatBound(bounds.run, supervision)}  (the longest dependency path${wf.deadlineMs !== undefined ? ', or the deadline' : ''})`,
-    `  undo  ${formatBound(bounds.undo, supervision)}  (what is in flight, then every compensation in turn)`,
-    `  and one supervisor leader change (${formatMs(supervision.leaderLeaseMs)}); a sweep is at most ${formatMs(supervision.sweepIntervalMs)} (--sweep-interval-ms)`,
-    'Each bound counts every attempt at its whole budget, every park at its whole back-off, and stops at the step\'s give-up time (giveUpAfterMs) plus one budget.',
-  ];
-  return lines.join('\n');
 }

@@ -1,0 +1,24 @@
+/**
+ * The protocol's plain constants — name patterns and the task statuses — without zod, so a program that
+ * needs only these (the CLI's argument parsing and help) does not load the schemas
+ * (`@triad/protocol/constants`). The schemas in names.ts and messages.ts are built from them.
+ */
+
+export const NAMESPACE_PATTERN = /^[A-Za-z0-9_-]{1,40}$/;
+
+/** Names of workflows, steps and agents: safe as a NATS subject token, a Redis field and a stream-name part. */
+export const NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_-]{0,63}$/;
+
+/** Task ids travel as a subject token (events) and inside Redis hash tags: no dots, wildcards, braces or spaces. */
+export const TASK_ID_PATTERN = /^[A-Za-z0-9_:-]{1,128}$/;
+
+/** The client identity of a process that names none (TRIAD_CLIENT_ID unset). */
+export const DEFAULT_CLIENT_ID = 'default';
+
+/** A task's statuses, in the order a task can reach them. */
+export const TASK_STATUSES = ['running', 'completed', 'failed', 'compensating', 'compensated', 'compensation_failed', 'cancelled'] as const;
+export type TaskStatus = (typeof TASK_STATUSES)[number];
+export const TERMINAL_TASK_STATUSES: readonly TaskStatus[] = ['completed', 'failed', 'compensated', 'compensation_failed', 'cancelled'];
+export function isTerminal(status: TaskStatus): boolean {
+  return TERMINAL_TASK_STATUSES.includes(status);
+}
