@@ -71,6 +71,28 @@ describe('clear answers for every bad submission', () => {
     expect(first.value).toMatchObject({ taskId: 'ext-1', type: 'rejected' });
     expect(first.value?.reason).toMatch(/not valid msgpack \(.*[Ee]xtension/);
   });
+
+  it('a valid submission followed by trailing bytes is refused, and the refusal carries its task id (read from the body: no Nats-Msg-Id)', async () => {
+    const bus = t.client.bus;
+    const reply = t.client.replySubject();
+    const body = encode({ taskId: 'trailing-1', workflow: 'orders', input: {}, submittedAt: Date.now(), replyTo: reply.subject });
+    await bus.js.publish(bus.names.subjects.submit(t.client.clientId), Buffer.concat([Buffer.from(body), Buffer.from([0xc0])]), { headers: protocolHeaders() });
+    const first = await reply.events[Symbol.asyncIterator]().next();
+    reply.close();
+    expect(first.value).toMatchObject({ taskId: 'trailing-1', type: 'rejected', seq: 0 });
+    expect(first.value?.reason).toMatch(/not valid msgpack \(Data read, but end of buffer not reached/);
+  });
+
+  it('a readable submission whose task id is not a valid one is refused under the id as submitted, not "unknown"', async () => {
+    const bus = t.client.bus;
+    const reply = t.client.replySubject();
+    await bus.js.publish(bus.names.subjects.submit(t.client.clientId), encode({ taskId: 'order 7.a', workflow: 'orders', input: {}, submittedAt: Date.now(), replyTo: reply.subject }), { headers: protocolHeaders() });
+    const first = await reply.events[Symbol.asyncIterator]().next();
+    reply.close();
+    expect(first.value).toMatchObject({ taskId: 'order 7.a', type: 'rejected', seq: 0 });
+    expect(first.value?.error?.code).toBe(ErrorCode.InvalidMessage);
+    expect(first.value?.reason).toMatch(/taskId: a task id is 1-128 letters/);
+  });
 });
 
 describe('an older reader gets a newer message', () => {

@@ -175,6 +175,9 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
   for (let i = 0; i < (o.agentProcesses ?? 1); i++) starts.push(t.startAgents());
   if (o.supervisor !== false) for (let i = 0; i < (o.supervisors ?? 1); i++) starts.push(t.startSupervisor(o.supervisor ?? {}));
   await Promise.all(starts);
+  // Agents wait for a scheduler to create the streams, then attach their consumers: with a scheduler
+  // running, wait for that too, so a registration right after sees every agent (no "never connected" warning).
+  if (t.schedulers.length > 0) await Promise.all(t.agents.map((a) => a.waitForOutput(/agent host attached/, 30_000)));
   t.client = await TriadClient.connect(clientOptionsFromEnv({ ...env, ...o.roleEnv?.client }));
   td.add(() => t.client.close());
   if (o.registerOrders !== false) await t.client.registerWorkflow(ordersWorkflow);

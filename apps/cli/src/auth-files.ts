@@ -63,7 +63,7 @@ export function redisUserName(namespace: string, identity: string): string {
 
 /** Files `auth init` writes for this input (for the overwrite check). */
 export function authFileNames(ids: readonly Identity[]): string[] {
-  return ['nats-server.conf', 'nats-users.conf', 'redis-users.acl', ...ids.flatMap((i) => [`${i.name}.env`, `${i.name}.nk`])];
+  return ['nats-server.conf', 'nats-users.conf', 'redis-users.acl', ...ids.flatMap((i) => [`${i.name}.env`, `${i.name}.nk`, `${i.name}.pub`])];
 }
 
 /** Writes the files; refuses to replace existing ones unless `force` (new keys would lock out running processes). */
@@ -91,6 +91,9 @@ export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
     const seedFile = join(dir, `${id.name}.nk`);
     await writeFile(seedFile, `${seed}\n`, { mode: 0o600 });
     await chmod(seedFile, 0o600);
+    // The public key beside the seed (`U…`): libraries that sign with a seed but need the public key too
+    // (nats.c's natsOptions_SetNKey) would otherwise derive it. Not secret.
+    await writeFile(join(dir, `${id.name}.pub`), `${publicKey}\n`, { mode: 0o644 });
     natsVars.push(`# ${id.name} (${id.role})\n${confVar(o.namespace, id.name)} = ${natsUser(id, publicKey)}`);
     const env: Record<string, string> = {
       NATS_URL: o.natsUrl,

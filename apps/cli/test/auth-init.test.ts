@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { fromSeed } from '@nats-io/nkeys';
 import { describe, expect, it } from 'vitest';
 
 const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../bin/triad.js');
@@ -24,6 +25,10 @@ describe('triad auth init', () => {
       expect(statSync(join(dir, `${name}.nk`)).mode & 0o777, name).toBe(0o600);
       expect(statSync(join(dir, `${name}.env`)).mode & 0o777, name).toBe(0o600);
       expect(readFileSync(join(dir, `${name}.nk`), 'utf8')).toMatch(/^SU[A-Z2-7]{56}\n$/);
+      // The public key beside it, the one nats-users.conf names for this identity.
+      const pub = readFileSync(join(dir, `${name}.pub`), 'utf8');
+      expect(pub).toBe(`${fromSeed(new TextEncoder().encode(readFileSync(join(dir, `${name}.nk`), 'utf8').trim())).getPublicKey()}\n`);
+      expect(readFileSync(join(dir, 'nats-users.conf'), 'utf8')).toContain(`nkey: ${pub.trim()}`);
     }
     expect(readFileSync(join(dir, 'scheduler.env'), 'utf8')).toMatch(/^REDIS_URL=redis:\/\/triad-shop-scheduler:[0-9a-f]{48}@redis:6379$/m);
     expect(readFileSync(join(dir, 'agent-payment.env'), 'utf8')).not.toMatch(/REDIS_URL/);

@@ -8,7 +8,7 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { ensureConsumer, ensureStreams, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
+import { ensureConsumer, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
 import { SpanKind, SpanStatusCode, contextFromHeaders, context, trace, tracer, traceHeaders, triadMetrics, type HeaderReader, type StepOutcomeLabel } from '@triad/telemetry';
 import { StepRequestSchema, decode, encode, errorMessage, isTriadError, silentLogger, type Logger, type StepRequest, type StepResult } from '@triad/protocol';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
@@ -84,7 +84,7 @@ export class AgentHost {
 
   /**
    * Starts serving. The consumers attach in the background (`attached`): an agent may start before any
-   * scheduler, and one whose identity may not create streams waits for a scheduler to create them.
+   * scheduler, and waits for one to create the streams.
    */
   start(): Promise<void> {
     this.attached = this.attach();
@@ -124,27 +124,24 @@ export class AgentHost {
   }
 
   /**
-   * The streams exist, or are made: an agent creates them when its identity may (an unsecured
-   * deployment); one whose identity may not (decision 0010) waits for a scheduler to create them, saying so.
+   * Waits for the STEPS stream: the streams are the schedulers' to create (protocol §3, decision 0010),
+   * so an agent never tries — under least privilege that try would be a permission violation the server
+   * logs (issue #21). It asks only for the STEPS stream's info, which every agent identity may.
    */
   private async streamsReady(): Promise<void> {
     const { bus } = this.o;
     const stream = bus.names.streams.steps;
-    for (let delay = 250, said = false; !this.stopped; delay = Math.min(delay * 2, 5_000)) {
+    // At most a second between looks: a scheduler that starts later is noticed soon after.
+    for (let delay = 250, said = false; !this.stopped; delay = Math.min(delay * 2, 1_000)) {
       try {
         await bus.jsm.streams.info(stream);
         return;
       } catch (e) {
         if (!/not found/i.test(errorMessage(e))) throw e;
       }
-      try {
-        await ensureStreams(bus);
-        return;
-      } catch (e) {
-        if (!said) this.log.warn({ stream, err: errorMessage(e) }, 'waiting for the steps stream: start a scheduler in this namespace (it creates the streams)');
-        said = true;
-        await new Promise((r) => setTimeout(r, delay));
-      }
+      if (!said) this.log.warn({ stream }, 'waiting for the steps stream: start a scheduler in this namespace (it creates the streams)');
+      said = true;
+      await new Promise((r) => setTimeout(r, delay));
     }
   }
 

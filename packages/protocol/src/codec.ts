@@ -153,3 +153,20 @@ export function decodeOrThrow<S extends z.ZodType>(bytes: Uint8Array, schema: S,
 export function unpackTrusted(bytes: Uint8Array): unknown {
   return packr.unpack(bytes);
 }
+
+/**
+ * The first msgpack value of `bytes`, whatever follows it (trailing bytes make a message invalid, §1).
+ * Only to find where to answer a message that is being refused — its task id, its reply subject; throws
+ * if not even the first value can be read.
+ */
+export function unpackLeading(bytes: Uint8Array): unknown {
+  let first: unknown;
+  let read = false;
+  packr.unpackMultiple(bytes, (value: unknown) => {
+    first = value;
+    read = true;
+    return false;
+  });
+  if (!read) throw new Error('no msgpack value');
+  return first;
+}

@@ -32,7 +32,7 @@ import {
   encode,
   isTerminal,
   silentLogger,
-  unpackTrusted,
+  unpackLeading,
   type Logger,
   type RegisteredWorkflow,
   type ResultItem,
@@ -454,7 +454,6 @@ export class Scheduler {
     if (wf) await this.dispatcher.publish(taskId, wf, t, Date.now());
   }
 
-  /** A submission that did not parse: tell the caller if its reply subject and task id can be read. */
   /**
    * A submission that did not decode or validate: answer it wherever that can be done safely — on the
    * submitter's reply subject (from the body, else the `Triad-Reply-To` header: it survives a body that
@@ -465,7 +464,8 @@ export class Scheduler {
   private async rejectUnparsed(client: string, data: Uint8Array, err: TriadError, headers?: MsgHdrs): Promise<void> {
     let raw: { taskId?: unknown; replyTo?: unknown } = {};
     try {
-      const v = unpackTrusted(data);
+      // Its first value even when bytes follow it (itself a reason to refuse it, protocol §1).
+      const v = unpackLeading(data);
       if (v !== null && typeof v === 'object') raw = v;
     } catch {
       // not msgpack: only the headers can say where to answer
@@ -484,7 +484,10 @@ export class Scheduler {
       return;
     }
     if (replyTo === undefined) return;
-    const ev: TaskEvent = { taskId: 'unknown', seq: 0, type: 'rejected', at: Date.now(), reason: err.message.slice(0, 4000), error: err.toWire() };
+    // The id as submitted when it can be read at all (a client matches refusals by it), even one that is
+    // not a valid task id and so could name no event subject; 'unknown' only when none can be read.
+    const asSubmitted = typeof raw.taskId === 'string' && raw.taskId.length >= 1 && raw.taskId.length <= 128 ? raw.taskId : undefined;
+    const ev: TaskEvent = { taskId: asSubmitted ?? 'unknown', seq: 0, type: 'rejected', at: Date.now(), reason: err.message.slice(0, 4000), error: err.toWire() };
     try {
       const batch: TaskEventBatch = { taskId: ev.taskId, events: [ev] };
       publishPlain(this.o.bus, replyTo, encode(batch));
