@@ -25,11 +25,13 @@ const undoneOrder = (events: TaskEvent[]): string[] => events.filter((e) => e.ty
 
 describe('an undo leaves no effect behind', () => {
   it('five orders cancelled with `triad cancel` while their charge is in flight: every charge is refunded', async () => {
-    // The issue's scenario: the payment service takes 6 s per call, and each order is cancelled from the
-    // CLI as soon as an agent is charging it (the example's workflow, its charge given room for the 6 s).
-    const t = await startTriad(td, { nats, redis }, { registerOrders: false, faults: { payment: { latencyMs: 6_000 } } });
+    // The issue's scenario: the payment service takes 15 s per call, and each order is cancelled from the
+    // CLI as soon as an agent is charging it (the example's workflow, its charge given room for the 15 s).
+    // 15 s: five CLI processes must start and send their cancel while the charges are still in flight,
+    // on a machine that may be busy.
+    const t = await startTriad(td, { nats, redis }, { registerOrders: false, faults: { payment: { latencyMs: 15_000 } } });
     const base = ordersWorkflow.toJSON();
-    await t.client.registerWorkflow({ ...base, steps: base.steps.map((s) => (s.name === 'charge' ? { ...s, budgetMs: 15_000 } : s)) });
+    await t.client.registerWorkflow({ ...base, steps: base.steps.map((s) => (s.name === 'charge' ? { ...s, budgetMs: 30_000 } : s)) });
     const ids = await Promise.all(Array.from({ length: 5 }, (_, i) => t.client.submit('orders', { orderId: `cancel-${i}`, amount: 20 + i }).then((s) => s.taskId)));
     await Promise.all(
       ids.map(async (id) => {
@@ -38,9 +40,9 @@ describe('an undo leaves no effect behind', () => {
         expect(r.code, r.stderr).toBe(0);
       }),
     );
-    // The charges already in the service keep their 6 s; the refunds that follow are quick.
+    // The charges already in the service keep their 15 s; the refunds that follow are quick.
     t.services.payment.setFaults({ latencyMs: 0 });
-    const states = await Promise.all(ids.map((id) => t.client.wait(id, { timeoutMs: 30_000 })));
+    const states = await Promise.all(ids.map((id) => t.client.wait(id, { timeoutMs: 45_000 })));
     for (const s of states) {
       expect(s.status).toBe('cancelled');
       // The charge finished after the cancel: it was waited for, then refunded before the release.
@@ -50,7 +52,7 @@ describe('an undo leaves no effect behind', () => {
       expect(effectOf(t, 'inventory', s.taskId, 'reserve')).toMatchObject({ applied: true, undone: true, reversals: 1 });
     }
     expect(checkLedgers(t.namespace, t.services, ordersWorkflow.toJSON(), states)).toEqual({ orphans: [], wrongUndos: [], duplicates: [] });
-  });
+  }, 120_000);
 
   it('a charge whose attempts all time out while the service applies them late: the task is undone and the late charge refunded', async () => {
     // Every payment call takes 1.5 s against a 1 s budget: each attempt times out, but the first call

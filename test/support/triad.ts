@@ -175,13 +175,38 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
   for (let i = 0; i < (o.agentProcesses ?? 1); i++) starts.push(t.startAgents());
   if (o.supervisor !== false) for (let i = 0; i < (o.supervisors ?? 1); i++) starts.push(t.startSupervisor(o.supervisor ?? {}));
   await Promise.all(starts);
-  // Agents wait for a scheduler to create the streams, then attach their consumers: with a scheduler
-  // running, wait for that too, so a registration right after sees every agent (no "never connected" warning).
-  if (t.schedulers.length > 0) await Promise.all(t.agents.map((a) => a.waitForOutput(/agent host attached/, 30_000)));
   t.client = await TriadClient.connect(clientOptionsFromEnv({ ...env, ...o.roleEnv?.client }));
   td.add(() => t.client.close());
+  // Agents wait for a scheduler to create the streams, then attach their consumers: with a scheduler
+  // running, wait for those consumers too, so a registration right after sees every agent (no "never
+  // connected" warning). Asked of JetStream, not read from logs (an agent may log at warn only).
+  if (t.schedulers.length > 0 && o.agentProcesses !== 0) await waitForAgentConsumers(t.client, agentTypes(env));
   if (o.registerOrders !== false) await t.client.registerWorkflow(ordersWorkflow);
   return t;
+}
+
+/** The agent types the example's agent host serves with this environment (ORDERS_AGENTS, default all four). */
+function agentTypes(env: Record<string, string>): string[] {
+  return (env['ORDERS_AGENTS']?.trim() || SERVICE_NAMES.join(',')).split(',').map((x) => x.trim()).filter((x) => x !== '');
+}
+
+/** Waits until every agent type has its durable consumer on the steps stream (its agent attached). */
+async function waitForAgentConsumers(client: TriadClient, types: readonly string[]): Promise<void> {
+  const n = client.bus.names;
+  const want = types.map((a) => n.consumers.agent(a));
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const have = new Set<string>();
+    try {
+      for await (const c of client.bus.jsm.consumers.list(n.streams.steps)) have.add(c.name);
+    } catch {
+      // the stream may not be there yet
+    }
+    const missing = want.filter((c) => !have.has(c));
+    if (missing.length === 0) return;
+    if (Date.now() > deadline) throw new Error(`agents did not attach within 60 s: no consumer ${missing.join(', ')} on ${n.streams.steps}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 /**
