@@ -65,6 +65,11 @@ export {
   ListWorkflowsRequestSchema,
   GetTaskRequestSchema,
   ListTasksRequestSchema,
+  TaskEventsRequestSchema,
+  LimitTargetSchema,
+  SetLimitRequestSchema,
+  ClearLimitRequestSchema,
+  ClientLimitSchema,
   RetryTaskRequestSchema,
   CancelTaskRequestSchema,
   EmptyRequestSchema,
@@ -91,6 +96,7 @@ export {
   type TaskState,
   type TaskSummary,
   type ApiReply,
+  type ClientLimit,
 } from './messages.js';
 export { encode, decode, decodeOrThrow, validate, unpackTrusted, unpackUntrusted, integersAsIntegers, DEFAULT_MAX_MESSAGE_BYTES, MAX_NESTING_DEPTH, MAX_LISTED_ISSUES, MAX_ISSUE_CHARS, type Decoded } from './codec.js';
 export { loadConfig, ConfigSchema, type Config } from './config.js';
@@ -128,6 +134,8 @@ export {
   RetryTaskReplySchema,
   CancelTaskReplySchema,
   SupervisorStatusSchema,
+  TaskEventsReplySchema,
+  ClearLimitReplySchema,
 } from './api.js';
 export { protocolJsonSchemas } from './json-schemas.js';
 export {
@@ -145,6 +153,9 @@ export {
   clientIdentity,
   operatorIdentity,
   deploymentIdentities,
+  deploymentAccounts,
+  triadAccountName,
+  clientAccountName,
   redisAclLine,
   subjectMatches,
   rolesAllowed,
@@ -153,4 +164,6 @@ export {
   type NatsPermissions,
   type RedisPermissions,
   type DeploymentInput,
+  type NatsAccount,
+  type NatsExport,
 } from './permissions.js';
