@@ -381,7 +381,7 @@ export class TriadClient {
   private async inBacklogLine<T>(publish: () => Promise<T>, deadline: number, taskId: string): Promise<T> {
     this.waitingInLine++;
     const turn = this.backlogLine.then(async () => {
-      for (let delay = 25; ; delay = Math.min(delay * 2, 1_000)) {
+      for (let delay = 25; ; delay = Math.min(delay * 2, 250)) {
         try {
           return await publish();
         } catch (e) {
