@@ -436,7 +436,7 @@ export class TriadClient {
         if (!page.more || o.signal?.aborted) return out;
       }
     };
-    /** The events not yielded yet, in order; true when one of them ends the watch. */
+    /** The events of `events` not yielded yet (a rejection, seq 0, each time), marked as seen. */
     const fresh = (events: readonly TaskEvent[]): TaskEvent[] => {
       const out = events.filter((ev) => ev.taskId === taskId && !(ev.seq > 0 && seen.has(ev.seq)));
       for (const ev of out) {
@@ -446,7 +446,9 @@ export class TriadClient {
       return out;
     };
     try {
-      await this.bus.nc.flush();
+      // The subscription is in place before the history is read (NATS restarting: it is sent again on
+      // reconnect, and the history read below waits for NATS and a scheduler).
+      await this.bus.nc.flush().catch(() => undefined);
       const live = sub[Symbol.asyncIterator]();
       let batch: TaskEvent[] = await this.untilAvailable(history, taskId, o.signal);
       for (;;) {
@@ -457,7 +459,12 @@ export class TriadClient {
         const r = await live.next().catch((e: unknown) => {
           throw this.refusal(e) ?? e;
         });
-        if (r.done) return;
+        if (r.done) {
+          // Ended by the abort or close — or by NATS refusing the subscription (not this client's events).
+          const closed = await sub.closed;
+          if (closed instanceof Error && !o.signal?.aborted) throw this.refusal(closed) ?? closed;
+          return;
+        }
         const d = decode(r.value.data, TaskEventBatchSchema, 'task events');
         if (!d.ok) continue;
         const first = Math.min(...d.value.events.filter((ev) => ev.seq > 0).map((ev) => ev.seq));

@@ -61,8 +61,6 @@ export class ApiServer {
   private discovery: Discovery | undefined;
   /** Requests, errors and handling time per endpoint (by name): the service framework's stats. */
   private readonly stats: Map<string, EndpointStats>;
-  /** Requests refused for their reply subject (decision 0019), as triad_api_requests_refused_total counts them. */
-  refusedReplies = 0;
 
   constructor(
     private readonly bus: Bus,
@@ -285,7 +283,6 @@ export class ApiServer {
    */
   private async refuse(msg: Msg, endpoint: string, reason: string): Promise<void> {
     const n = this.bus.names;
-    this.refusedReplies++;
     triadMetrics().apiRequestsRefused.inc({ namespace: n.namespace, endpoint });
     this.log.warn({ subject: msg.subject, reply: msg.reply, reason }, 'api request refused: its reply subject is not the requester\'s inbox');
     await deadLetter(this.bus, 'api', `${msg.subject}: ${reason}`, msg.data, 1, { subject: msg.subject, headers: msg.headers });
