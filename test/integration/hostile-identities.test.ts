@@ -140,6 +140,11 @@ describe('replies go only to the requester', () => {
     expect(toStream.reason).toMatch(/is not an inbox of namespace .*: not answered/);
     const toBob = await waitForDeadLetter(t.client.bus, (d) => d.source === 'api' && d.reason.includes(`_INBOX.${ns}.bob.stolen`), "alice's read refused for bob's inbox");
     expect(toBob.reason).toMatch(/is not client alice's inbox/);
+    // allow_responses lets the scheduler answer any reply subject of a request it received — a JetStream
+    // API subject too (a stream delete ignores its body): its own check is what keeps it to inboxes.
+    operator.nc.publish(n.subjects.api('workflow.list'), encode({}), { reply: `$JS.API.STREAM.DELETE.${n.streams.events}`, headers: protocolHeaders() });
+    await waitForDeadLetter(t.client.bus, (d) => d.source === 'api' && d.reason.includes('$JS.API.STREAM.DELETE'), 'the request answered onto a stream delete refused');
+    await expect(t.client.bus.jsm.streams.info(n.streams.events)).resolves.toMatchObject({ config: { name: n.streams.events } });
     // Not run: bob's task still runs; not answered: nothing went to STEPS or to bob.
     expect((await t.client.getTask(bobsTask)).status).toBe('running');
     expect((await t.client.bus.jsm.streams.info(n.streams.steps)).state.last_seq).toBe(steps);
@@ -149,6 +154,7 @@ describe('replies go only to the requester', () => {
     const metrics = await (await fetch(`http://127.0.0.1:${schedulerHttpPort()}/metrics`)).text();
     expect(metrics).toMatch(new RegExp(`triad_api_requests_refused_total\\{namespace="${ns}",endpoint="task_cancel"\\} 1`));
     expect(metrics).toMatch(new RegExp(`triad_api_requests_refused_total\\{namespace="${ns}",endpoint="client_task_list"\\} 1`));
+    expect(metrics).toMatch(new RegExp(`triad_api_requests_refused_total\\{namespace="${ns}",endpoint="workflow_list"\\} 1`));
   });
 
   it("alice's JetStream publishes with foreign reply subjects store nothing but her submissions: the acknowledgements stay in her account", async () => {
