@@ -79,7 +79,7 @@ describe('refusals', () => {
   it('a client cannot cancel, retry, register or list alerts, nor publish a result; it can read and submit', async () => {
     const web = await clientAs(nsA, 'client-web');
     const { taskId } = await web.submit('orders', { orderId: 'lp-refused', amount: 3 });
-    await expect(web.getTask(taskId)).resolves.toMatchObject({ taskId });
+    await waitFor(() => web.getTask(taskId).catch(() => undefined), { timeoutMs: 15_000, what: `task ${taskId} to be recorded` });
     await expect(web.cancel(taskId)).rejects.toThrow(
       new RegExp(`NATS refused to let this connection publish to "triad\\.${nsA}\\.api\\.task\\.cancel": the credentials it connected with lack that permission .*only the operator role may`),
     );

@@ -430,7 +430,7 @@ export class TriadClient {
     const history = async (): Promise<TaskEvent[]> => {
       const out: TaskEvent[] = [];
       for (;;) {
-        const page = await this.taskEvents(taskId, from);
+        const page = await this.taskEvents(taskId, { from, owner });
         out.push(...page.events);
         from = page.next;
         if (!page.more || o.signal?.aborted) return out;
@@ -514,10 +514,11 @@ export class TriadClient {
 
   /**
    * A task's stored events, oldest first (only this client's own tasks once it reads its own:
-   * `taskReads`), from stream sequence `from` (a previous page's `next`).
+   * `taskReads`), from stream sequence `from` (a previous page's `next`); `owner`: only those published
+   * under that client (the task's submitter).
    */
-  async taskEvents(taskId: string, from?: number): Promise<TaskEventsPage> {
-    return this.request('task.events', { taskId, ...(from !== undefined && from > 1 ? { from } : {}) });
+  async taskEvents(taskId: string, o: { from?: number; owner?: string } = {}): Promise<TaskEventsPage> {
+    return this.request('task.events', { taskId, ...(o.from !== undefined && o.from > 1 ? { from: o.from } : {}), ...(o.owner !== undefined ? { client: o.owner } : {}) });
   }
 
   /**

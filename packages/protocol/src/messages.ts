@@ -273,9 +273,12 @@ export const ListTasksRequestSchema = z
 
 /**
  * `task.events`: a task's stored events from the EVENTS stream, oldest first; `from` is the `next` of a
- * previous reply (a stream sequence), to read on where it stopped (decision 0019).
+ * previous reply (a stream sequence), to read on where it stopped; `client`, on the namespace-wide
+ * subject, only the events published under that client (the task's owner: another client's rejected
+ * submission of the same id is not its story). A client-scoped request reads its own client's always
+ * (decision 0019).
  */
-export const TaskEventsRequestSchema = z.object({ taskId: TaskIdSchema, from: optional(z.number().int().min(1)) });
+export const TaskEventsRequestSchema = z.object({ taskId: TaskIdSchema, from: optional(z.number().int().min(1)), client: optional(ClientIdSchema) });
 
 /** Whom a submission rate limit applies to: one client id, or `*` for every client without its own. */
 export const LimitTargetSchema = z.union([ClientIdSchema, z.literal('*')]);

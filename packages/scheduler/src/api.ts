@@ -153,7 +153,8 @@ export class ApiServer {
         const q = req(data, TaskEventsRequestSchema, 'task.events request');
         // A client's subject holds only its own tasks' events: the subject is the ownership check.
         const s = this.bus.names.subjects;
-        return readTaskEvents(this.bus, client === undefined ? s.eventOfTask(q.taskId) : s.event(client, q.taskId), q.taskId, q.from);
+        const owner = client ?? q.client;
+        return readTaskEvents(this.bus, owner === undefined ? s.eventOfTask(q.taskId) : s.event(owner, q.taskId), q.taskId, q.from);
       },
       'limit.set': async (data) => {
         const q = req(data, SetLimitRequestSchema, 'limit.set request');
