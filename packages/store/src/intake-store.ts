@@ -18,6 +18,8 @@ export class IntakeStore {
   readonly keys: Keys;
   private cached: { at: number; limits: Map<string, ClientLimit> } | undefined;
   private reading: Promise<Map<string, ClientLimit>> | undefined;
+  /** Bumped by every change made here: a read begun before one is not cached after it. */
+  private generation = 0;
 
   constructor(
     readonly redis: RedisClient,
@@ -48,14 +50,20 @@ export class IntakeStore {
 
   async setLimit(l: ClientLimit): Promise<void> {
     await this.redis.hset(this.keys.intakeLimits, l.client, JSON.stringify({ ratePerSecond: l.ratePerSecond, burst: l.burst, setAt: l.setAt }));
-    this.cached = undefined;
+    this.forget();
   }
 
   /** Removes a client's limit; false when it had none. */
   async clearLimit(client: string): Promise<boolean> {
     const removed = await this.redis.hdel(this.keys.intakeLimits, client);
-    this.cached = undefined;
+    this.forget();
     return removed > 0;
+  }
+
+  private forget(): void {
+    this.generation++;
+    this.cached = undefined;
+    this.reading = undefined;
   }
 
   /** The limit that applies to `client` (its own, else `*`'s), from limits read at most LIMITS_REFRESH_MS ago. */
@@ -63,11 +71,14 @@ export class IntakeStore {
     let limits = this.cached && now - this.cached.at < LIMITS_REFRESH_MS ? this.cached.limits : undefined;
     if (!limits) {
       // One read at a time; concurrent submissions share it.
-      this.reading ??= this.limits()
-        .then((ls) => new Map(ls.map((l) => [l.client, l])))
-        .finally(() => (this.reading = undefined));
-      limits = await this.reading;
-      this.cached = { at: now, limits };
+      const generation = this.generation;
+      const reading = (this.reading ??= this.limits().then((ls) => new Map(ls.map((l) => [l.client, l]))));
+      try {
+        limits = await reading;
+      } finally {
+        if (this.reading === reading) this.reading = undefined;
+      }
+      if (generation === this.generation) this.cached = { at: now, limits };
     }
     return limits.get(client) ?? limits.get(EVERY_OTHER_CLIENT);
   }
