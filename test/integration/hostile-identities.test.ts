@@ -102,7 +102,16 @@ beforeAll(async () => {
   await t.client.registerWorkflow({ name: 'held', steps: [{ name: 'only', agent: 'ghost', budgetMs: 600_000 }] });
   [alice, bob] = await Promise.all([clientAs('client-alice'), clientAs('client-bob')]);
   ({ taskId: bobsTask } = await bob.submit('held', { secret: 'bob' }));
-  await waitFor(async () => ((await t.client.getTask(bobsTask).catch(() => undefined))?.steps[0]?.status === 'processing' ? true : undefined), { timeoutMs: 15_000, what: "bob's held task to start" });
+  // Started, and what its start published is stored (its step request, its events): from here on the
+  // streams stay as they are unless something writes to them.
+  await waitFor(
+    async () => {
+      const started = (await bob.taskEvents(bobsTask).catch(() => undefined))?.events.some((e) => e.type === 'step_started');
+      const steps = (await t.client.bus.jsm.streams.info(n.streams.steps)).state.last_seq;
+      return started && steps >= 1 ? true : undefined;
+    },
+    { timeoutMs: 15_000, what: "bob's held task to start, its step request and events stored" },
+  );
 }, 120_000);
 
 describe('replies go only to the requester', () => {
