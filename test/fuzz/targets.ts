@@ -142,9 +142,18 @@ function apiSample(op: ApiOp): fc.Arbitrary<unknown> {
       return fc.record({ taskId, step: opt(name), input: opt(json), replaceInput: opt(fc.boolean()) }).map(defined);
     case 'task.cancel':
       return fc.record({ taskId, reason: opt(fc.string({ maxLength: 100 })) }).map(defined);
+    case 'task.events':
+      return fc.record({ taskId, from: opt(fc.integer({ min: 1, max: 1_000_000 })) }).map(defined);
+    // Limits on a client the storm never submits as, and so high that even a mutation to `*` (every
+    // client) or to a small burst holds nothing back: the fuzzer's own submissions are never delayed.
+    case 'intake.set':
+      return fc.record({ client: fc.constant('fuzzLimited'), ratePerSecond: fc.integer({ min: 10_000, max: 100_000 }), burst: opt(fc.constant(100_000)) }).map(defined);
+    case 'intake.clear':
+      return fc.record({ client: fc.constant('fuzzLimited') });
     case 'workflow.list':
     case 'alert.list':
     case 'supervisor.status':
+    case 'intake.list':
       return fc.constant({});
   }
 }

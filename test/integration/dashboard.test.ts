@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext, Page } from 'playwright-core';
 import { TriadClient, clientOptionsFromEnv } from '@triad/client';
+import { ordersWorkflow } from '@triad/example-orders';
 import { clientIdentity } from '@triad/protocol';
 import { startNats, startProcess, startRedis, uniqueNamespace, waitFor, withTeardown, type ActorProcess, type NatsServer, type RedisServer } from '../harness/index.js';
 import { launchBrowser } from '../support/browser.js';
@@ -161,6 +162,35 @@ describe('the dashboard in a browser', () => {
     await page.locator('#leader b', { hasNotText: 'none' }).waitFor();
     await page.locator('#agents td', { hasText: 'payment' }).waitFor();
     await page.screenshot({ path: join(IMAGES, 'dashboard-cluster.png'), fullPage: true });
+  });
+
+  it('replays a dead letter to its own source only after showing where it goes (decision 0022)', async () => {
+    const { taskId } = await triad.client.submit('dash-later', { orderId: 'dash-replay', amount: 2 }, { taskId: `dash-replay-${Date.now()}` });
+    const subject = triad.client.bus.names.subjects.submit(triad.client.clientId);
+    const page = await open(`${operatorUrl}/#/dead-letters`);
+    const row = page.locator('#dead-letters tr', { hasText: 'dash-replay' }).first();
+    await row.waitFor();
+    await row.locator('code', { hasText: subject }).first().waitFor();
+    await triad.client.registerWorkflow({ ...ordersWorkflow.toJSON(), name: 'dash-later' });
+    // Declined: nothing is published.
+    page.once('dialog', (d) => void d.dismiss());
+    await row.locator('button', { hasText: 'Replay' }).click();
+    await expect(triad.client.getTask(taskId)).rejects.toMatchObject({ code: 'UNKNOWN_TASK' });
+    // Accepted: the confirmation named the subject; the server publishes there and says where it stored it.
+    let asked = '';
+    page.once('dialog', (d) => {
+      asked = d.message();
+      void d.accept();
+    });
+    await row.locator('button', { hasText: 'Replay' }).click();
+    await page.locator('.notice', { hasText: 'stored as' }).waitFor();
+    expect(asked).toContain(`to ${subject} (stream ${triad.client.bus.names.streams.submit})`);
+    await waitFor(async () => (await triad.client.getTask(taskId).catch(() => undefined))?.status === 'completed' || undefined, { timeoutMs: 30_000, what: `replayed task ${taskId} completed` });
+    // The server publishes only to the subject the page showed.
+    const seq = (await triad.client.deadLetters({ source: 'submit' })).find((d) => d.original.format === 'msgpack' && (d.original.value as { taskId?: string }).taskId === taskId)?.seq;
+    const res = await fetch(`${operatorUrl}/api/dead-letters/${seq ?? 0}/replay`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ subject: triad.client.bus.names.subjects.command }) });
+    expect(res.status).not.toBe(200);
+    expect(await res.text()).toContain('nothing was published');
   });
 
   it("a client-role identity sees its own tasks only, no action buttons, and its server refuses actions", async () => {

@@ -1,6 +1,7 @@
 // `triad dlq`: dead letters listed with their reasons, original subjects and decoded bodies (msgpack
-// values, else a byte preview), filtered by source; `triad dlq replay <seq>` re-publishes one to the
-// subject it arrived on, so a submission refused for a workflow not yet registered runs once it is.
+// values, else a byte preview), where a replay would go and who may have written them, filtered by
+// source; `triad dlq replay <seq>` shows what it would publish and, confirmed, re-publishes one to its own
+// source, so a submission refused for a workflow not yet registered runs once it is (decision 0022).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ordersWorkflow } from '@triad/example-orders';
 import { encode } from '@triad/protocol';
@@ -51,6 +52,12 @@ describe('triad dlq', () => {
     const steps = await listed(['--source', 'step.payment']);
     expect(steps.length).toBeGreaterThan(0);
     for (const d of steps) expect(d).toMatchObject({ source: 'step.payment', subject: bus.names.subjects.step('payment') });
+    // A step request's dead letter is the payment agent's word: it may write dlq.step_payment, not step.payment.
+    expect(steps[0]?.replay).toMatchObject({ ok: true, subject: bus.names.subjects.step('payment'), stream: bus.names.streams.steps });
+    expect(steps[0]?.writer.roles).toContain('agent "payment"');
+    expect(steps[0]?.writer.warning).toMatch(/agent "payment" may publish, but that identity may not publish on triad\..*\.step\.payment/);
+    expect(schema?.replay).toMatchObject({ ok: true, subject: submitSubject, headers: {} });
+    expect(schema?.writer).toEqual({ roles: ['scheduler', 'supervisor'] });
     expect(await listed(['--source', 'command'])).toEqual([]);
 
     // The table form shows the reason and the preview.
@@ -70,20 +77,37 @@ describe('triad dlq', () => {
     expect(seq).toBeDefined();
 
     await triad.client.registerWorkflow({ ...ordersWorkflow.toJSON(), name: 'orders-later' });
-    const r = await cli(triad, ['dlq', 'replay', String(seq), '--json']);
+    // What it would publish, before anything is: the source's subject and stream, the message id, the body.
+    const dry = await cli(triad, ['dlq', 'replay', String(seq), '--dry-run']);
+    expect(dry.stderr).toBe('');
+    expect(dry.code).toBe(0);
+    expect(dry.stdout).toMatch(new RegExp(`subject: +${bus.names.subjects.submit(triad.client.clientId).replace(/\./g, '\\.')}\n`));
+    expect(dry.stdout).toMatch(new RegExp(`stream: +${bus.names.streams.submit}\n`));
+    expect(dry.stdout).toContain(`message id:  triad-dlq-replay:${seq}`);
+    expect(dry.stdout).toContain('"orderId":"dlq-replay"');
+    expect(dry.stdout).toContain('dry run: nothing was published');
+    // Not a terminal to ask on, and no --yes: nothing is published either.
+    const unconfirmed = await cli(triad, ['dlq', 'replay', String(seq)]);
+    expect(unconfirmed.code).toBe(2);
+    expect(unconfirmed.stderr).toContain('not published: confirm with --yes');
+    await expect(triad.client.getTask(taskId)).rejects.toMatchObject({ code: 'UNKNOWN_TASK' });
+
+    const r = await cli(triad, ['dlq', 'replay', String(seq), '--yes', '--json']);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
-    expect(JSON.parse(r.stdout)).toMatchObject({ seq, subject: bus.names.subjects.submit(triad.client.clientId), duplicate: false });
+    const out = JSON.parse(r.stdout) as { preview: StoredDeadLetter; replayed: unknown };
+    expect(out.preview.replay).toMatchObject({ ok: true, subject: bus.names.subjects.submit(triad.client.clientId) });
+    expect(out.replayed).toMatchObject({ seq, subject: bus.names.subjects.submit(triad.client.clientId), stream: bus.names.streams.submit, duplicate: false });
     const done = await waitFor(async () => (await triad.client.getTask(taskId).catch(() => undefined))?.status === 'completed' || undefined, {
       timeoutMs: 30_000,
       what: `replayed task ${taskId} completed`,
     });
     expect(done).toBe(true);
 
-    // A repeat inside the duplicate window sends nothing.
-    const again = await cli(triad, ['dlq', 'replay', String(seq)]);
+    // A repeat inside the duplicate window is not stored again.
+    const again = await cli(triad, ['dlq', 'replay', String(seq), '--yes']);
     expect(again.code).toBe(0);
-    expect(again.stdout).toContain('not sent again');
+    expect(again.stdout).toContain('JetStream did not store it again');
   });
 
   it('replay of a sequence that holds no dead letter fails with the reason', async () => {

@@ -1,18 +1,19 @@
 // The protocol is a public contract: the example runs with its fraud step served by the Go agent of
 // examples/go (written from docs/protocol.md alone) and orders submitted by the Go client too — also when
 // the Go agent is killed mid-step, each effect applied once per idempotency key. The Go programs connect
-// as least-privilege identities (decision 0016: an nkey agent identity for fraud, a client identity), so
-// their credentials and inbox prefixes are checked by a real nats-server's permissions.
+// as the identities `triad auth init` writes (decisions 0016, 0022: the fraud agent in the namespace's NATS
+// account, the client in an account of its own), so their credentials, inbox prefixes and what their
+// accounts import are checked by a real nats-server.
 import { execFile } from 'node:child_process';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { agentIdentity, clientIdentity, type Identity } from '@triad/protocol';
+import { triadAccountName } from '@triad/protocol';
 import { startNats, startProcess, startRedis, uniqueNamespace, withTeardown, type ActorProcess, type NatsServer, type RedisServer } from '../harness/index.js';
 import { buildGoExamples, type GoExamples } from '../support/go.js';
-import { nkeyUser } from '../support/nats-identities.js';
-import { effectCounts, startTriad, ROOT, type TestTriad } from '../support/triad.js';
+import { effectCounts, startTriad, ROOT, SCRIPTS, type TestTriad } from '../support/triad.js';
 import { waitForCall } from '../support/waits.js';
 
 const td = withTeardown(afterAll);
@@ -27,30 +28,19 @@ const GO_CLIENT = 'goweb';
 let goAgentEnv: Record<string, string>;
 let goClientEnv: Record<string, string>;
 
-/** One nats-server user: an nkey with the identity's permissions, as `triad auth init` writes it. */
-function nkeyUserConfig(publicKey: string, id: Identity): string {
-  const list = (xs: string[]): string => `[${xs.map((x) => JSON.stringify(x)).join(', ')}]`;
-  return `{ nkey: ${publicKey}, permissions: { publish: { allow: ${list(id.nats.publish)} }, subscribe: { allow: ${list(id.nats.subscribe)} } } }`;
-}
-
 beforeAll(async () => {
-  const agentUser = nkeyUser();
-  const clientUser = nkeyUser();
   const dir = await mkdtemp(join(tmpdir(), 'triad-go-ids-'));
-  const [agentSeed, clientSeed] = [join(dir, 'agent-fraud.nk'), join(dir, `client-${GO_CLIENT}.nk`)];
-  await Promise.all([writeFile(agentSeed, agentUser.seed, { mode: 0o600 }), writeFile(clientSeed, clientUser.seed, { mode: 0o600 })]);
-  const users = [
-    // The TypeScript actors and the test's own client: no restrictions (least-privilege.test.ts covers them).
-    '{ user: actors, password: "actors-secret" }',
-    nkeyUserConfig(agentUser.publicKey, agentIdentity(ns, 'fraud')),
-    nkeyUserConfig(clientUser.publicKey, clientIdentity(ns, GO_CLIENT)),
-  ];
+  await promisify(execFile)(process.execPath, [SCRIPTS.cli, 'auth', 'init', '--dir', dir, '--namespace', ns, '--agents', 'fraud', '--clients', GO_CLIENT], { cwd: ROOT });
+  const seedOf = async (identity: string): Promise<string> => /^NATS_NKEY_SEED=(.+)$/m.exec(await readFile(join(dir, `${identity}.env`), 'utf8'))?.[1] ?? '';
+  const [agentSeed, clientSeed] = await Promise.all([seedOf('agent-fraud'), seedOf(`client-${GO_CLIENT}`)]);
+  // auth init's accounts, plus one unrestricted user in the namespace's account for the TypeScript actors
+  // and the test's own client (least-privilege.test.ts runs those on their identities).
+  const triadAccount = `${JSON.stringify(triadAccountName(ns))} {\n    jetstream: enabled\n    users = [`;
+  const accounts = await readFile(join(dir, 'nats-accounts.conf'), 'utf8');
+  expect(accounts).toContain(triadAccount);
+  const config = `accounts {\n${accounts.replace(triadAccount, `${triadAccount}\n      { user: actors, password: "actors-secret" }`)}\n}`;
   // The Go packages are installed when missing (minutes on a fresh machine), then the examples built.
-  [go, nats, redis] = await Promise.all([
-    buildGoExamples(td),
-    startNats({ teardown: td, config: `authorization {\n  users = [\n    ${users.join('\n    ')}\n  ]\n}` }),
-    startRedis({ teardown: td }),
-  ]);
+  [go, nats, redis] = await Promise.all([buildGoExamples(td), startNats({ teardown: td, config }), startRedis({ teardown: td })]);
   // The example's agent host serves every agent type but fraud: that one is the Go agent's.
   t = await startTriad(td, { nats, redis }, { namespace: ns, env: { ORDERS_AGENTS: 'inventory,payment,shipping', NATS_USER: 'actors', NATS_PASSWORD: 'actors-secret' } });
   const { NATS_USER: _u, NATS_PASSWORD: _p, ...base } = t.env;
@@ -84,13 +74,13 @@ describe('the example with the Go agent serving fraud', () => {
     // It printed the events in order, the fraud step among them, and the end.
     expect(run.stdout).toMatch(/^event 1 received/m);
     expect(run.stdout).toMatch(/^event \d+ step_done step=fraud attempt=\d+/m);
-    // It read the EVENTS stream as well as its reply subject.
-    expect(run.stderr).not.toMatch(/not reading the EVENTS stream/);
+    // It read the stored events (task.events) as well as its reply and event subjects.
+    expect(run.stderr).not.toMatch(/not reading the stored events/);
     // Its task.get at the end went through, on its own client-scoped subject (decision 0017).
     expect(run.stderr).not.toMatch(/task\.get/);
     expect(run.stdout).toMatch(/^task go-order-1 completed$/m);
     // Submitted again, the same task id is dropped as a duplicate: the client reads the task's whole
-    // story from the EVENTS stream alone (nothing comes on its new reply subject) and ends the same way.
+    // story from its stored events alone (nothing comes on its new reply subject) and ends the same way.
     const again = await goClient(['-task-id', 'go-order-1', '-order-id', 'go-1', '-amount', '42']);
     expect(again.code, `the Go client's output:\n${again.stdout}${again.stderr}`).toBe(0);
     expect(again.stdout).toMatch(/^event 1 received/m);

@@ -1,11 +1,7 @@
-// Least privilege (issue #11 items 4–6, decision 0016) on real servers configured from `triad auth init`'s
-// own files: one nats-server and one Redis hold two namespaces' identities; the example runs end to end
-// with every actor on its own identity, and every refusal of the role table is tried.
-import { execFile } from 'node:child_process';
-import { mkdtemp, readFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
-import { promisify } from 'node:util';
+// Least privilege (issue #11 items 4–6, decisions 0016 and 0022) on real servers configured from `triad auth
+// init`'s own files: one nats-server and one Redis hold two namespaces' identities; the example runs end to
+// end with every actor on its own identity, and every refusal of the role table is tried. The attacks of
+// a hostile client or agent (issue #28) are in hostile-identities.test.ts.
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectBus, type Bus } from '@triad/bus';
@@ -13,31 +9,23 @@ import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow } from '@triad/example-orders';
 import { StepResultSchema, encode, type StepResult } from '@triad/protocol';
 import { connectRedis, keys } from '@triad/store';
-import { startNats, startRedis, uniqueNamespace, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { uniqueNamespace, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { waitForDeadLetter } from '../support/dead-letters.js';
-import { ROOT, SCRIPTS, startTriad, type TestTriad } from '../support/triad.js';
+import { startSecured, type SecuredDeployment } from '../support/secured.js';
+import { startTriad, type TestTriad } from '../support/triad.js';
 
-const run = promisify(execFile);
 const td = withTeardown(afterAll);
 const AGENTS = ['inventory', 'fraud', 'payment', 'shipping'];
 const nsA = uniqueNamespace('lpa');
 const nsB = uniqueNamespace('lpb');
-let authRoot: string;
+let secured: SecuredDeployment;
 let nats: NatsServer;
 let redis: RedisServer;
 let t: TestTriad;
-const ADMIN = { user: 'admin', password: 'admin-secret' };
 
 /** The environment of one identity's .env file, pointed at the test's servers. */
-async function identityEnv(ns: string, name: string): Promise<Record<string, string>> {
-  const env: Record<string, string> = {};
-  for (const line of (await readFile(join(authRoot, ns, `${name}.env`), 'utf8')).split('\n')) {
-    const m = /^([A-Z_]+)=(.*)$/.exec(line);
-    if (m?.[1] && m[2] !== undefined) env[m[1]] = m[2];
-  }
-  env['NATS_URL'] = nats.url;
-  if (env['REDIS_URL']) env['REDIS_URL'] = env['REDIS_URL'].replace('127.0.0.1:6379', `127.0.0.1:${redis.port}`);
-  return env;
+function identityEnv(ns: string, name: string): Promise<Record<string, string>> {
+  return secured.env(ns, name);
 }
 
 async function clientAs(ns: string, name: string, overrides: Record<string, string> = {}): Promise<TriadClient> {
@@ -55,34 +43,16 @@ async function busAs(ns: string, name: string, namespace = ns): Promise<Bus> {
   return b;
 }
 
-/** What nats-server and Redis load: each namespace's files as auth init wrote them. */
-function natsConfig(dataDirOfConfig: string, vars: string[]): string {
-  return [
-    ...[nsA, nsB].map((ns) => `include "${relative(dataDirOfConfig, join(authRoot, ns, 'nats-users.conf'))}"`),
-    `authorization {\n  users = [\n${vars.map((v) => `    $${v}`).join('\n')}\n  ]\n}`,
-  ].join('\n');
-}
-
 beforeAll(async () => {
-  authRoot = await mkdtemp(join(tmpdir(), 'triad-auth-'));
-  const clientsOf = { [nsA]: ['web', 'mobile'], [nsB]: ['web'] };
-  for (const [ns, clients] of Object.entries(clientsOf)) {
-    await run(process.execPath, [SCRIPTS.cli, 'auth', 'init', '--dir', join(authRoot, ns), '--namespace', ns, '--agents', AGENTS.join(','), '--clients', clients.join(',')], { cwd: ROOT });
-  }
-  // One server for both namespaces: their user variables side by side.
-  const names = (ns: string): string[] => ['scheduler', 'supervisor', ...AGENTS.map((a) => `agent-${a}`), ...(clientsOf[ns] ?? []).map((c) => `client-${c}`), 'operator'];
-  const vars = [nsA, nsB].flatMap((ns) => names(ns).map((n) => `TRIAD_${ns}_${n}`.replace(/[^A-Za-z0-9_]/g, '_').toUpperCase()));
-  const acl = new Set<string>();
-  for (const ns of [nsA, nsB]) for (const l of (await readFile(join(authRoot, ns, 'redis-users.acl'), 'utf8')).split('\n')) if (l.trim()) acl.add(l);
-  [nats, redis] = await Promise.all([
-    // The harness writes the configuration into the server's data directory: includes are relative to it.
-    startNats({ teardown: td, config: natsConfig(join(tmpdir(), 'triad-nats-dir'), vars) }),
-    startRedis({ teardown: td, aclUsers: [...acl, `user ${ADMIN.user} on >${ADMIN.password} ~* &* +@all`], probeAuth: ADMIN }),
+  secured = await startSecured(td, [
+    { namespace: nsA, agents: AGENTS, clients: ['web', 'mobile'] },
+    { namespace: nsB, agents: AGENTS, clients: ['web'] },
   ]);
+  ({ nats, redis } = secured);
   const [scheduler, supervisor, operator] = await Promise.all(['scheduler', 'supervisor', 'operator'].map((n) => identityEnv(nsA, n)));
   t = await startTriad(
     td,
-    { nats, redis: { url: redis.url.replace('redis://', `redis://${ADMIN.user}:${ADMIN.password}@`) } },
+    { nats, redis: { url: secured.adminRedisUrl } },
     { namespace: nsA, agentProcesses: 0, registerOrders: false, roleEnv: { scheduler: scheduler!, supervisor: supervisor!, client: operator! } },
   );
   await Promise.all(AGENTS.map(async (a) => t.startAgents({ ...(await identityEnv(nsA, `agent-${a}`)), ORDERS_AGENTS: a })));
@@ -110,7 +80,7 @@ describe('refusals', () => {
     const web = await clientAs(nsA, 'client-web');
     const { taskId } = await web.submit('orders', { orderId: 'lp-refused', amount: 3 });
     // Stored in the stream is not yet received by a scheduler: read it once one has.
-    await waitFor(() => web.getTask(taskId).then((t) => t.taskId === taskId), { timeoutMs: 30_000, what: `task ${taskId} to be received` });
+    await waitFor(() => web.getTask(taskId).catch(() => undefined), { timeoutMs: 30_000, what: `task ${taskId} to be recorded` });
     await expect(web.cancel(taskId)).rejects.toThrow(
       new RegExp(`NATS refused to let this connection publish to "triad\\.${nsA}\\.api\\.task\\.cancel": the credentials it connected with lack that permission .*only the operator role may`),
     );

@@ -102,7 +102,7 @@ describe('a new user follows the README', () => {
     const task = JSON.parse(r.stdout) as { taskId: string; status: string; steps: { name: string; status: string }[] };
     expect(task.status).toBe('completed');
     expect(task.steps.map((s) => s.name).sort()).toEqual(['charge', 'fraud', 'reserve', 'ship']);
-  });
+  }, 180_000);
 
   it('submit prints the id; watch follows it to the end; status and list show it', async () => {
     const submitted = await typed(`npx triad submit orders --input '{"orderId":"o2","amount":7}'`);
@@ -118,7 +118,7 @@ describe('a new user follows the README', () => {
     const list = await typed('npx triad list');
     expect(list.code, list.stderr).toBe(0);
     expect(list.stdout).toContain(taskId);
-  });
+  }, 180_000);
 
   it('cancel stops an order whose charge is in flight, and undoes it: the charge waited for, then refunded', async () => {
     // The test watches with the checkout's CLI directly (faster than npx); the user's actions go through npx.
@@ -187,7 +187,7 @@ describe('a new user follows the README', () => {
     dashboard.signal('SIGINT');
     await dashboard.exited;
     await waitFor(async () => !(await listening('127.0.0.1', port)), { timeoutMs: 15_000, what: `the dashboard's port ${port} to be free after Ctrl-C` });
-  });
+  }, 180_000);
 
   it('a CLI that is not this repository\'s gets a clear refusal, not the local operator identity', async () => {
     // The repository under test's own CLI (another checkout): no operator.env for this NATS_URL there.

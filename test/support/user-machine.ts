@@ -38,6 +38,31 @@ export function freshCheckout(td: Teardown, label = 'checkout'): string {
   return dir;
 }
 
+/**
+ * A fresh checkout that is already installed and built: the working tree's files as in freshCheckout,
+ * plus this repository's build output (`dist/`) copied and its `node_modules` hard-linked (read only;
+ * the workspace links inside are relative, so they resolve into the copy). For tests of what a built
+ * repository does on its own (an upgrade of npm start's data, say) — not of `npm ci` or `npm start`'s
+ * build, which readme-flow.test.ts runs for real.
+ */
+export function builtCheckout(td: Teardown, label = 'built'): string {
+  const dir = freshCheckout(td, label);
+  const workspaces = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard', '*/package.json', 'package.json'], { cwd: ROOT })
+    .toString('utf8')
+    .split('\0')
+    .filter((f) => f !== '')
+    .map((f) => dirname(f));
+  for (const ws of workspaces) {
+    for (const part of ['dist', 'node_modules']) {
+      const from = join(ROOT, ws, part);
+      if (!existsSync(from)) continue;
+      // Hard links for node_modules (never written to), a real copy of the build output.
+      execFileSync('cp', [part === 'node_modules' ? '-al' : '-a', from, join(dir, ws, part)]);
+    }
+  }
+  return dir;
+}
+
 function isSymlink(path: string): boolean {
   try {
     return lstatSync(path).isSymbolicLink();

@@ -1,14 +1,15 @@
 /**
- * `triad auth init`'s files: a nats-server configuration include with one nkey user per identity and its
- * permissions, a Redis ACL file with a user per Redis role, and one .env per identity (decision 0016).
+ * `triad auth init`'s files: a nats-server configuration with the namespace's NATS accounts (one for its
+ * services, one per client) and one nkey user per identity with its permissions, a Redis ACL file with a
+ * user per Redis role, and one .env per identity (decisions 0016, 0022).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { createUser } from '@nats-io/nkeys';
 import { z } from 'zod';
-import { ClientIdSchema, NameSchema, NamespaceSchema, OPERATOR_CLIENT_ID, deploymentIdentities, redisAclLine, type Identity } from '@triad/protocol';
+import { ClientIdSchema, NameSchema, NamespaceSchema, OPERATOR_CLIENT_ID, deploymentAccounts, deploymentIdentities, redisAclLine, type Identity, type NatsAccount } from '@triad/protocol';
 
 export const AuthInitSchema = z.object({
   dir: z.string().min(1, '--dir must name a folder (e.g. --dir deploy/auth)'),
@@ -34,26 +35,46 @@ export interface AuthInitResult {
   files: string[];
 }
 
-/** A variable name for nats-server's configuration (letters, digits, `_`). */
-function confVar(namespace: string, name: string): string {
-  return `TRIAD_${namespace}_${name}`.replace(/[^A-Za-z0-9_]/g, '_').toUpperCase();
-}
-
 function quote(s: string): string {
   return JSON.stringify(s);
 }
 
-function natsUser(id: Identity, publicKey: string): string {
-  const list = (xs: string[]): string => `[\n${xs.map((x) => `        ${quote(x)}`).join('\n')}\n      ]`;
+/** One nats-server user: the identity's nkey and its permissions (indented for an account's `users`). */
+export function natsUser(id: Identity, publicKey: string): string {
+  const list = (xs: string[]): string => `[\n${xs.map((x) => `            ${quote(x)}`).join('\n')}\n          ]`;
   return [
-    `{`,
-    `  nkey: ${publicKey}`,
-    `  permissions: {`,
-    `    publish: { allow: ${list(id.nats.publish)} }`,
-    `    subscribe: { allow: ${list(id.nats.subscribe)} }`,
-    `  }`,
-    `}`,
+    `      # ${id.name} (${id.role})`,
+    `      {`,
+    `        nkey: ${publicKey}`,
+    `        permissions: {`,
+    `          publish: { allow: ${list(id.nats.publish)} }`,
+    `          subscribe: { allow: ${list(id.nats.subscribe)} }`,
+    ...(id.nats.allowResponses ? [`          allow_responses: true`] : []),
+    `        }`,
+    `      }`,
   ].join('\n');
+}
+
+/**
+ * The namespace's accounts as nats-server configuration, to be included inside an `accounts { }` block
+ * (decision 0022). `users` renders each account's users by identity name; `extraUsers` adds more users
+ * (already rendered) to an account by name — tests add an unrestricted one to the namespace's account.
+ */
+export function natsAccountsConfig(accounts: readonly NatsAccount[], users: (identity: string) => string, extraUsers: Record<string, string[]> = {}): string {
+  const blocks = accounts.map((a) => {
+    const lines = [`  ${quote(a.name)} {`];
+    if (a.jetstream) lines.push('    jetstream: enabled');
+    lines.push('    users = [', ...a.identities.map(users), ...(extraUsers[a.name] ?? []).map((u) => `      ${u}`), '    ]');
+    if (a.exports.length > 0) {
+      lines.push('    exports = [', ...a.exports.map((e) => `      { ${e.kind}: ${quote(e.subject)}, accounts: [${e.accounts.map(quote).join(', ')}] }`), '    ]');
+    }
+    if (a.imports.length > 0) {
+      lines.push('    imports = [', ...a.imports.map((i) => `      { ${i.kind}: { account: ${quote(i.account)}, subject: ${quote(i.subject)} } }`), '    ]');
+    }
+    lines.push('  }');
+    return lines.join('\n');
+  });
+  return `${blocks.join('\n')}\n`;
 }
 
 /** The Redis user of a Redis role (scheduler/supervisor) of a namespace. */
@@ -63,16 +84,21 @@ export function redisUserName(namespace: string, identity: string): string {
 
 /** Files `auth init` writes for this input (for the overwrite check). */
 export function authFileNames(ids: readonly Identity[]): string[] {
-  return ['nats-server.conf', 'nats-users.conf', 'redis-users.acl', ...ids.flatMap((i) => [`${i.name}.env`, `${i.name}.nk`, `${i.name}.pub`])];
+  return ['nats-server.conf', 'nats-accounts.conf', 'redis-users.acl', ...ids.flatMap((i) => [`${i.name}.env`, `${i.name}.nk`, `${i.name}.pub`])];
 }
+
+/** What older versions wrote and this one no longer does: removed by a `--force` run (decision 0022). */
+const OBSOLETE_FILES = ['nats-users.conf'];
 
 /** Writes the files; refuses to replace existing ones unless `force` (new keys would lock out running processes). */
 export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
   const o = AuthInitSchema.parse(input);
   const dir = resolve(o.dir);
-  const ids = deploymentIdentities({ namespace: o.namespace, agents: o.agents, clients: o.clients });
+  const redisDb = Number(new URL(o.redisUrl).pathname.slice(1) || '0');
+  const deployment = { namespace: o.namespace, agents: o.agents, clients: o.clients, redisDb };
+  const ids = deploymentIdentities(deployment);
   const files = authFileNames(ids);
-  const existing = files.filter((f) => existsSync(join(dir, f)));
+  const existing = [...files, ...OBSOLETE_FILES].filter((f) => existsSync(join(dir, f)));
   if (existing.length > 0 && !o.force) {
     throw new Error(
       `${dir} already holds ${existing.join(', ')}: not replacing them (new keys and passwords would lock out every process using the old ones); add --force to replace them, or choose another --dir`,
@@ -80,7 +106,7 @@ export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
   }
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const seedsAt = o.mountDir ?? dir;
-  const natsVars: string[] = [];
+  const natsUsers = new Map<string, string>();
   // Redis refuses comments in an ACL file: the file is users only, the default user off first.
   const aclLines = ['user default off'];
   const out: AuthInitResult['identities'] = [];
@@ -94,7 +120,7 @@ export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
     // The public key beside the seed (`U…`): libraries that sign with a seed but need the public key too
     // (nats.c's natsOptions_SetNKey) would otherwise derive it. Not secret.
     await writeFile(join(dir, `${id.name}.pub`), `${publicKey}\n`, { mode: 0o644 });
-    natsVars.push(`# ${id.name} (${id.role})\n${confVar(o.namespace, id.name)} = ${natsUser(id, publicKey)}`);
+    natsUsers.set(id.name, natsUser(id, publicKey));
     const env: Record<string, string> = {
       NATS_URL: o.natsUrl,
       NATS_NKEY_SEED: `${seedsAt.replace(/\/$/, '')}/${id.name}.nk`,
@@ -118,31 +144,30 @@ export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
     await chmod(envFile, 0o600);
     out.push({ name: id.name, role: id.role, env: envFile });
   }
-  // nats-server rejects a variable no one uses: a configuration that includes nats-users.conf lists them all.
+  const accounts = deploymentAccounts(deployment);
   await writeFile(
-    join(dir, 'nats-users.conf'),
+    join(dir, 'nats-accounts.conf'),
     [
-      `# NATS users of Triad namespace "${o.namespace}" (triad auth init): one nkey user per identity, with just its permissions.`,
-      `# Several namespaces on one server: include each namespace's file and list all their variables in one users array.`,
-      ...natsVars,
-      '',
-    ].join('\n\n'),
+      `# NATS accounts of Triad namespace "${o.namespace}" (triad auth init, decision 0022), to include inside an accounts { } block:`,
+      `# "${accounts[0]?.name ?? ''}" holds the streams and every identity but the clients; each client has an account of its own`,
+      `# that imports only its own subjects. One nkey user per identity, with just its permissions.`,
+      `# Several namespaces on one server: accounts { include "a/nats-accounts.conf"  include "b/nats-accounts.conf" }`,
+      natsAccountsConfig(accounts, (name) => natsUsers.get(name) ?? ''),
+    ].join('\n'),
     { mode: 0o644 },
   );
   await writeFile(
     join(dir, 'nats-server.conf'),
     [
-      `# Include from the nats-server configuration (include "<path relative to it>/nats-server.conf"); reload with nats-server --signal reload.`,
-      `include "nats-users.conf"`,
-      `authorization {`,
-      `  users = [`,
-      ...ids.map((i) => `    ${'$'}${confVar(o.namespace, i.name)}`),
-      `  ]`,
+      `# nats-server -c nats-server.conf (or include it from a configuration; paths are relative to it); reload with nats-server --signal reload.`,
+      `accounts {`,
+      `  include "nats-accounts.conf"`,
       `}`,
       '',
     ].join('\n'),
     { mode: 0o644 },
   );
+  for (const f of OBSOLETE_FILES) await rm(join(dir, f), { force: true });
   // 0644: it holds only SHA-256 hashes of random passwords, and redis-server (its own user in a container) must read it.
   await writeFile(join(dir, 'redis-users.acl'), `${aclLines.join('\n')}\n`, { mode: 0o644 });
   return { dir, identities: out, files: files.map((f) => join(dir, f)) };

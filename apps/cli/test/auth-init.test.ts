@@ -1,7 +1,7 @@
 // `triad auth init` as a user runs it: the files and their modes, the refusal to overwrite, and options
 // refused with the flag and value named.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,10 +25,10 @@ describe('triad auth init', () => {
       expect(statSync(join(dir, `${name}.nk`)).mode & 0o777, name).toBe(0o600);
       expect(statSync(join(dir, `${name}.env`)).mode & 0o777, name).toBe(0o600);
       expect(readFileSync(join(dir, `${name}.nk`), 'utf8')).toMatch(/^SU[A-Z2-7]{56}\n$/);
-      // The public key beside it, the one nats-users.conf names for this identity.
+      // The public key beside it, the one nats-accounts.conf names for this identity.
       const pub = readFileSync(join(dir, `${name}.pub`), 'utf8');
       expect(pub).toBe(`${fromSeed(new TextEncoder().encode(readFileSync(join(dir, `${name}.nk`), 'utf8').trim())).getPublicKey()}\n`);
-      expect(readFileSync(join(dir, 'nats-users.conf'), 'utf8')).toContain(`nkey: ${pub.trim()}`);
+      expect(readFileSync(join(dir, 'nats-accounts.conf'), 'utf8')).toContain(`nkey: ${pub.trim()}`);
     }
     expect(readFileSync(join(dir, 'scheduler.env'), 'utf8')).toMatch(/^REDIS_URL=redis:\/\/triad-shop-scheduler:[0-9a-f]{48}@redis:6379$/m);
     expect(readFileSync(join(dir, 'agent-payment.env'), 'utf8')).not.toMatch(/REDIS_URL/);
@@ -36,14 +36,40 @@ describe('triad auth init', () => {
     const acl = readFileSync(join(dir, 'redis-users.acl'), 'utf8');
     expect(acl.split('\n')[0]).toBe('user default off');
     expect(acl).not.toMatch(/[0-9a-f]{48}@/);
-    expect(readFileSync(join(dir, 'nats-server.conf'), 'utf8')).toContain('$TRIAD_SHOP_AGENT_PAYMENT');
+    // NATS accounts (decision 0022): the namespace's, with every identity but the client, and the client's own.
+    expect(readFileSync(join(dir, 'nats-server.conf'), 'utf8')).toMatch(/^accounts \{\n {2}include "nats-accounts\.conf"\n\}$/m);
+    const accounts = readFileSync(join(dir, 'nats-accounts.conf'), 'utf8');
+    expect(accounts).toContain('"triad:shop" {\n    jetstream: enabled');
+    expect(accounts).toContain('"triad:shop:client:web" {');
+    expect(accounts).toContain('{ service: "triad.shop.submit.web", accounts: ["triad:shop:client:web"] }');
+    expect(accounts).toContain('{ stream: { account: "triad:shop", subject: "_INBOX.shop.web.>" } }');
+    expect(accounts.match(/allow_responses: true/g)).toHaveLength(1);
+    expect(existsSync(join(dir, 'nats-users.conf'))).toBe(false);
+    // nats-server itself accepts the configuration.
+    const check = spawnSync('nats-server', ['-c', join(dir, 'nats-server.conf'), '-t'], { encoding: 'utf8' });
+    expect(check.error, 'nats-server on the PATH (Debian: apt-get install -y nats-server)').toBeUndefined();
+    expect(check.status, check.stderr + check.stdout).toBe(0);
+    // No SELECT for database 0 (ioredis sends none then).
+    expect(acl).not.toContain('+select');
 
     const again = triad(['auth', 'init', '--dir', dir, '--namespace', 'shop', '--agents', 'payment']);
     expect(again.code).toBe(2);
     expect(again.stderr).toMatch(/already holds .*scheduler\.nk.*: not replacing them .*add --force/);
     const seed = readFileSync(join(dir, 'scheduler.nk'), 'utf8');
+    // The file of an older auth init (one account for all) goes with --force.
+    writeFileSync(join(dir, 'nats-users.conf'), '# older\n');
     expect(triad(['auth', 'init', '--dir', dir, '--namespace', 'shop', '--agents', 'payment', '--force']).code).toBe(0);
     expect(readFileSync(join(dir, 'scheduler.nk'), 'utf8')).not.toBe(seed);
+    expect(existsSync(join(dir, 'nats-users.conf'))).toBe(false);
+  });
+
+  it('confines the Redis users to the database their URL names (decision 0022)', () => {
+    const dir = join(mkdtempSync(join(tmpdir(), 'triad-auth-init-')), 'auth');
+    expect(triad(['auth', 'init', '--dir', dir, '--agents', 'payment', '--redis-url', 'redis://redis:6379/3']).code).toBe(0);
+    expect(readFileSync(join(dir, 'scheduler.env'), 'utf8')).toMatch(/^REDIS_URL=redis:\/\/triad-default-scheduler:[0-9a-f]{48}@redis:6379\/3$/m);
+    const acl = readFileSync(join(dir, 'redis-users.acl'), 'utf8');
+    expect(acl.match(/\+select\|3\b/g)).toHaveLength(2);
+    expect(acl).not.toMatch(/\+select(?!\|3)/);
   });
 
   it('names each bad option and value', () => {

@@ -12,7 +12,7 @@ import { ordersWorkflow } from '@triad/example-orders';
 import { killChildrenOnSignals, spawnTracked, terminate, type TrackedChild } from '@triad/launcher';
 import { DEFAULT_NATS_URL, errorMessage, loadConfig, redactUrl, type TaskEvent } from '@triad/protocol';
 import { startTracing } from '@triad/service';
-import { LOCAL_AGENTS, ensureLocalAuth, natsAuthConfigured, type LocalAuth } from './auth.js';
+import { LOCAL_AGENTS, ensureLocalAuth, moveGlobalStreams, natsAuthConfigured, type LocalAuth } from './auth.js';
 import { SERVER_STOP_GRACE_MS, ensureNats, ensureRedis, type StartedServer } from './servers.js';
 import { chooseServicePorts } from './service-ports.js';
 
@@ -119,12 +119,18 @@ async function main(): Promise<void> {
     // environment brings its own NATS credentials or a Redis password (decision 0016).
     const redisHasUser = new URL(config.redisUrl).password !== '';
     const auth: LocalAuth | undefined = natsAuthConfigured(process.env) || config.natsUrl.includes(',') ? undefined : await ensureLocalAuth(DATA, { namespace: config.namespace, natsUrl, redisUrl: config.redisUrl });
-    const [nats, redis] = await Promise.all([ensureNats(natsUrl, DATA, auth?.natsConfig), ensureRedis(config.redisUrl, DATA, auth && !redisHasUser ? auth.redisAclFile : undefined)]);
+    const moveStreams = auth
+      ? (dir: string): void => {
+          const moved = moveGlobalStreams(dir, auth.account);
+          if (moved) console.log(moved);
+        }
+      : undefined;
+    const [nats, redis] = await Promise.all([ensureNats(natsUrl, DATA, auth?.natsConfig, moveStreams), ensureRedis(config.redisUrl, DATA, auth && !redisHasUser ? auth.redisAclFile : undefined)]);
     if (nats) servers.push(nats);
     if (redis) servers.push(redis);
     const natsSecured = auth !== undefined && nats !== undefined;
     const redisSecured = auth !== undefined && redis !== undefined && !redisHasUser;
-    console.log(`NATS   ${config.natsUrl}${nats ? ` (started here${natsSecured ? ', secured: one nkey user per actor' : ''}, data in ${join(DATA, 'nats')})` : ' (already running)'}`);
+    console.log(`NATS   ${config.natsUrl}${nats ? ` (started here${natsSecured ? `, secured: one nkey user per actor, streams in account "${auth.account}"` : ''}, data in ${join(DATA, 'nats')})` : ' (already running)'}`);
     console.log(`Redis  ${redactUrl(config.redisUrl)}${redis ? ` (started here${redisSecured ? ', secured: ACL users for the scheduler and supervisor' : ''}, data in ${join(DATA, 'redis')})` : ' (already running)'}`);
     if (natsSecured) console.log(`credentials in ${auth.dir}/ (triad auth init: one identity per actor)`);
     console.log(`namespace ${config.namespace}; actor logs in ${join(DATA, 'logs')}/`);

@@ -28,6 +28,8 @@ interface PrivateServer {
   /** What else the user may do than install it. */
   orElse: string;
   args(host: string, port: number, dir: string): string[];
+  /** Runs on the data folder before the server starts there (never while one already listens). */
+  prepare?(dir: string): void;
 }
 
 /** Returns undefined when something already listens at the URL; otherwise starts the binary there. */
@@ -37,6 +39,7 @@ async function ensure(s: PrivateServer, dataDir: string): Promise<StartedServer 
   const binary = requireBinary(s.binary, { by: 'by npm start (nothing listens at the configured URL)', orElse: s.orElse });
   const dir = join(dataDir, s.folder);
   mkdirSync(dir, { recursive: true });
+  s.prepare?.(dir);
   const logFile = join(dataDir, 'logs', `${s.binary}.log`);
   const out = openSync(logFile, 'a');
   // Tracked by the launcher: killed with npm start however it ends, even by SIGKILL (its reaper).
@@ -59,8 +62,11 @@ async function ensure(s: PrivateServer, dataDir: string): Promise<StartedServer 
   return { name: s.binary, child };
 }
 
-/** `configFile`: a nats-server configuration to start with (npm start's users); the flags win over it. */
-export function ensureNats(url: string, dataDir: string, configFile?: string): Promise<StartedServer | undefined> {
+/**
+ * `configFile`: a nats-server configuration to start with (npm start's users); the flags win over it.
+ * `prepare`: runs on its store folder before it starts (npm start moves streams into their account).
+ */
+export function ensureNats(url: string, dataDir: string, configFile?: string, prepare?: (dir: string) => void): Promise<StartedServer | undefined> {
   return ensure(
     {
       binary: 'nats-server',
@@ -69,6 +75,7 @@ export function ensureNats(url: string, dataDir: string, configFile?: string): P
       folder: 'nats',
       orElse: 'set NATS_URL to a running server',
       args: (host, port, dir) => [...(configFile ? ['-c', configFile] : []), '-a', host, '-p', String(port), '-js', '-sd', dir],
+      ...(prepare ? { prepare } : {}),
     },
     dataDir,
   );

@@ -110,8 +110,9 @@ func run(o options) (string, error) {
 		return "", err
 	}
 
-	// Both event sources are open before the submission, so nothing is missed: the private reply
-	// subject (fast, not stored) and the task's subject in the EVENTS stream (complete) (§5).
+	// Both live event sources are open before the submission, so nothing published after it is missed:
+	// the private reply subject and the task's event subject (§5). The stored history (a task id
+	// submitted before) is read once the submission is in.
 	batches := make(chan []byte, 256)
 	forward := func(m *nats.Msg) { batches <- m.Data }
 	replyTo := nc.NewInbox()
@@ -120,11 +121,13 @@ func run(o options) (string, error) {
 		return "", err
 	}
 	defer replySub.Unsubscribe()
-	eventSubject := names.Event(o.client, o.taskID)
-	if stop, err := followEvents(nc, js, names.EventsStream(), eventSubject, o.client, forward); err != nil {
-		fmt.Fprintf(os.Stderr, "client: not reading the EVENTS stream (%v); following the reply subject only\n", err)
-	} else {
-		defer stop()
+	eventSub, err := nc.Subscribe(names.Event(o.client, o.taskID), forward)
+	if err != nil {
+		return "", err
+	}
+	defer eventSub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		return "", err
 	}
 
 	sub := triad.Submission{TaskID: o.taskID, Workflow: o.workflow, Input: o.input, ReplyTo: replyTo, SubmittedAt: time.Now().UnixMilli()}
@@ -144,6 +147,11 @@ func run(o options) (string, error) {
 		return "", fmt.Errorf("submitting on %s: %w", msg.Subject, err)
 	}
 	fmt.Printf("submitted task %s (workflow %s) as client %s\n", o.taskID, o.workflow, o.client)
+	go func() {
+		if err := readHistory(nc, names, o.client, o.taskID, batches); err != nil {
+			fmt.Fprintf(os.Stderr, "client: not reading the stored events (%v); following the live ones only\n", err)
+		}
+	}()
 
 	// Events are printed in seq order, each once, whichever source brought it first.
 	var next int64 = 1
@@ -276,32 +284,47 @@ func taskStatus(nc *nats.Conn, names triad.Names, client, taskID string) (string
 	return status, seq, f.Err()
 }
 
-// followEvents reads the task's subject in the EVENTS stream from its start through a named consumer
-// created with the filter in the API subject (CONSUMER.CREATE.<stream>.<name>.<filter>, NATS 2.9+): the
-// form a client identity's permissions allow, since they confine it to its own events (decision 0016).
-// nats.go's ordered consumer would use the unnamed legacy endpoint, which carries no filter to check.
-// Push delivery to the client's own inbox, no acks; the server drops the consumer 30 s after it goes idle.
-func followEvents(nc *nats.Conn, js nats.JetStreamContext, stream, subject, client string, forward nats.MsgHandler) (func(), error) {
-	deliver := nc.NewInbox()
-	sub, err := nc.Subscribe(deliver, forward)
-	if err != nil {
-		return nil, err
+// readHistory asks a scheduler for the task's stored events (§5, `task.events` on the client's own
+// subject: a client identity uses no JetStream consumer), page by page, and hands each page to `batches`
+// as one event batch. Events de-duplicate by seq, so those that also come live are printed once.
+func readHistory(nc *nats.Conn, names triad.Names, client, taskID string, batches chan<- []byte) error {
+	from := int64(1)
+	for {
+		q := map[string]interface{}{"taskId": taskID}
+		if from > 1 {
+			q["from"] = from
+		}
+		body, err := msgpack.Marshal(q)
+		if err != nil {
+			return err
+		}
+		req := nats.NewMsg(names.ClientAPI(client, "task.events"))
+		req.Header.Set(triad.ProtocolHeader, triad.ProtocolVersion)
+		req.Data = body
+		reply, err := nc.RequestMsg(req, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		value, err := triad.ParseAPIReply(reply.Data)
+		if err != nil {
+			return err
+		}
+		f := triad.NewFields(value, "value.")
+		next := f.Int("next", true, 1)
+		more := f.Bool("more", true)
+		if err := f.Err(); err != nil {
+			return err
+		}
+		if events, _ := value["events"].([]interface{}); len(events) > 0 {
+			data, err := msgpack.Marshal(map[string]interface{}{"taskId": taskID, "events": events})
+			if err != nil {
+				return err
+			}
+			batches <- data
+		}
+		if !more {
+			return nil
+		}
+		from = next
 	}
-	name := fmt.Sprintf("go-client-%s-%d", client, time.Now().UnixNano())
-	_, err = js.AddConsumer(stream, &nats.ConsumerConfig{
-		Name:              name,
-		FilterSubject:     subject,
-		DeliverSubject:    deliver,
-		DeliverPolicy:     nats.DeliverAllPolicy,
-		AckPolicy:         nats.AckNonePolicy,
-		InactiveThreshold: 30 * time.Second,
-	})
-	if err != nil {
-		_ = sub.Unsubscribe()
-		return nil, err
-	}
-	return func() {
-		_ = sub.Unsubscribe()
-		_ = js.DeleteConsumer(stream, name)
-	}, nil
 }

@@ -8,7 +8,7 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { ensureConsumer, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
+import { ensureConsumer, explainNoJetStream, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
 import { SpanKind, SpanStatusCode, contextFromHeaders, context, trace, tracer, traceHeaders, triadMetrics, type HeaderReader, type StepOutcomeLabel } from '@triad/telemetry';
 import { StepRequestSchema, decode, encode, errorMessage, isTriadError, silentLogger, type Logger, type StepRequest, type StepResult } from '@triad/protocol';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
@@ -137,7 +137,7 @@ export class AgentHost {
         await bus.jsm.streams.info(stream);
         return;
       } catch (e) {
-        if (!/not found/i.test(errorMessage(e))) throw e;
+        if (!/not found/i.test(errorMessage(e))) throw explainNoJetStream(e, bus.names.namespace) ?? e;
       }
       if (!said) this.log.warn({ stream }, 'waiting for the steps stream: start a scheduler in this namespace (it creates the streams)');
       said = true;

@@ -72,6 +72,9 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
   })().catch(() => undefined);
   // The first request: credentials of another namespace or role are refused here (its inbox, $JS.API.INFO).
   const jsm = await jetstreamManager(nc, { timeout: 10_000 }).catch(async (e: unknown) => {
+    // A client identity's own account has no JetStream (decision 0022): it publishes its submissions
+    // into the namespace's account through an import and needs no JetStream API of its own.
+    if (isJetStreamNotEnabled(e)) return jetstreamManager(nc, { timeout: 10_000, checkAPI: false });
     const refused = explainPermissionViolation(e, opts.namespace);
     if (refused === undefined) throw e;
     await nc.close().catch(() => undefined);
@@ -137,4 +140,25 @@ async function firstConnection(s: NatsSettings, credentials: NatsCredentials, op
       await sleep(RETRY_WAIT_MS);
     }
   }
+}
+
+/** The server's answer to a JetStream request in an account without JetStream (a client's, decision 0022). */
+export function isJetStreamNotEnabled(e: unknown): boolean {
+  for (let c: unknown = e, depth = 0; c instanceof Error && depth < 5; c = c.cause, depth++) {
+    if (/jetstream not enabled for account/i.test(c.message) || (c as { code?: unknown }).code === 10039) return true;
+  }
+  return false;
+}
+
+/**
+ * The explained error when a JetStream request met an account without JetStream — a client identity's
+ * own account (decision 0022), or a server without -js — else undefined.
+ */
+export function explainNoJetStream(e: unknown, namespace: string): TriadError | undefined {
+  if (!isJetStreamNotEnabled(e)) return undefined;
+  return new TriadError(
+    ErrorCode.InvalidConfig,
+    `NATS says this connection's account has no JetStream (${errorMessage(e)}): its credentials are a client's (triad auth init gives each client an account of its own, without streams) or the server runs without JetStream; run this process with its own role's credentials for namespace "${namespace}" (the NATS_NKEY_SEED of its .env from triad auth init), on a server started with -js`,
+    { cause: e },
+  );
 }

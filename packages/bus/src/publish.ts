@@ -141,3 +141,15 @@ function headerRecord(h: MsgHdrs): Record<string, string> {
   for (const k of h.keys()) out[k] = h.get(k);
   return out;
 }
+
+/** JetStream API error 10077: the subject holds its maximum of messages (a client's full submission backlog, decision 0022). */
+const MAX_MSGS_PER_SUBJECT = 10077;
+
+/** Whether a publish was refused because the client's submission backlog is full (decision 0022). */
+export function isBacklogFull(e: unknown): boolean {
+  for (let c: unknown = e, depth = 0; c instanceof Error && depth < 5; c = c.cause, depth++) {
+    const api = c as { code?: unknown; api_error?: { err_code?: unknown } };
+    if (api.code === MAX_MSGS_PER_SUBJECT || api.api_error?.err_code === MAX_MSGS_PER_SUBJECT || /maximum messages per subject exceeded/i.test(c.message)) return true;
+  }
+  return false;
+}

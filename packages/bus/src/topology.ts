@@ -14,7 +14,7 @@ import {
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
 import { DEFAULT_MAX_MESSAGE_BYTES, ErrorCode, TriadError } from '@triad/protocol';
-import type { Bus } from './connection.js';
+import { explainNoJetStream, type Bus } from './connection.js';
 import { PUBLISH_RETRY_MS, isLeaderChange } from './publish.js';
 
 const HOUR = 3_600_000;
@@ -29,7 +29,15 @@ export interface TopologyOptions {
   maxMessageBytes?: number;
   /** Replicas of each stream; default TRIAD_STREAM_REPLICAS, else 1. */
   replicas?: number;
+  /**
+   * Submissions a client may have waiting in SUBMIT (JetStream refuses its next one until the schedulers
+   * take some): default TRIAD_SUBMIT_BACKLOG_PER_CLIENT, else 1000 (decision 0022).
+   */
+  submitBacklogPerClient?: number;
 }
+
+/** The per-client submission backlog when nothing sets one (decision 0022). */
+export const DEFAULT_SUBMIT_BACKLOG_PER_CLIENT = 1_000;
 
 /**
  * Room a dead letter needs beyond the message it carries: its reason (at most DEAD_LETTER_REASON_CHARS
@@ -38,7 +46,8 @@ export interface TopologyOptions {
  */
 export const DEAD_LETTER_OVERHEAD_BYTES = 32 * 1024;
 
-type StreamSpec = Pick<StreamConfig, 'name' | 'subjects' | 'retention' | 'max_age' | 'duplicate_window' | 'max_msg_size' | 'discard'>;
+type StreamSpec = Pick<StreamConfig, 'name' | 'subjects' | 'retention' | 'max_age' | 'duplicate_window' | 'max_msg_size' | 'discard'> &
+  Partial<Pick<StreamConfig, 'max_msgs_per_subject' | 'discard_new_per_subject'>>;
 
 export function streamSpecs(bus: Bus, o: TopologyOptions = {}): StreamSpec[] {
   const { subjects: s, streams: n } = bus.names;
@@ -62,8 +71,11 @@ export function streamSpecs(bus: Bus, o: TopologyOptions = {}): StreamSpec[] {
     max_msg_size: maxMsgSize,
     discard: DiscardPolicy.Old,
   });
+  // Fair intake: each client's subject holds at most this many waiting submissions; JetStream refuses the
+  // next one (error 10077) instead of letting one client's backlog grow ahead of everyone's (decision 0022).
+  const backlog = o.submitBacklogPerClient ?? submitBacklogPerClient();
   return [
-    work(n.submit, [s.submitAll]),
+    { ...work(n.submit, [s.submitAll]), discard: DiscardPolicy.New, max_msgs_per_subject: backlog, discard_new_per_subject: true },
     work(n.steps, [s.stepAll]),
     work(n.results, [s.resultAll]),
     work(n.commands, [s.command]),
@@ -96,7 +108,33 @@ export function streamReplicas(env: NodeJS.ProcessEnv = process.env): number {
   return n;
 }
 
+/**
+ * Waiting submissions allowed per client: TRIAD_SUBMIT_BACKLOG_PER_CLIENT (default 1000). Set it alike on
+ * schedulers and supervisors: both ensure the streams. Throws INVALID_CONFIG for anything but a whole
+ * number from 1 to 1000000.
+ */
+export function submitBacklogPerClient(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env['TRIAD_SUBMIT_BACKLOG_PER_CLIENT'];
+  if (raw === undefined || raw.trim() === '') return DEFAULT_SUBMIT_BACKLOG_PER_CLIENT;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > 1_000_000) {
+    throw new TriadError(
+      ErrorCode.InvalidConfig,
+      `TRIAD_SUBMIT_BACKLOG_PER_CLIENT is "${raw}": set it to how many submissions one client may have waiting, 1 to 1000000 (default ${DEFAULT_SUBMIT_BACKLOG_PER_CLIENT}), alike on every scheduler and supervisor`,
+    );
+  }
+  return n;
+}
+
 export async function ensureStreams(bus: Bus, o: TopologyOptions = {}): Promise<void> {
+  try {
+    await ensureEachStream(bus, o);
+  } catch (e) {
+    throw explainNoJetStream(e, bus.names.namespace) ?? e;
+  }
+}
+
+async function ensureEachStream(bus: Bus, o: TopologyOptions): Promise<void> {
   const replicas = o.replicas ?? streamReplicas();
   for (const spec of streamSpecs(bus, o)) {
     const cfg: Partial<StreamConfig> & { name: string } = { ...spec, storage: StorageType.File, num_replicas: replicas };
@@ -144,6 +182,8 @@ async function existsAsWanted(bus: Bus, cfg: Partial<StreamConfig> & { name: str
     have.duplicate_window === cfg.duplicate_window &&
     have.max_msg_size === cfg.max_msg_size &&
     have.discard === cfg.discard &&
+    (have.max_msgs_per_subject ?? -1) === (cfg.max_msgs_per_subject ?? -1) &&
+    Boolean(have.discard_new_per_subject) === Boolean(cfg.discard_new_per_subject) &&
     have.num_replicas === cfg.num_replicas
   );
 }

@@ -1,7 +1,7 @@
 /**
  * The client SDK: everything a submitting application does, over NATS only — register workflows,
  * submit tasks (optionally with a private reply subject), wait for outcomes, watch and replay a task's
- * events, and read task state.
+ * events, and read task state; for operators also dead letters and submission rate limits.
  *
  * @example
  *   const client = await TriadClient.connect({ natsUrl: 'nats://127.0.0.1:4222', namespace: 'default' });
@@ -13,11 +13,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DeliverPolicy, type Consumer } from '@nats-io/jetstream';
-import { createInbox, type Msg } from '@nats-io/nats-core';
-import { REPLY_TO_HEADER, connectBus, explainPermissionViolation, protocolHeaders, publishRetrying, type Bus } from '@triad/bus';
+import { createInbox, type Msg, type Subscription } from '@nats-io/nats-core';
+import { REPLY_TO_HEADER, connectBus, explainPermissionViolation, isBacklogFull, protocolHeaders, publishRetrying, type Bus } from '@triad/bus';
 import { SpanKind, inSpan } from '@triad/telemetry';
-import { listDeadLetters, replayDeadLetter, type DeadLetterQuery, type ReplayResult, type StoredDeadLetter } from './dead-letters.js';
+import { getDeadLetter, listDeadLetters, replayDeadLetter, type DeadLetterQuery, type ReplayResult, type StoredDeadLetter } from './dead-letters.js';
 import {
   ApiReplySchema,
   CLIENT_SCOPED_OPS,
@@ -36,6 +35,7 @@ import {
   validate,
   type Alert,
   type ApiOp,
+  type ClientLimit,
   type SupervisorHealth,
   type RegisteredWorkflow,
   type Submission,
@@ -73,6 +73,12 @@ export interface ClientOptions extends Omit<NatsConnectionOptions, 'url'> {
    * `api.client.<clientId>.task.get/list`. `own`: this client's from the start. `all`: never switch.
    */
   reads?: TaskReads;
+  /**
+   * How long `submit()` keeps trying while this client's submission backlog is full (JetStream refuses
+   * more than TRIAD_SUBMIT_BACKLOG_PER_CLIENT waiting submissions of one client; decision 0022) before it
+   * fails with the reason. Default 60 s.
+   */
+  backlogWaitMs?: number;
 }
 
 export type TaskReads = 'auto' | 'own' | 'all';
@@ -99,17 +105,31 @@ export interface WorkflowSummary {
   description?: string;
 }
 
+/** The task's stored events as `task.events` answers them (decision 0022). */
+export interface TaskEventsPage {
+  events: TaskEvent[];
+  /** The stream sequence to read on from. */
+  next: number;
+  /** More were stored than one reply holds: ask again from `next`. */
+  more: boolean;
+}
+
 export class TriadClient {
+  /** While JetStream refuses this client's submissions (its backlog is full), they try one at a time, in order. */
+  private backlogLine: Promise<unknown> = Promise.resolve();
+  private waitingInLine = 0;
+
   private constructor(
     readonly bus: Bus,
     /** The identity this client submits and reads under (decision 0010). */
     readonly clientId: string,
     private readonly requestTimeoutMs: number,
     private reads: TaskReads,
+    private readonly backlogWaitMs: number,
   ) {}
 
   static async connect(o: ClientOptions = {}): Promise<TriadClient> {
-    const { natsUrl, namespace, name, requestTimeoutMs, waitForServer, clientId, reads, ...nats } = o;
+    const { natsUrl, namespace, name, requestTimeoutMs, waitForServer, clientId, reads, backlogWaitMs, ...nats } = o;
     const ns = namespace ?? 'default';
     const id = ClientIdSchema.safeParse(clientId ?? DEFAULT_CLIENT_ID);
     if (!id.success) {
@@ -124,7 +144,7 @@ export class TriadClient {
       failFast: !waitForServer,
       inboxPrefix: names(ns).subjects.inboxPrefix(id.data),
     });
-    return new TriadClient(bus, id.data, requestTimeoutMs ?? 10_000, reads ?? 'auto');
+    return new TriadClient(bus, id.data, requestTimeoutMs ?? 10_000, reads ?? 'auto', backlogWaitMs ?? 60_000);
   }
 
   /** A permission NATS refused this client's credentials, explained (decision 0016); else undefined. */
@@ -184,8 +204,9 @@ export class TriadClient {
       raw = await this.requestOnce(subject, body);
     } catch (e) {
       const refused = this.refusal(e);
-      // A client identity may not read the namespace's tasks: it reads its own from now on (decision 0017).
-      if (refused && this.reads === 'auto' && subject === this.bus.names.subjects.api(op) && refused.message.includes(`publish to "${subject}"`) && CLIENT_SCOPED_OPS.some((o) => o === op)) {
+      // A client identity may not read the namespace's tasks: it reads its own from now on (decision 0017);
+      // so does a request that was already on its way when another one found that out.
+      if (refused && this.reads !== 'all' && subject === this.bus.names.subjects.api(op) && refused.message.includes(`publish to "${subject}"`) && CLIENT_SCOPED_OPS.some((o) => o === op)) {
         this.reads = 'own';
         return this.request(op, body);
       }
@@ -251,9 +272,37 @@ export class TriadClient {
     return listDeadLetters(this.bus, q);
   }
 
-  /** Re-publishes dead letter `seq`'s original to the subject it arrived on (once its cause is fixed). */
-  async replayDeadLetter(seq: number): Promise<ReplayResult> {
-    return replayDeadLetter(this.bus, seq);
+  /** One dead letter, with what a replay would publish (its `replay` plan) or why it cannot be replayed. */
+  async deadLetter(seq: number): Promise<StoredDeadLetter> {
+    return getDeadLetter(this.bus, seq);
+  }
+
+  /**
+   * Re-publishes dead letter `seq`'s original to its own source — the subject its DLQ subject implies,
+   * never one its body names (decision 0022) — once its cause is fixed. `expectSubject`: the subject the
+   * caller showed (the dashboard's confirmation); a plan that differs is refused.
+   */
+  async replayDeadLetter(seq: number, o: { expectSubject?: string } = {}): Promise<ReplayResult> {
+    return replayDeadLetter(this.bus, seq, o);
+  }
+
+  /**
+   * Sets a client's submission rate limit (`*`: every client without its own): at most `ratePerSecond`
+   * submissions a second on average, `burst` at once (default: the rate, at least 1). Stored in Redis;
+   * every scheduler applies it within 2 s (operator role; decision 0022).
+   */
+  async setIntakeLimit(client: string, o: { ratePerSecond: number; burst?: number }): Promise<ClientLimit> {
+    return this.request('intake.set', { client, ratePerSecond: o.ratePerSecond, ...(o.burst !== undefined ? { burst: o.burst } : {}) });
+  }
+
+  /** Removes a client's submission rate limit (`*`: the default one); `cleared` is false when it had none. */
+  async clearIntakeLimit(client: string): Promise<{ client: string; cleared: boolean }> {
+    return this.request('intake.clear', { client });
+  }
+
+  /** The submission rate limits (operator role). */
+  async intakeLimits(): Promise<ClientLimit[]> {
+    return this.request('intake.list', {});
   }
 
   /** The current supervisor leader and every supervisor's last report. */
@@ -296,20 +345,63 @@ export class TriadClient {
   }
 
   private async publishSubmission(sub: Submission, bytes: Uint8Array): Promise<{ taskId: string; duplicate: boolean }> {
-    const v = { value: sub };
+    const deadline = Date.now() + this.backlogWaitMs;
+    // Deduplicated per client: another client's submission with the same task id must reach a
+    // scheduler, to be refused there with the reason (decision 0010).
+    // The reply subject goes in a header too: a refusal can then be answered even if the body is unreadable.
+    const h = protocolHeaders(sub.replyTo ? { [REPLY_TO_HEADER]: sub.replyTo } : {});
+    const once = async (): Promise<{ taskId: string; duplicate: boolean }> => {
+      const ack = await publishRetrying(this.bus, this.bus.names.subjects.submit(this.clientId), bytes, { msgID: `${this.clientId}:${sub.taskId}`, headers: h });
+      return { taskId: sub.taskId, duplicate: ack.duplicate };
+    };
     try {
-      // Deduplicated per client: another client's submission with the same task id must reach a
-      // scheduler, to be refused there with the reason (decision 0010).
-      // The reply subject goes in a header too: a refusal can then be answered even if the body is unreadable.
-      const h = protocolHeaders(v.value.replyTo ? { [REPLY_TO_HEADER]: v.value.replyTo } : {});
-      const ack = await publishRetrying(this.bus, this.bus.names.subjects.submit(this.clientId), bytes, { msgID: `${this.clientId}:${v.value.taskId}`, headers: h });
-      return { taskId: v.value.taskId, duplicate: ack.duplicate };
+      if (this.waitingInLine === 0) {
+        try {
+          return await once();
+        } catch (e) {
+          if (!isBacklogFull(e)) throw e;
+        }
+      }
+      return await this.inBacklogLine(once, deadline, sub.taskId);
     } catch (e) {
+      if (e instanceof TriadError) throw e;
       throw this.refusal(e) ?? new TriadError(
         ErrorCode.Unavailable,
         `submission not stored (${errorMessage(e)}): is JetStream enabled and has a scheduler run in namespace "${this.namespace}" (it creates the streams)?`,
         { cause: e },
       );
+    }
+  }
+
+  /**
+   * While JetStream refuses this client's submissions because its backlog is full (decision 0022), they
+   * wait in one line and only its head tries again, backing off — no herd of retries — until room comes
+   * or `deadline` passes.
+   */
+  private async inBacklogLine<T>(publish: () => Promise<T>, deadline: number, taskId: string): Promise<T> {
+    this.waitingInLine++;
+    const turn = this.backlogLine.then(async () => {
+      for (let delay = 25; ; delay = Math.min(delay * 2, 250)) {
+        try {
+          return await publish();
+        } catch (e) {
+          if (!isBacklogFull(e)) throw e;
+          if (Date.now() + delay > deadline) {
+            throw new TriadError(
+              ErrorCode.Unavailable,
+              `submission ${taskId} not stored: client ${this.clientId} already has as many submissions waiting in namespace "${this.namespace}" as it may (TRIAD_SUBMIT_BACKLOG_PER_CLIENT), and none was taken within ${this.backlogWaitMs} ms — the schedulers are behind, or a rate limit holds this client back (triad limits); submit again later`,
+              { cause: e },
+            );
+          }
+          await sleep(delay);
+        }
+      }
+    });
+    this.backlogLine = turn.catch(() => undefined);
+    try {
+      return await turn;
+    } finally {
+      this.waitingInLine--;
     }
   }
 
@@ -326,57 +418,107 @@ export class TriadClient {
         (t) => t.client ?? this.clientId,
         () => this.clientId,
       ));
-    const consumer = await this.orderedEventConsumer(owner, taskId, o.signal);
-    if (!consumer || o.signal?.aborted) return;
-    const messages = await consumer.consume();
-    const stop = (): void => void messages.close();
+    if (o.signal?.aborted) return;
+    // Live events first (subscribed before the history is read, so none falls between), then the stored
+    // history through a scheduler: a client uses no JetStream consumer (decision 0022).
+    const sub = this.bus.nc.subscribe(this.bus.names.subjects.event(owner, taskId));
+    const stop = (): void => sub.unsubscribe();
     o.signal?.addEventListener('abort', stop, { once: true });
     const seen = new Set<number>();
+    let last = 0;
+    let from = 1;
+    const history = async (): Promise<TaskEvent[]> => {
+      const out: TaskEvent[] = [];
+      for (;;) {
+        const page = await this.taskEvents(taskId, { from, owner });
+        out.push(...page.events);
+        from = page.next;
+        if (!page.more || o.signal?.aborted) return out;
+      }
+    };
+    /** The events of `events` not yielded yet (a rejection, seq 0, each time), marked as seen. */
+    const fresh = (events: readonly TaskEvent[]): TaskEvent[] => {
+      const out = events.filter((ev) => ev.taskId === taskId && !(ev.seq > 0 && seen.has(ev.seq)));
+      for (const ev of out) {
+        seen.add(ev.seq);
+        last = Math.max(last, ev.seq);
+      }
+      return out;
+    };
     try {
-      for await (const m of messages) {
-        const d = decode(m.data, TaskEventBatchSchema, 'task events');
-        if (!d.ok) continue;
-        for (const ev of d.value.events) {
-          if (ev.seq > 0 && seen.has(ev.seq)) continue;
-          seen.add(ev.seq);
+      // The subscription is in place before the history is read (NATS restarting: it is sent again on
+      // reconnect, and the history read below waits for NATS and a scheduler).
+      await this.bus.nc.flush().catch(() => undefined);
+      const live = sub[Symbol.asyncIterator]();
+      let batch: TaskEvent[] = await this.untilAvailable(history, taskId, o.signal);
+      for (;;) {
+        for (const ev of fresh(batch)) {
           yield ev;
-          if (ev.type === 'rejected') return;
-          // A task-ending event ends the watch only if it is the task's latest: an operator retry can
-          // have brought the task back to life after it (its history then goes on).
-          if (isTaskEnd(ev)) {
-            const state = await this.getTask(taskId).catch(() => undefined);
-            if (!state || state.seq <= ev.seq) return;
-          }
+          if (await this.endsWatch(taskId, ev)) return;
         }
+        const r = await live.next().catch((e: unknown) => {
+          throw this.refusal(e) ?? e;
+        });
+        if (r.done) {
+          // Ended by the abort or close — or by NATS refusing the subscription (not this client's events).
+          const closed = await sub.closed;
+          if (closed instanceof Error && !o.signal?.aborted) throw this.refusal(closed) ?? closed;
+          return;
+        }
+        const d = decode(r.value.data, TaskEventBatchSchema, 'task events');
+        if (!d.ok) continue;
+        const first = Math.min(...d.value.events.filter((ev) => ev.seq > 0).map((ev) => ev.seq));
+        // A gap (an event published just before the subscription, or dropped on a slow connection):
+        // whatever is stored comes first.
+        batch = first > last + 1 && Number.isFinite(first) ? [...(await history().catch(() => [])), ...d.value.events] : d.value.events;
+        batch.sort((a, b) => a.seq - b.seq);
       }
     } finally {
       o.signal?.removeEventListener('abort', stop);
-      await messages.close();
+      sub.unsubscribe();
     }
   }
 
   /**
-   * An ordered consumer of one task's events from the start of its history. Creating it is retried
-   * (NATS may be restarting and JetStream recovering) until it works or `signal` aborts.
+   * A rejection ends a watch; so does a task-ending event if it is the task's latest (an operator retry
+   * can have brought the task back to life after it: its history then goes on).
    */
-  private async orderedEventConsumer(owner: string, taskId: string, signal?: AbortSignal): Promise<Consumer | undefined> {
+  private async endsWatch(taskId: string, ev: TaskEvent): Promise<boolean> {
+    if (ev.type === 'rejected') return true;
+    if (!isTaskEnd(ev)) return false;
+    const state = await this.getTask(taskId).catch(() => undefined);
+    return !state || state.seq <= ev.seq;
+  }
+
+  /**
+   * Runs `read` until it works (NATS or the schedulers may be restarting) or `signal` aborts (without
+   * one: for 30 s); a refusal is thrown at once.
+   */
+  private async untilAvailable<T>(read: () => Promise<T>, taskId: string, signal?: AbortSignal): Promise<T> {
+    const deadline = signal ? Number.POSITIVE_INFINITY : Date.now() + 30_000;
     for (let delay = 100; ; delay = Math.min(delay * 2, 2_000)) {
-      if (signal?.aborted) return undefined;
       try {
-        return await this.bus.js.consumers.get(this.bus.names.streams.events, {
-          // A single string, not an array: nats-server 2.9 knows only filter_subject.
-          filter_subjects: this.bus.names.subjects.event(owner, taskId),
-          deliver_policy: DeliverPolicy.All,
-        });
+        return await read();
       } catch (e) {
+        if (signal?.aborted || Date.now() + delay > deadline) throw e;
         const refused = this.refusal(e);
         if (refused) throw refused;
-        if (!isTransient(e)) {
+        if (e instanceof TriadError && e.code !== ErrorCode.Unavailable) throw e;
+        if (!(e instanceof TriadError) && !isTransient(e)) {
           throw new TriadError(ErrorCode.Unavailable, `cannot read the events of task ${taskId} (${errorMessage(e)}): has a scheduler run in namespace "${this.namespace}"?`, { cause: e });
         }
-        await sleep(delay);
+        await sleep(delay, undefined, signal ? { signal } : {}).catch(() => undefined);
       }
     }
+  }
+
+  /**
+   * A task's stored events, oldest first (only this client's own tasks once it reads its own:
+   * `taskReads`), from stream sequence `from` (a previous page's `next`); `owner`: only those published
+   * under that client (the task's submitter).
+   */
+  async taskEvents(taskId: string, o: { from?: number; owner?: string } = {}): Promise<TaskEventsPage> {
+    return this.request('task.events', { taskId, ...(o.from !== undefined && o.from > 1 ? { from: o.from } : {}), ...(o.owner !== undefined ? { client: o.owner } : {}) });
   }
 
   /**
@@ -440,7 +582,7 @@ export class TriadClient {
   /** A private reply subject (in this client's inbox) and an iterator of the events the scheduler sends there. */
   replySubject(): { subject: string; events: AsyncIterable<TaskEvent>; close(): void } {
     const subject = createInbox(this.bus.names.subjects.inboxPrefix(this.clientId));
-    const sub = this.bus.nc.subscribe(subject);
+    const sub: Subscription = this.bus.nc.subscribe(subject);
     async function* events(): AsyncGenerator<TaskEvent> {
       for await (const m of sub) {
         const d = decode(m.data, TaskEventBatchSchema, 'task events');

@@ -1,4 +1,24 @@
 /** @triad/client — the SDK a submitting application uses; it speaks only NATS. */
-export { TriadClient, type ClientOptions, type TaskReads, type SubmitOptions, type WorkflowSummary, type SupervisorStatus, type SupervisorReport } from './client.js';
+export {
+  TriadClient,
+  type ClientOptions,
+  type TaskReads,
+  type SubmitOptions,
+  type WorkflowSummary,
+  type SupervisorStatus,
+  type SupervisorReport,
+  type TaskEventsPage,
+} from './client.js';
 export { clientOptionsFromEnv } from './options.js';
-export { decodeOriginal, sourceToken, type DecodedOriginal, type DeadLetterQuery, type ReplayResult, type StoredDeadLetter } from './dead-letters.js';
+export {
+  decodeOriginal,
+  deadLetterWriter,
+  replayPlan,
+  sourceToken,
+  type DecodedOriginal,
+  type DeadLetterQuery,
+  type DeadLetterWriter,
+  type ReplayPlan,
+  type ReplayResult,
+  type StoredDeadLetter,
+} from './dead-letters.js';

@@ -8,6 +8,8 @@ import { WorkflowDefinitionSchema } from './definition.js';
 import {
   AlertSchema,
   CancelTaskRequestSchema,
+  ClearLimitRequestSchema,
+  ClientLimitSchema,
   EmptyRequestSchema,
   GetTaskRequestSchema,
   GetWorkflowRequestSchema,
@@ -15,7 +17,10 @@ import {
   ListWorkflowsRequestSchema,
   RegisterWorkflowRequestSchema,
   RetryTaskRequestSchema,
+  SetLimitRequestSchema,
   SupervisorHealthSchema,
+  TaskEventSchema,
+  TaskEventsRequestSchema,
   TaskStateSchema,
   TaskStatusSchema,
   TaskSummarySchema,
@@ -50,6 +55,14 @@ export const SupervisorStatusSchema = z.object({
   supervisors: z.array(SupervisorHealthSchema.extend({ at: z.number().int() })),
 });
 
+/**
+ * `task.events`: the stored events of a task (sorted by seq, each once), read up to stream sequence
+ * `next` (exclusive); `more`: the reply stopped at its size limit — ask again with `from: next`. A reader
+ * that later misses an event asks again with `from: next` as well (decision 0022).
+ */
+export const TaskEventsReplySchema = z.object({ events: z.array(TaskEventSchema), next: z.number().int().min(1), more: z.boolean() });
+export const ClearLimitReplySchema = z.object({ client: z.string(), cleared: z.boolean() });
+
 /** Every operation's request and reply value. */
 export const API: Record<ApiOp, { request: z.ZodType; reply: z.ZodType; what: string }> = {
   'workflow.register': { request: RegisterWorkflowRequestSchema, reply: RegisterWorkflowReplySchema, what: 'register a workflow definition (operator)' },
@@ -57,8 +70,12 @@ export const API: Record<ApiOp, { request: z.ZodType; reply: z.ZodType; what: st
   'workflow.list': { request: ListWorkflowsRequestSchema, reply: z.array(WorkflowSummarySchema), what: 'every registered workflow and its versions' },
   'task.get': { request: GetTaskRequestSchema, reply: TaskStateSchema, what: "a task's whole state" },
   'task.list': { request: ListTasksRequestSchema, reply: z.array(TaskSummarySchema), what: 'recent tasks, newest first, optionally of one status' },
+  'task.events': { request: TaskEventsRequestSchema, reply: TaskEventsReplySchema, what: "a task's stored events, oldest first (a client: its own, on api.client.<client>.task.events)" },
   'task.retry': { request: RetryTaskRequestSchema, reply: RetryTaskReplySchema, what: 'resubmit what stopped a task (operator)' },
   'task.cancel': { request: CancelTaskRequestSchema, reply: CancelTaskReplySchema, what: 'stop a running task and undo it (operator)' },
   'alert.list': { request: EmptyRequestSchema, reply: z.array(AlertSchema), what: 'open operator alerts (operator)' },
   'supervisor.status': { request: EmptyRequestSchema, reply: SupervisorStatusSchema, what: 'the supervisor leader and every supervisor report' },
+  'intake.set': { request: SetLimitRequestSchema, reply: ClientLimitSchema, what: "set a client's submission rate limit (operator)" },
+  'intake.clear': { request: ClearLimitRequestSchema, reply: ClearLimitReplySchema, what: "remove a client's submission rate limit (operator)" },
+  'intake.list': { request: EmptyRequestSchema, reply: z.array(ClientLimitSchema), what: 'the submission rate limits (operator)' },
 };

@@ -66,6 +66,11 @@ export {
   ListWorkflowsRequestSchema,
   GetTaskRequestSchema,
   ListTasksRequestSchema,
+  TaskEventsRequestSchema,
+  LimitTargetSchema,
+  SetLimitRequestSchema,
+  ClearLimitRequestSchema,
+  ClientLimitSchema,
   RetryTaskRequestSchema,
   CancelTaskRequestSchema,
   EmptyRequestSchema,
@@ -92,6 +97,7 @@ export {
   type TaskState,
   type TaskSummary,
   type ApiReply,
+  type ClientLimit,
 } from './messages.js';
 export { encode, decode, decodeOrThrow, validate, unpackLeading, unpackTrusted, unpackUntrusted, integersAsIntegers, DEFAULT_MAX_MESSAGE_BYTES, MAX_NESTING_DEPTH, MAX_LISTED_ISSUES, MAX_ISSUE_CHARS, type Decoded } from './codec.js';
 export { loadConfig, ConfigSchema, type Config } from './config.js';
@@ -129,6 +135,8 @@ export {
   RetryTaskReplySchema,
   CancelTaskReplySchema,
   SupervisorStatusSchema,
+  TaskEventsReplySchema,
+  ClearLimitReplySchema,
 } from './api.js';
 export { protocolJsonSchemas } from './json-schemas.js';
 export {
@@ -146,6 +154,9 @@ export {
   clientIdentity,
   operatorIdentity,
   deploymentIdentities,
+  deploymentAccounts,
+  triadAccountName,
+  clientAccountName,
   redisAclLine,
   subjectMatches,
   rolesAllowed,
@@ -154,4 +165,6 @@ export {
   type NatsPermissions,
   type RedisPermissions,
   type DeploymentInput,
+  type NatsAccount,
+  type NatsExport,
 } from './permissions.js';

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { TASK_STATUSES, TERMINAL_TASK_STATUSES, isTerminal } from './constants.js';
-import { NameSchema, TaskIdSchema } from './names.js';
+import { ClientIdSchema, NameSchema, TaskIdSchema } from './names.js';
 
 /** An optional field: absent, or nil (read as absent), else valid by `schema`. */
 export function optional<T extends z.ZodType>(schema: T) {
@@ -260,6 +260,28 @@ export const EmptyRequestSchema = z.object({});
 
 export const ListTasksRequestSchema = z
   .object({ status: optional(TaskStatusSchema), limit: z.number().int().min(1).max(10_000).default(100) });
+
+/**
+ * `task.events`: a task's stored events from the EVENTS stream, oldest first; `from` is the `next` of a
+ * previous reply (a stream sequence), to read on where it stopped; `client`, on the namespace-wide
+ * subject, only the events published under that client (the task's owner: another client's rejected
+ * submission of the same id is not its story). A client-scoped request reads its own client's always
+ * (decision 0022).
+ */
+export const TaskEventsRequestSchema = z.object({ taskId: TaskIdSchema, from: optional(z.number().int().min(1)), client: optional(ClientIdSchema) });
+
+/** Whom a submission rate limit applies to: one client id, or `*` for every client without its own. */
+export const LimitTargetSchema = z.union([ClientIdSchema, z.literal('*')]);
+/** `intake.set`: at most `ratePerSecond` submissions a second on average, `burst` at once (default: the rate, at least 1). */
+export const SetLimitRequestSchema = z.object({
+  client: LimitTargetSchema,
+  ratePerSecond: z.number().min(0.001, 'a rate is at least 0.001 submissions a second').max(100_000, 'a rate is at most 100000 submissions a second'),
+  burst: optional(z.number().int().min(1).max(100_000)),
+});
+export const ClearLimitRequestSchema = z.object({ client: LimitTargetSchema });
+/** A stored per-client submission rate limit. */
+export const ClientLimitSchema = z.object({ client: LimitTargetSchema, ratePerSecond: z.number().positive(), burst: z.number().int().min(1), setAt: epochMs });
+export type ClientLimit = z.output<typeof ClientLimitSchema>;
 
 /** The state of one step as reported to clients. */
 export const StepStateSchema = z.object({

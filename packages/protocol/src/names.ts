@@ -89,14 +89,28 @@ export interface ApiRequestSubject {
   client?: string;
 }
 
-export const API_OPS = ['workflow.register', 'workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.retry', 'task.cancel', 'alert.list', 'supervisor.status'] as const;
+export const API_OPS = [
+  'workflow.register',
+  'workflow.get',
+  'workflow.list',
+  'task.get',
+  'task.list',
+  'task.events',
+  'task.retry',
+  'task.cancel',
+  'alert.list',
+  'supervisor.status',
+  'intake.set',
+  'intake.clear',
+  'intake.list',
+] as const;
 export type ApiOp = (typeof API_OPS)[number];
 
 /**
  * Operations that also exist scoped to one client, `triad.<ns>.api.client.<client>.<op>` (decision 0017).
  * The token `client` after `api.` is reserved: no operation's name starts with it.
  */
-export const CLIENT_SCOPED_OPS = ['task.get', 'task.list'] as const satisfies readonly ApiOp[];
+export const CLIENT_SCOPED_OPS = ['task.get', 'task.list', 'task.events'] as const satisfies readonly ApiOp[];
 export type ClientScopedOp = (typeof CLIENT_SCOPED_OPS)[number];
 const CLIENT_API_TOKEN = 'client';
 

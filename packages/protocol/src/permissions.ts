@@ -1,7 +1,8 @@
 /**
  * What each role of a namespace may do on NATS (publish/subscribe allow lists, JetStream API subjects
- * included) and in Redis (ACL rules), derived from the subjects of names.ts — the role table of
- * decision 0010, written by `triad auth init` and tabulated in docs/security.md. No I/O.
+ * included, and which NATS account it lives in) and in Redis (ACL rules), derived from the subjects of
+ * names.ts — the role table of decisions 0010 and 0022, written by `triad auth init` and tabulated in
+ * docs/security.md. No I/O.
  */
 import { z } from 'zod';
 import { CLIENT_SCOPED_OPS, ClientIdSchema, NameSchema, NamespaceSchema, names, type ApiOp, type Names } from './names.js';
@@ -10,7 +11,7 @@ export const ROLES = ['scheduler', 'supervisor', 'agent', 'client', 'operator'] 
 export type Role = (typeof ROLES)[number];
 
 /** API operations that only read; the others change state (operator only). */
-export const READ_ONLY_API_OPS: readonly ApiOp[] = ['workflow.get', 'workflow.list', 'task.get', 'task.list', 'supervisor.status'];
+export const READ_ONLY_API_OPS: readonly ApiOp[] = ['workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.events', 'supervisor.status'];
 
 /**
  * The namespace-wide operations a client identity may call: the read-only ones except the task reads,
@@ -24,6 +25,11 @@ export const OPERATOR_CLIENT_ID = 'operator';
 export interface NatsPermissions {
   publish: string[];
   subscribe: string[];
+  /**
+   * nats-server's `allow_responses`: the user may answer each request it received once, whatever its
+   * reply subject (a service import's `_R_.…`), without a standing publish right there (decision 0022).
+   */
+  allowResponses?: boolean;
 }
 
 export interface RedisPermissions {
@@ -62,9 +68,10 @@ export function serviceInboxPrefix(namespace: string, role: 'scheduler' | 'super
 /**
  * Connection basics every Redis user needs (ioredis: AUTH, the ready check's INFO, its CLIENT SETNAME/SETINFO;
  * on a Redis Cluster its CLUSTER SLOTS), and WAIT, which confirms a task's creation and an election on a
- * replica (TRIAD_REDIS_WAIT_REPLICAS, decision 0015).
+ * replica (TRIAD_REDIS_WAIT_REPLICAS, decision 0015). No SELECT: ioredis sends it only for a database
+ * other than 0, and then the user may select that one only (decision 0022).
  */
-const REDIS_CONNECTION = ['auth', 'hello', 'ping', 'info', 'select', 'quit', 'client|setname', 'client|getname', 'client|id', 'cluster|slots', 'wait'];
+const REDIS_CONNECTION = ['auth', 'hello', 'ping', 'info', 'quit', 'client|setname', 'client|getname', 'client|id', 'cluster|slots', 'wait'];
 
 /** Reads of packages/store's TypeScript side (task views, lists, the deadline and alert indexes). */
 const REDIS_READS = ['get', 'hget', 'hgetall', 'hkeys', 'hmget', 'hvals', 'smembers', 'zcount', 'zrange', 'zrangebyscore', 'zrevrange'];
@@ -76,20 +83,23 @@ const REDIS_READS = ['get', 'hget', 'hgetall', 'hkeys', 'hmget', 'hvals', 'smemb
  * resign, and fenceBucket and raiseEpoch (decision 0015). All include _common. `permissions.test.ts` re-reads the scripts to keep this list true.
  */
 export const REDIS_SCRIPT_COMMANDS = {
-  scheduler: ['del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hincrby', 'hkeys', 'hmget', 'hset', 'sadd', 'set', 'zadd', 'zrem'],
+  scheduler: ['del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hincrby', 'hkeys', 'hmget', 'hset', 'pexpire', 'sadd', 'set', 'zadd', 'zrem'],
   supervisor: ['del', 'exists', 'get', 'hget', 'hgetall', 'hincrby', 'hmget', 'hset', 'incr', 'pexpire', 'set', 'zadd', 'zrangebyscore', 'zrem'],
 } as const;
 
 /** Which scripts each Redis role runs (the test checks the lists above against these files). */
 export const REDIS_ROLE_SCRIPTS = {
-  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases'],
+  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot'],
   supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'leadership', 'resign', 'fenceBucket', 'raiseEpoch'],
 } as const;
 
-function redisPermissions(namespace: string, role: 'scheduler' | 'supervisor'): RedisPermissions {
-  // `zrem` from TypeScript: the alert outbox (supervisor) and the finished index; `hset`: the supervisor's status.
-  const own = role === 'supervisor' ? ['hset', 'zrem'] : ['zrem'];
-  const commands = new Set([...REDIS_CONNECTION, 'eval', 'evalsha', ...REDIS_READS, ...own, ...REDIS_SCRIPT_COMMANDS[role]]);
+function redisPermissions(namespace: string, role: 'scheduler' | 'supervisor', db = 0): RedisPermissions {
+  // `zrem` from TypeScript: the alert outbox (supervisor) and the finished index; `hset`: the supervisor's
+  // status; the scheduler's `hset`/`hdel`: the submission rate limits an operator sets (decision 0022).
+  const own = role === 'supervisor' ? ['hset', 'zrem'] : ['hdel', 'hset', 'zrem'];
+  // Another database than 0: that one only (Redis' first-argument rule).
+  const select = db === 0 ? [] : [`select|${db}`];
+  const commands = new Set([...REDIS_CONNECTION, 'eval', 'evalsha', ...REDIS_READS, ...own, ...REDIS_SCRIPT_COMMANDS[role], ...select]);
   return { keys: [`triad:${namespace}:*`], commands: [...commands].sort() };
 }
 
@@ -119,16 +129,11 @@ function durableAccess(j: ReturnType<typeof jsApi>, stream: string, durable: str
   return [j.consumerCreate(stream, durable, filter), j.consumerInfo(stream, durable), j.next(stream, durable), j.ack(stream, durable), j.streamInfo(stream)];
 }
 
-/** An ordered (ephemeral, named `*`) consumer of `stream` limited to `filter`: what `triad watch` and tails use. */
-function orderedRead(j: ReturnType<typeof jsApi>, stream: string, filter: string): string[] {
-  return [j.consumerCreate(stream, '*', filter), j.consumerInfo(stream, '*'), j.consumerDelete(stream, '*'), j.next(stream, '*'), j.streamInfo(stream)];
-}
-
 function uniq(xs: string[]): string[] {
   return [...new Set(xs)];
 }
 
-export function schedulerIdentity(namespace: string): Identity {
+export function schedulerIdentity(namespace: string, redisDb = 0): Identity {
   const n = names(namespace);
   const s = n.subjects;
   const j = jsApi(n);
@@ -153,14 +158,18 @@ export function schedulerIdentity(namespace: string): Identity {
         // Registration warnings list the agents' durables.
         j.consumerList(n.streams.steps),
         j.consumerNames(n.streams.steps),
+        // task.events reads a task's events by subject (decision 0022).
+        j.msgGet(n.streams.events),
       ]),
       subscribe: [`${inboxPrefix}.>`, s.apiAll, `$SRV.*`, `$SRV.*.triad-${n.namespace}`, `$SRV.*.triad-${n.namespace}.>`],
+      // API answers to clients in their own accounts go to `_R_.…` subjects: once per request received.
+      allowResponses: true,
     },
-    redis: redisPermissions(n.namespace, 'scheduler'),
+    redis: redisPermissions(n.namespace, 'scheduler', redisDb),
   };
 }
 
-export function supervisorIdentity(namespace: string): Identity {
+export function supervisorIdentity(namespace: string, redisDb = 0): Identity {
   const n = names(namespace);
   const s = n.subjects;
   const j = jsApi(n);
@@ -185,7 +194,7 @@ export function supervisorIdentity(namespace: string): Identity {
       ]),
       subscribe: [`${inboxPrefix}.>`],
     },
-    redis: redisPermissions(n.namespace, 'supervisor'),
+    redis: redisPermissions(n.namespace, 'supervisor', redisDb),
   };
 }
 
@@ -221,8 +230,9 @@ function clientLike(namespace: string, clientId: string, role: 'client' | 'opera
   const s = n.subjects;
   const j = jsApi(n);
   const inboxPrefix = s.inboxPrefix(id);
-  const common = [s.submit(id), j.accountInfo, j.streamInfo(n.streams.submit)];
   if (role === 'client') {
+    // No JetStream API but the connect probe (which its own account answers "not enabled"): it reads its
+    // tasks' events by subscription and their history through task.events (decision 0022).
     return {
       name: `client-${id}`,
       role,
@@ -230,13 +240,13 @@ function clientLike(namespace: string, clientId: string, role: 'client' | 'opera
       inboxPrefix,
       nats: {
         publish: uniq([
-          ...common,
+          s.submit(id),
+          j.accountInfo,
           ...CLIENT_API_OPS.map((op) => s.api(op)),
           // Its own tasks only: the scheduler reads the client from the subject (decision 0017).
           ...CLIENT_SCOPED_OPS.map((op) => s.clientApi(id, op)),
-          ...orderedRead(j, n.streams.events, s.event(id, '*')),
         ]),
-        subscribe: [`${inboxPrefix}.>`],
+        subscribe: [`${inboxPrefix}.>`, s.event(id, '*')],
       },
     };
   }
@@ -247,14 +257,15 @@ function clientLike(namespace: string, clientId: string, role: 'client' | 'opera
     inboxPrefix,
     nats: {
       publish: uniq([
-        ...common,
+        // Its own submissions, and the replay of a dead-lettered one of any client or of a command
+        // (decision 0022: not step requests nor results).
+        s.submitAll,
+        s.command,
+        j.accountInfo,
         s.apiAll,
         `$SRV.>`,
-        ...orderedRead(j, n.streams.events, `triad.${n.namespace}.event.>`),
-        ...orderedRead(j, n.streams.alerts, s.alert),
-        ...orderedRead(j, n.streams.deadLetters, `triad.${n.namespace}.dlq.>`),
-        // Its namespace's logs whole: an unfiltered consumer, or one message by sequence.
-        ...[n.streams.events, n.streams.alerts, n.streams.deadLetters].flatMap((st) => [`$JS.API.CONSUMER.CREATE.${st}.*`, j.msgGet(st)]),
+        // Dead letters, alerts and events one message at a time (no consumers: decision 0022).
+        ...[n.streams.events, n.streams.alerts, n.streams.deadLetters].map((st) => j.msgGet(st)),
         ...j.streams.map((st) => j.streamInfo(st)),
         ...j.streams.flatMap((st) => [j.consumerList(st), j.consumerNames(st)]),
       ]),
@@ -276,6 +287,8 @@ export const DeploymentSchema = z.object({
   namespace: NamespaceSchema,
   agents: z.array(NameSchema).min(1, 'name at least one agent type'),
   clients: z.array(ClientIdSchema.refine((c) => c !== OPERATOR_CLIENT_ID, `"${OPERATOR_CLIENT_ID}" is the operator's client id: choose another name for a client`)).default([]),
+  /** The Redis database the scheduler and supervisor use (their REDIS_URL's path): their users may select it only. */
+  redisDb: z.number().int().min(0).max(15_999).default(0),
 });
 export type DeploymentInput = z.input<typeof DeploymentSchema>;
 
@@ -283,11 +296,88 @@ export type DeploymentInput = z.input<typeof DeploymentSchema>;
 export function deploymentIdentities(input: DeploymentInput): Identity[] {
   const d = DeploymentSchema.parse(input);
   return [
-    schedulerIdentity(d.namespace),
-    supervisorIdentity(d.namespace),
+    schedulerIdentity(d.namespace, d.redisDb),
+    supervisorIdentity(d.namespace, d.redisDb),
     ...uniq(d.agents).map((a) => agentIdentity(d.namespace, a)),
     ...uniq(d.clients).map((c) => clientIdentity(d.namespace, c)),
     operatorIdentity(d.namespace),
+  ];
+}
+
+/** A subject one account makes available to others: a service (requests, answered back) or a stream (messages). */
+export interface NatsExport {
+  kind: 'service' | 'stream';
+  subject: string;
+  /** The accounts that may import it. */
+  accounts: string[];
+}
+
+/** One NATS account of a deployment (config-file accounts, decision 0022). */
+export interface NatsAccount {
+  name: string;
+  /** JetStream enabled (only the namespace's own account holds streams). */
+  jetstream: boolean;
+  /** The identities (by `Identity.name`) whose users live in it. */
+  identities: string[];
+  exports: NatsExport[];
+  /** What it imports, under the same subject names. */
+  imports: { kind: 'service' | 'stream'; account: string; subject: string }[];
+}
+
+/**
+ * The account of a namespace's services, agents and operator: it holds the streams. `:` occurs in no
+ * namespace or name, so account names never collide; JetStream keeps the account's store under this name.
+ */
+export function triadAccountName(namespace: string): string {
+  return `triad:${NamespaceSchema.parse(namespace)}`;
+}
+
+/** The account of one client: nothing in it but what the namespace's account exports to it. */
+export function clientAccountName(namespace: string, clientId: string): string {
+  return `${triadAccountName(namespace)}:client:${ClientIdSchema.parse(clientId)}`;
+}
+
+/** What a client's account imports: its submit subject and API, the read-only API, its events and its inbox. */
+function clientImports(namespace: string, clientId: string): { kind: 'service' | 'stream'; subject: string; shared: boolean }[] {
+  const s = names(namespace).subjects;
+  return [
+    { kind: 'service', subject: s.submit(clientId), shared: false },
+    ...CLIENT_SCOPED_OPS.map((op) => ({ kind: 'service' as const, subject: s.clientApi(clientId, op), shared: false })),
+    ...CLIENT_API_OPS.map((op) => ({ kind: 'service' as const, subject: s.api(op), shared: true })),
+    { kind: 'stream', subject: s.event(clientId, '*'), shared: false },
+    { kind: 'stream', subject: `${s.inboxPrefix(clientId)}.>`, shared: false },
+  ];
+}
+
+/**
+ * The accounts of one namespace's deployment: `triad:<ns>` with every identity but the clients, exporting
+ * to each client's own account just what that client may use; one account per client, importing it.
+ * A client then reaches nothing else, and every answer to it (a PubAck, an API reply) is routed by the
+ * server into its own account, whatever reply subject it named (decision 0022).
+ */
+export function deploymentAccounts(input: DeploymentInput): NatsAccount[] {
+  const d = DeploymentSchema.parse(input);
+  const ids = deploymentIdentities(d);
+  const triad = triadAccountName(d.namespace);
+  const clients = uniq(d.clients);
+  const exports = new Map<string, NatsExport>();
+  for (const c of clients) {
+    for (const i of clientImports(d.namespace, c)) {
+      const key = `${i.kind} ${i.subject}`;
+      const e = exports.get(key) ?? { kind: i.kind, subject: i.subject, accounts: [] };
+      e.accounts.push(clientAccountName(d.namespace, c));
+      exports.set(key, e);
+    }
+  }
+  return [
+    { name: triad, jetstream: true, identities: ids.filter((i) => i.role !== 'client').map((i) => i.name), exports: [...exports.values()], imports: [] },
+    ...clients.map((c) => ({
+      name: clientAccountName(d.namespace, c),
+      jetstream: false,
+      identities: [`client-${c}`],
+      exports: [],
+      imports: clientImports(d.namespace, c).map((i) => ({ kind: i.kind, account: triad, subject: i.subject })),
+    })),
   ];
 }
 
@@ -315,7 +405,13 @@ export function subjectMatches(pattern: string, subject: string): boolean {
 export function rolesAllowed(namespace: string, operation: 'publish' | 'subscribe', subject: string): string[] {
   const ns = NamespaceSchema.safeParse(namespace);
   if (!ns.success) return [];
-  const agent = subject.startsWith(`triad.${ns.data}.result.`) || subject.startsWith(`triad.${ns.data}.step.`) ? subject.split('.')[3] : undefined;
+  const dlqStep = `triad.${ns.data}.dlq.step_`;
+  const agent =
+    subject.startsWith(`triad.${ns.data}.result.`) || subject.startsWith(`triad.${ns.data}.step.`)
+      ? subject.split('.')[3]
+      : subject.startsWith(dlqStep)
+        ? subject.slice(dlqStep.length)
+        : undefined;
   const client = subject.startsWith(`triad.${ns.data}.submit.`)
     ? subject.split('.')[3]
     : subject.startsWith(`triad.${ns.data}.api.client.`)

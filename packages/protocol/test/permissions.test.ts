@@ -1,5 +1,6 @@
-// The role table (decision 0010/0016) as data: each role reaches its own subjects and no other role's,
-// namespaces share nothing, and the Redis command lists cover exactly what the Lua scripts call.
+// The role table (decisions 0010, 0016, 0022) as data: each role reaches its own subjects and no other
+// role's, clients live in NATS accounts of their own, namespaces share nothing, and the Redis command
+// lists cover exactly what the Lua scripts call.
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,7 +9,10 @@ import {
   CLIENT_SCOPED_OPS,
   REDIS_ROLE_SCRIPTS,
   REDIS_SCRIPT_COMMANDS,
+  clientAccountName,
+  deploymentAccounts,
   deploymentIdentities,
+  triadAccountName,
   names,
   redisAclLine,
   rolesAllowed,
@@ -58,15 +62,17 @@ describe('NATS allow lists', () => {
     expect(payment.redis).toBeUndefined();
   });
 
-  it('a client submits under its own id, reads only, and watches only its own events', () => {
+  it('a client submits under its own id, reads only, and follows only its own events, with no JetStream API (decision 0022)', () => {
     const web = byName('client-web');
     expect(may(web, 'publish', n.subjects.submit('web'))).toBe(true);
     expect(may(web, 'publish', n.subjects.submit('operator'))).toBe(false);
-    for (const op of ['task.cancel', 'task.retry', 'workflow.register', 'alert.list'] as const) expect(may(web, 'publish', n.subjects.api(op)), op).toBe(false);
+    for (const op of ['task.cancel', 'task.retry', 'workflow.register', 'alert.list', 'intake.set', 'intake.list', 'intake.clear'] as const) expect(may(web, 'publish', n.subjects.api(op)), op).toBe(false);
     for (const op of ['workflow.get', 'workflow.list', 'supervisor.status'] as const) expect(may(web, 'publish', n.subjects.api(op)), op).toBe(true);
     expect(may(web, 'publish', n.subjects.result('payment'))).toBe(false);
-    expect(may(web, 'publish', `$JS.API.CONSUMER.CREATE.${n.streams.events}.oc_1.${n.subjects.event('web', 't1')}`)).toBe(true);
-    expect(may(web, 'publish', `$JS.API.CONSUMER.CREATE.${n.streams.events}.oc_1.${n.subjects.event('other', 't1')}`)).toBe(false);
+    // No consumer of any kind, on any stream: its own events come by subscription and through task.events.
+    expect(web.nats.publish.filter((p) => p.startsWith('$JS.'))).toEqual(['$JS.API.INFO']);
+    expect(may(web, 'subscribe', n.subjects.event('web', 't1'))).toBe(true);
+    expect(may(web, 'subscribe', n.subjects.event('other', 't1'))).toBe(false);
     expect(may(web, 'subscribe', '_INBOX.shop.web.abc')).toBe(true);
     expect(may(web, 'subscribe', '_INBOX.shop.other.abc')).toBe(false);
     expect(web.redis).toBeUndefined();
@@ -88,17 +94,30 @@ describe('NATS allow lists', () => {
       'triad.shop.api.supervisor.status',
       'triad.shop.api.client.web.task.get',
       'triad.shop.api.client.web.task.list',
+      'triad.shop.api.client.web.task.events',
     ]);
     // The scheduler hears them on its API subscription.
     expect(may(byName('scheduler'), 'subscribe', n.subjects.clientApi('web', 'task.get'))).toBe(true);
   });
 
-  it('the operator may cancel, retry, register and read alerts and dead letters', () => {
+  it('the operator may cancel, retry, register, set limits, read alerts and dead letters, and replay submissions and commands', () => {
     const op = byName('operator');
-    for (const o of ['task.cancel', 'task.retry', 'workflow.register', 'alert.list', 'task.get', 'task.list'] as const) expect(may(op, 'publish', n.subjects.api(o))).toBe(true);
+    for (const o of ['task.cancel', 'task.retry', 'workflow.register', 'alert.list', 'task.get', 'task.list', 'task.events', 'intake.set', 'intake.list', 'intake.clear'] as const) {
+      expect(may(op, 'publish', n.subjects.api(o))).toBe(true);
+    }
     expect(may(op, 'publish', n.subjects.clientApi('web', 'task.get'))).toBe(true);
-    expect(may(op, 'publish', `$JS.API.CONSUMER.CREATE.${n.streams.deadLetters}.oc_1.triad.shop.dlq.>`)).toBe(true);
+    expect(may(op, 'publish', `$JS.API.STREAM.MSG.GET.${n.streams.deadLetters}`)).toBe(true);
+    // Replays go to a dead letter's own source: a submission of any client, or a command (decision 0022) …
+    expect(may(op, 'publish', n.subjects.submit('web'))).toBe(true);
+    expect(may(op, 'publish', n.subjects.command)).toBe(true);
+    // … not a result or a step request, and it creates no consumers (no push delivery anywhere).
     expect(may(op, 'publish', n.subjects.result('payment'))).toBe(false);
+    expect(may(op, 'publish', n.subjects.step('payment'))).toBe(false);
+    expect(op.nats.publish.filter((p) => p.includes('CONSUMER.CREATE') || p.includes('MSG.NEXT'))).toEqual([]);
+  });
+
+  it('only the scheduler answers requests, once each, on whatever reply subject the server made (allow_responses)', () => {
+    expect(ids.filter((i) => i.nats.allowResponses).map((i) => i.name)).toEqual(['scheduler']);
   });
 
   it("no identity of one namespace reaches another namespace's subjects, streams or inboxes", () => {
@@ -122,10 +141,53 @@ describe('NATS allow lists', () => {
   it('names who may do a refused operation', () => {
     expect(rolesAllowed('shop', 'publish', n.subjects.api('task.cancel'))).toEqual(['operator']);
     expect(rolesAllowed('shop', 'publish', n.subjects.result('payment'))).toEqual(['agent "payment"']);
-    expect(rolesAllowed('shop', 'publish', n.subjects.submit('web'))).toEqual(['client "web"']);
+    expect(rolesAllowed('shop', 'publish', n.subjects.submit('web'))).toEqual(['operator', 'client "web"']);
+    expect(rolesAllowed('shop', 'publish', n.subjects.deadLetter('step_fraud'))).toEqual(['scheduler', 'supervisor', 'agent "fraud"']);
+    expect(rolesAllowed('shop', 'publish', n.subjects.deadLetter('submit'))).toEqual(['scheduler', 'supervisor']);
     expect(rolesAllowed('shop', 'publish', 'triad.other.api.task.get')).toEqual([]);
     expect(rolesAllowed('shop', 'publish', n.subjects.api('task.get'))).toEqual(['operator']);
     expect(rolesAllowed('shop', 'publish', n.subjects.clientApi('web', 'task.list'))).toEqual(['operator', 'client "web"']);
+  });
+});
+
+describe('NATS accounts (decision 0022)', () => {
+  const accounts = deploymentAccounts({ namespace: 'shop', agents: ['payment', 'shipping'], clients: ['web', 'app'] });
+  const [triad, web, app] = accounts;
+
+  it("puts the namespace's services, agents and operator in one account with JetStream, each client in its own without", () => {
+    expect(accounts.map((a) => a.name)).toEqual([triadAccountName('shop'), clientAccountName('shop', 'web'), clientAccountName('shop', 'app')]);
+    expect(triad).toMatchObject({ name: 'triad:shop', jetstream: true, identities: ['scheduler', 'supervisor', 'agent-payment', 'agent-shipping', 'operator'] });
+    expect(web).toMatchObject({ name: 'triad:shop:client:web', jetstream: false, identities: ['client-web'], exports: [] });
+  });
+
+  it('a client account imports exactly what its identity may use, and nothing of another client', () => {
+    const imports = (web?.imports ?? []).map((i) => `${i.kind} ${i.subject}`);
+    expect(imports).toEqual([
+      'service triad.shop.submit.web',
+      'service triad.shop.api.client.web.task.get',
+      'service triad.shop.api.client.web.task.list',
+      'service triad.shop.api.client.web.task.events',
+      'service triad.shop.api.workflow.get',
+      'service triad.shop.api.workflow.list',
+      'service triad.shop.api.supervisor.status',
+      'stream triad.shop.event.web.*',
+      'stream _INBOX.shop.web.>',
+    ]);
+    for (const i of web?.imports ?? []) expect(i.account).toBe('triad:shop');
+    // Every publish the identity may make goes to an import (its account holds nothing else) …
+    const client = byName('client-web');
+    for (const p of client.nats.publish.filter((x) => !x.startsWith('$JS.'))) expect(imports, p).toContain(`service ${p}`);
+    // … and the namespace's account exports each client's own subjects to that client only.
+    for (const e of triad?.exports ?? []) {
+      if (e.subject.includes('.web.') || e.subject.endsWith('.web')) expect(e.accounts).toEqual(['triad:shop:client:web']);
+      if (e.subject.includes('.app.') || e.subject.endsWith('.app')) expect(e.accounts).toEqual(['triad:shop:client:app']);
+    }
+    expect(triad?.exports.find((e) => e.subject === 'triad.shop.api.workflow.list')?.accounts).toEqual(['triad:shop:client:web', 'triad:shop:client:app']);
+    expect(app?.imports.some((i) => i.subject.includes('.web'))).toBe(false);
+  });
+
+  it('account names cannot collide across namespaces (":" is in no namespace or name)', () => {
+    expect(triadAccountName('a-client-b')).not.toBe(clientAccountName('a', 'b'));
   });
 });
 
@@ -139,6 +201,16 @@ describe('Redis ACL', () => {
       expect([...listed].sort(), role).toEqual([...used].sort());
       const id = byName(role);
       for (const c of used) expect(id.redis?.commands, `${role} ${c}`).toContain(c);
+    }
+  });
+
+  it('grants no SELECT, or only the database their REDIS_URL names (decision 0022)', () => {
+    for (const role of ['scheduler', 'supervisor']) expect(byName(role).redis?.commands.filter((c) => c.startsWith('select'))).toEqual([]);
+    const inDb2 = deploymentIdentities({ namespace: 'shop', agents: ['payment'], redisDb: 2 });
+    for (const role of ['scheduler', 'supervisor']) {
+      const r = inDb2.find((i) => i.name === role)?.redis;
+      expect(r?.commands.filter((c) => c.startsWith('select'))).toEqual(['select|2']);
+      expect(redisAclLine(role, 'ab'.repeat(32), r!)).toContain(' +select|2');
     }
   });
 

@@ -1,10 +1,12 @@
 /**
- * The request/reply API clients use (register and read workflows, read tasks), served by every
- * scheduler in one queue group. Requests are validated; every failure is a wire error with a reason.
+ * The request/reply API clients use (register and read workflows, read tasks and their events, set
+ * submission limits), served by every scheduler in one queue group. Requests are validated; every
+ * failure is a wire error with a reason; a request whose reply subject is not its requester's inbox is
+ * neither run nor answered (decision 0022).
  */
 import { performance } from 'node:perf_hooks';
 import type { Msg, Subscription } from '@nats-io/nats-core';
-import { PROTOCOL_MAJOR, protocolHeaders, unsupportedVersion, type Bus } from '@triad/bus';
+import { PROTOCOL_MAJOR, deadLetter, protocolHeaders, unsupportedVersion, type Bus } from '@triad/bus';
 import { validateDefinition } from '@triad/core';
 import {
   ErrorCode,
@@ -14,7 +16,10 @@ import {
   GetWorkflowRequestSchema,
   ListTasksRequestSchema,
   CancelTaskRequestSchema,
+  ClearLimitRequestSchema,
   EmptyRequestSchema,
+  SetLimitRequestSchema,
+  TaskEventsRequestSchema,
   ListWorkflowsRequestSchema,
   RegisterWorkflowRequestSchema,
   RetryTaskRequestSchema,
@@ -32,9 +37,12 @@ import {
   type WorkflowDefinition,
   type Logger,
 } from '@triad/protocol';
-import { requireTask, type LeaseClaim, type TaskStore, type WorkflowStore } from '@triad/store';
+import { requireTask, type IntakeStore, type LeaseClaim, type TaskStore, type WorkflowStore } from '@triad/store';
+import { triadMetrics } from '@triad/telemetry';
 import type { Dispatcher } from './dispatcher.js';
 import { Discovery, endpointName, type EndpointStats } from './discovery.js';
+import { apiReplyAllowed } from './replies.js';
+import { readTaskEvents } from './task-events.js';
 import type { z } from 'zod';
 
 /** `client`: the client a client-scoped subject names, whose tasks only the handler may read (decision 0017). */
@@ -58,6 +66,7 @@ export class ApiServer {
     private readonly bus: Bus,
     private readonly tasks: TaskStore,
     private readonly workflows: WorkflowStore,
+    private readonly intake: IntakeStore,
     private readonly dispatcher: Dispatcher,
     private readonly schedulerId: string,
     private readonly withTaskLease: <T>(taskId: string, fn: (lease: LeaseClaim) => Promise<T>) => Promise<T | { nakDelayMs: number }>,
@@ -140,6 +149,30 @@ export class ApiServer {
         const q = req(data, ListTasksRequestSchema, 'task.list request');
         return this.tasks.listTasks({ limit: q.limit, ...(q.status ? { status: q.status } : {}), ...(client !== undefined ? { client } : {}) });
       },
+      'task.events': async (data, client) => {
+        const q = req(data, TaskEventsRequestSchema, 'task.events request');
+        // A client's subject holds only its own tasks' events: the subject is the ownership check.
+        const s = this.bus.names.subjects;
+        const owner = client ?? q.client;
+        return readTaskEvents(this.bus, owner === undefined ? s.eventOfTask(q.taskId) : s.event(owner, q.taskId), q.taskId, q.from);
+      },
+      'intake.set': async (data) => {
+        const q = req(data, SetLimitRequestSchema, 'intake.set request');
+        const limit = { client: q.client, ratePerSecond: q.ratePerSecond, burst: q.burst ?? Math.max(1, Math.ceil(q.ratePerSecond)), setAt: Date.now() };
+        await this.intake.setLimit(limit);
+        this.log.info({ ...limit }, 'submission rate limit set');
+        return limit;
+      },
+      'intake.clear': async (data) => {
+        const q = req(data, ClearLimitRequestSchema, 'limit.clear request');
+        const cleared = await this.intake.clearLimit(q.client);
+        this.log.info({ client: q.client, cleared }, 'submission rate limit cleared');
+        return { client: q.client, cleared };
+      },
+      'intake.list': async (data) => {
+        req(data, EmptyRequestSchema, 'limit.list request');
+        return this.intake.limits();
+      },
     };
   }
 
@@ -190,6 +223,7 @@ export class ApiServer {
       endpoints: endpoints(n.subjects),
       stats: (name) => this.stats.get(name) ?? { requests: 0, errors: 0, lastError: '', processingNs: 0 },
       log: this.log,
+      refused: (msg, reason) => void this.refuse(msg, 'discovery', reason),
     });
     this.discovery.start();
     this.sub = this.bus.nc.subscribe(this.bus.names.subjects.apiAll, {
@@ -208,7 +242,12 @@ export class ApiServer {
     let reply: ApiReply;
     const started = performance.now();
     const request = this.bus.names.apiRequest(msg.subject);
-    const stats = request ? this.stats.get(endpointName(request.op, request.client !== undefined)) : undefined;
+    const endpoint = request ? endpointName(request.op, request.client !== undefined) : 'unknown';
+    const stats = request ? this.stats.get(endpoint) : undefined;
+    if (msg.reply) {
+      const allowed = apiReplyAllowed(this.bus.names, request, msg.reply);
+      if (!allowed.ok) return this.refuse(msg, endpoint, allowed.reason);
+    }
     try {
       const foreign = unsupportedVersion(msg.headers);
       if (foreign) throw new TriadError(ErrorCode.InvalidMessage, foreign);
@@ -237,6 +276,17 @@ export class ApiServer {
         msg.respond(encode({ ok: false, error: new TriadError(ErrorCode.PayloadTooLarge, errorMessage(e)).toWire() }), { headers: protocolHeaders() });
       }
     }
+  }
+
+  /**
+   * A request whose reply subject is not its requester's inbox: not run, not answered; counted, logged
+   * and dead-lettered with the reason (decision 0022).
+   */
+  private async refuse(msg: Msg, endpoint: string, reason: string): Promise<void> {
+    const n = this.bus.names;
+    triadMetrics().apiRequestsRefused.inc({ namespace: n.namespace, endpoint });
+    this.log.warn({ subject: msg.subject, reply: msg.reply, reason }, 'api request refused: its reply subject is not the requester\'s inbox');
+    await deadLetter(this.bus, 'api', `${msg.subject}: ${reason}`, msg.data, 1, { subject: msg.subject, headers: msg.headers });
   }
 
   async stop(): Promise<void> {

@@ -7,6 +7,7 @@
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { errorMessage, type Logger } from '@triad/protocol';
+import { discoveryReplyAllowed } from './replies.js';
 
 /** Per-endpoint counters, as the service framework's stats report them. */
 export interface EndpointStats {
@@ -31,6 +32,8 @@ export interface DiscoveryOptions {
   endpoints: readonly { name: string; subject: string }[];
   stats: (name: string) => EndpointStats;
   log: Logger;
+  /** A request whose reply subject is no inbox (decision 0022): not answered; the caller counts it. */
+  refused: (msg: Msg, reason: string) => void;
 }
 
 const VERBS = ['PING', 'INFO', 'STATS'] as const;
@@ -64,6 +67,10 @@ export class Discovery {
 
   private answer(verb: Verb, msg: Msg): void {
     if (!msg.reply) return;
+    if (!discoveryReplyAllowed(msg.reply)) {
+      this.o.refused(msg, `reply subject "${msg.reply}" of ${msg.subject} is no inbox (_INBOX.…): not answered`);
+      return;
+    }
     try {
       msg.respond(new TextEncoder().encode(JSON.stringify(this.body(verb))));
     } catch (e) {

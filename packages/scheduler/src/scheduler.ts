@@ -41,7 +41,7 @@ import {
   type TaskEvent,
   type TaskEventBatch,
 } from '@triad/protocol';
-import { isLeaseBusy, type LeaseClaim, type Leases, type TaskStore, type WorkflowStore } from '@triad/store';
+import { IntakeStore, isLeaseBusy, type LeaseClaim, type Leases, type TaskStore, type WorkflowStore } from '@triad/store';
 import { ROOT_CONTEXT, SpanKind, contextFromHeaders, inSpan, triadMetrics, type Span } from '@triad/telemetry';
 import { ApiServer, unknownWorkflow } from './api.js';
 import { Dispatcher } from './dispatcher.js';
@@ -52,6 +52,8 @@ export interface SchedulerOptions {
   workflows: WorkflowStore;
   /** Leases: each operation on a task holds the task's lease (taken inside its transition). */
   leases: Leases;
+  /** Per-client submission rate limits (decision 0022); default: in the workflows' Redis. */
+  intake?: IntakeStore;
   id?: string;
   logger?: Logger;
   /** Messages handled at once per consumer. */
@@ -75,6 +77,8 @@ export interface SchedulerMetrics {
   deadLettered: number;
   /** Operations put back because another scheduler held the task's lease at that moment. */
   leaseBusy: number;
+  /** Submissions put back until their client's rate limit let them through (decision 0022). */
+  submissionsDelayed: number;
 }
 
 export class Scheduler {
@@ -89,10 +93,12 @@ export class Scheduler {
     resultsForged: 0,
     deadLettered: 0,
     leaseBusy: 0,
+    submissionsDelayed: 0,
   };
   private readonly log: Logger;
   private readonly dispatcher: Dispatcher;
   private readonly api: ApiServer;
+  private readonly intake: IntakeStore;
   private consumers: RunningConsumer[] = [];
   /** The tail of each task's queue of operations in this process (see withTaskLease). */
   private readonly taskQueues = new Map<string, Promise<void>>();
@@ -101,7 +107,8 @@ export class Scheduler {
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
     this.dispatcher = new Dispatcher(o.bus);
-    this.api = new ApiServer(o.bus, o.tasks, o.workflows, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log);
+    this.intake = o.intake ?? new IntakeStore(o.workflows.redis, o.bus.names.namespace, this.log);
+    this.api = new ApiServer(o.bus, o.tasks, o.workflows, this.intake, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log);
   }
 
   async start(): Promise<void> {
@@ -189,6 +196,14 @@ export class Scheduler {
         { answerReplyTo: false, reason: 'reply_to' },
       );
     }
+    // Over its client's rate limit: put back until the slot reserved for it (decision 0022).
+    const waitMs = await this.admit(client, sub.taskId);
+    if (waitMs > 0) {
+      this.metrics.submissionsDelayed++;
+      triadMetrics().submissionsDelayed.inc({ namespace: this.o.bus.names.namespace });
+      span.setAttributes({ 'triad.outcome': 'delayed', 'triad.delay_ms': waitMs });
+      return { nakDelayMs: waitMs };
+    }
     const wf = await this.workflow(sub.workflow, sub.version);
     if (!wf) return refuse(unknownWorkflow(sub.workflow, sub.version), { answerReplyTo: true, reason: 'unknown_workflow' });
     let input: Uint8Array;
@@ -233,6 +248,13 @@ export class Scheduler {
       await this.dispatcher.publish(sub.taskId, wf, created.transition, now);
       return 'ack';
     });
+  }
+
+  /** 0 when the client's rate limit (if any) lets this submission through now, else how long to put it back. */
+  private async admit(client: string, taskId: string): Promise<number> {
+    const now = Date.now();
+    const limit = await this.intake.limitFor(client, now);
+    return limit ? this.intake.take(client, taskId, limit, now) : 0;
   }
 
   /**

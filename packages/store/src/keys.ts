@@ -2,7 +2,8 @@
  * Every Redis key Triad uses, built here and nowhere else (decision 0015). A namespace's tasks are spread
  * over BUCKETS buckets by a hash of the task id; every key of a bucket carries the hash tag `{<ns>:bNN}`,
  * so a transition — one task and its bucket's indexes — touches one Redis Cluster slot. Workflow
- * definitions share the `{<ns>:wf}` slot and the supervisors' election the `{<ns>:sup}` slot. Every key
+ * definitions share the `{<ns>:wf}` slot, the supervisors' election the `{<ns>:sup}` slot and the
+ * submission rate limits the `{<ns>:intake}` slot. Every key
  * stays under `triad:<ns>:` (the ACL pattern of decision 0011). Scripts receive every key in KEYS.
  */
 import { NamespaceSchema } from '@triad/protocol';
@@ -53,6 +54,10 @@ export interface Keys {
   readonly supervisorStatus: string;
   /** A Redlock lease on part of a task (`task`: a scheduler's operation), in the task's bucket. */
   lease(taskId: string, what: string): string;
+  /** The submission rate limits an operator set (hash: client id or `*` → JSON), in the `{<ns>:intake}` slot (decision 0022). */
+  readonly intakeLimits: string;
+  /** One client's rate-limit state (takeIntakeSlot.lua), in the same slot. */
+  intakeState(client: string): string;
 }
 
 /** FNV-1a, 32 bit, of the UTF-8 bytes of `s`. */
@@ -97,6 +102,7 @@ export function keys(namespace: string): Keys {
   const forTask = (taskId: string): BucketKeys => buckets[bucketOf(taskId)] as BucketKeys;
   const wf = `${prefix}:{${ns}:wf}`;
   const sup = `${prefix}:{${ns}:sup}`;
+  const intake = `${prefix}:{${ns}:intake}`;
   const k: Keys = {
     prefix,
     buckets,
@@ -108,6 +114,8 @@ export function keys(namespace: string): Keys {
     supervisorEpoch: `${sup}:epoch`,
     supervisorStatus: `${sup}:status`,
     lease: (taskId, what) => `${prefix}:${forTask(taskId).tag}:lease:${taskId}:${what}`,
+    intakeLimits: `${intake}:limits`,
+    intakeState: (client) => `${intake}:client:${client}`,
   };
   cache.set(namespace, k);
   return k;

@@ -15,20 +15,20 @@ export function register(program: Command): void {
   const cmd = auth
     .command('init')
     .description(
-      'write D/nats-server.conf (nkey users with per-role permissions), D/redis-users.acl (scheduler and supervisor users, default user off) and one D/<identity>.env per identity (its seed file, URLs, namespace)',
+      'write D/nats-server.conf and D/nats-accounts.conf (NATS accounts: one for the namespace\'s services, one per client; nkey users with per-role permissions), D/redis-users.acl (scheduler and supervisor users, default user off) and one D/<identity>.env per identity (its seed file, URLs, namespace)',
     )
     .requiredOption('--dir <dir>', 'folder to write into (created 0700)')
     .option('--namespace <ns>', 'the namespace the identities are confined to (default "default", or TRIAD_NAMESPACE)')
     .requiredOption('--agents <types>', 'agent types, comma-separated: one identity each (e.g. inventory,fraud,payment,shipping)')
-    .option('--clients <ids>', 'client ids, comma-separated: one identity each (submit, watch own tasks, read-only API); the operator is always written')
+    .option('--clients <ids>', 'client ids, comma-separated: one identity and one NATS account each (submit, follow own tasks, read-only API); the operator is always written')
     .option('--nats-url <url>', 'NATS_URL written to every .env (default nats://127.0.0.1:4222)')
-    .option('--redis-url <url>', 'Redis URL without credentials, written with each user\'s into the scheduler and supervisor .env (default redis://127.0.0.1:6379)')
+    .option('--redis-url <url>', 'Redis URL without credentials, written with each user\'s into the scheduler and supervisor .env (default redis://127.0.0.1:6379; a database in its path, /N, is the only one their users may select)')
     .option('--mount-dir <dir>', 'where the processes will see this folder (e.g. /run/triad-auth in containers): the seed paths in the .env files use it')
     .option('--force', 'replace existing files (new keys and passwords: processes using the old ones are locked out)')
     .option('--json', 'print what was written as JSON');
   examples(cmd, [
     'triad auth init --dir deploy/auth --namespace shop --agents inventory,fraud,payment,shipping --clients web',
-    'nats-server -js -c server.conf   # with: include "deploy/auth/nats-server.conf"',
+    'nats-server -js -c deploy/auth/nats-server.conf',
     'redis-server --aclfile deploy/auth/redis-users.acl',
     'env $(cat deploy/auth/scheduler.env | grep -v ^#) npm run start:scheduler',
   ]);
@@ -66,7 +66,7 @@ export function register(program: Command): void {
       if (o.json) printJson(r);
       else {
         out(`wrote ${r.files.length} files to ${r.dir}:`);
-        out(`  nats-server.conf (+ nats-users.conf)  include it in the nats-server configuration`);
+        out(`  nats-server.conf (+ nats-accounts.conf)  nats-server -js -c ${r.dir}/nats-server.conf (or include it)`);
         out(`  redis-users.acl                        redis-server --aclfile ${r.dir}/redis-users.acl`);
         for (const i of r.identities) out(`  ${i.name}.env${' '.repeat(Math.max(1, 37 - i.name.length - 4))}${i.role}`);
         out('Keep the .nk seeds and .env files secret (mode 0600). Rotate with --force, then reload: nats-server --signal reload, redis-cli ACL LOAD.');

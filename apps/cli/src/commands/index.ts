@@ -8,6 +8,7 @@ import * as auth from './auth.js';
 import * as cancel from './cancel.js';
 import * as dashboard from './dashboard.js';
 import * as dlq from './dlq.js';
+import * as intake from './intake.js';
 import * as list from './list.js';
 import * as retry from './retry.js';
 import * as status from './status.js';
@@ -20,4 +21,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, cancel, retry, alerts, dlq, supervisor, dashboard, auth];
+export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, cancel, retry, alerts, dlq, intake, supervisor, dashboard, auth];

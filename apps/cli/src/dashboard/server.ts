@@ -74,8 +74,9 @@ export async function startDashboard(client: TriadClient, o: { port: number; hos
   app.post('/api/dead-letters/:seq/replay', async (req) => {
     const seq = SeqParam.safeParse((req.params as { seq?: string }).seq);
     if (!seq.success) throw new TriadError(ErrorCode.InvalidMessage, 'the dead letter sequence must be a whole number ≥ 1');
-    parseBody(req, z.object({}).strict());
-    return data.act(`replay dead letter ${seq.data}`, 'dlq.replay', () => client.replayDeadLetter(seq.data));
+    // The subject the page showed: the replay publishes there or nowhere (decision 0022).
+    const body = parseBody(req, z.object({ subject: z.string().min(1) }).strict());
+    return data.act(`replay dead letter ${seq.data}`, 'dlq.replay', () => client.replayDeadLetter(seq.data, { expectSubject: body.subject }));
   });
 
   // One stream per tab: GET /api/live?topics=identity,tasks[&task=<id>] — the topics' snapshots and,

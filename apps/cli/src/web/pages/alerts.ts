@@ -53,10 +53,16 @@ export function DeadLettersPage({ me }: { me: Identity | undefined }) {
     const t = setInterval(() => void load(), 3_000);
     return () => clearInterval(t);
   }, [source]);
-  const replay = async (seq: number): Promise<void> => {
+  // Shows exactly where the replay goes (and who may have written the letter) before it is sent; the
+  // server publishes only to the subject shown here (decision 0022).
+  const replay = async (d: StoredDeadLetter): Promise<void> => {
+    if (!d.replay.ok) return;
+    const what = [`Replay dead letter ${d.seq}?`, `It publishes its original (${d.original.bytes} bytes) to ${d.replay.subject} (stream ${d.replay.stream}).`];
+    if (d.writer.warning) what.push(`Warning: ${d.writer.warning}`);
+    if (!window.confirm(what.join('\n\n'))) return;
     try {
-      const r = await api<{ subject: string; duplicate: boolean }>(`/api/dead-letters/${seq}/replay`, {});
-      setNotice(r.duplicate ? `dead letter ${seq} was replayed a moment ago: not sent again` : `replayed dead letter ${seq} to ${r.subject}`);
+      const r = await api<{ subject: string; duplicate: boolean; stream: string; storedSeq: number }>(`/api/dead-letters/${d.seq}/replay`, { subject: d.replay.subject });
+      setNotice(r.duplicate ? `dead letter ${d.seq} was replayed a moment ago: not stored again` : `replayed dead letter ${d.seq} to ${r.subject}: stored as ${r.stream} #${r.storedSeq}`);
     } catch (e) {
       setProblem((e as Error).message);
     }
@@ -74,7 +80,9 @@ export function DeadLettersPage({ me }: { me: Identity | undefined }) {
       <tbody>${(letters ?? []).map((d) => html`<tr data-seq=${d.seq}>
         <td>${d.seq}</td><td>${dateTime(d.receivedAt)}</td><td>${d.source}</td><td><code>${d.subject ?? '?'}</code></td><td class="err">${d.reason}</td>
         <td><pre class="small">${d.original.format === 'msgpack' ? JSON.stringify(d.original.value, null, 1) : `not msgpack (${d.original.bytes} bytes)\nhex ${d.original.hex}${d.original.truncated ? '…' : ''}\nbase64 ${d.original.base64}`}</pre></td>
-        <td>${me?.canAct ? html`<button onClick=${() => void replay(d.seq)}>Replay</button>` : null}</td></tr>`)}</tbody>
+        <td>${d.replay.ok ? html`<span class="muted">to <code>${d.replay.subject}</code></span>` : html`<span class="muted">not replayable: ${d.replay.reason}</span>`}
+          ${d.writer.warning ? html`<p class="problem small">${d.writer.warning}</p>` : null}
+          ${me?.canAct && d.replay.ok ? html`<button onClick=${() => void replay(d)}>Replay</button>` : null}</td></tr>`)}</tbody>
     </table>
   </section>`;
 }
