@@ -46,7 +46,7 @@ function state(taskId: string, status: TaskStatus, o: { createdAt?: number; fini
     createdAt,
     updatedAt: o.finishedAt ?? createdAt + 1_000,
     ...(['running', 'compensating'].includes(status) ? {} : { finishedAt: o.finishedAt ?? createdAt + 1_000 }),
-    steps: definition.steps.map((s) => ({ name: s.name, agent: s.agent, status: o.steps?.[s.name] ?? 'processed', attempt: 1, failureCount: 0, dependsOn: s.dependsOn })),
+    steps: definition.steps.map((s) => ({ name: s.name, agent: s.agent ?? '', status: o.steps?.[s.name] ?? 'processed', attempt: 1, failureCount: 0, dependsOn: s.dependsOn })),
   };
 }
 

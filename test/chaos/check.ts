@@ -35,7 +35,8 @@ export interface Verdict {
   /** Unacknowledged submissions that were stored and ran anyway (checked like accepted ones). */
   not_accepted_but_ran: number;
   terminal: number;
-  status: Partial<Record<TaskStatus | 'not_found', number>>;
+  /** By status; a status this version does not know is counted under its own name. */
+  status: Partial<Record<string, number>>;
   lost: number;
   duplicate_effects: number;
   duplicate_detail: { applied_twice: number; undone_twice: number; foreign_keys: number; foreign_undos: number; multi_key: number };
@@ -57,13 +58,14 @@ export interface Verdict {
   examples: { lost: string[]; duplicate: string[]; orphan: string[]; wrong_undo: string[]; unbounded: string[] };
 }
 
-const COUNTED_UNDO: readonly TaskStatus[] = ['cancelled', 'compensated'];
-const OPERATOR: readonly TaskStatus[] = ['failed', 'compensation_failed'];
+const COUNTED_UNDO: readonly string[] = ['cancelled', 'compensated'] satisfies TaskStatus[];
+const OPERATOR: readonly string[] = ['failed', 'compensation_failed'] satisfies TaskStatus[];
 
 export function check(input: CheckInput): Verdict {
   const { namespace, definition } = input;
   const stepsByService = new Map<string, Set<string>>();
   for (const s of definition.steps) {
+    if (s.agent === undefined) continue;
     const set = stepsByService.get(s.agent) ?? new Set<string>();
     set.add(s.name);
     stepsByService.set(s.agent, set);

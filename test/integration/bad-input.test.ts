@@ -1,6 +1,7 @@
 // Bad input gets a clear error and loses nothing: malformed bytes, wrong schema, oversized payloads and
 // unknown workflows are dead-lettered with a reason (and the submitter told when it can be), while
 // every other task keeps running. Two namespaces on one NATS and Redis never see each other.
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResultSender } from '@triad/agent';
 import { ErrorCode, TriadError, encode, type StepResult } from '@triad/protocol';
@@ -133,6 +134,25 @@ describe('bad input', () => {
     expect(details).toMatch(/budgetMs/);
     expect(details).toMatch(/depends on unknown step "ghost"/);
     expect(details).toMatch(/dependency cycle: (b -> c -> b|c -> b -> c)/);
+  });
+
+  // Decision 0019 §10: a kind of step is registered only once this scheduler can run it, so a half-built
+  // kind never runs. Today every new kind is refused; the definition itself is valid.
+  it('refuses a definition that uses a step feature this scheduler does not run yet, naming each', async () => {
+    const example = JSON.parse(readFileSync(new URL('../../docs/decisions/0019-example.workflow.json', import.meta.url), 'utf8')) as Parameters<typeof triad.client.registerWorkflow>[0];
+    const err = await triad.client.registerWorkflow(example).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TriadError);
+    expect((err as TriadError).code).toBe(ErrorCode.InvalidDefinition);
+    expect((err as TriadError).details).toEqual([
+      'step "cool-off" uses sleep, which this scheduler does not support yet',
+      'step "approval" uses when, which this scheduler does not support yet',
+      'step "approval" uses waitFor, which this scheduler does not support yet',
+      'step "ship" uses forEach, which this scheduler does not support yet',
+    ]);
+    expect((err as TriadError).message).toMatch(/^workflow "approved-orders" cannot be registered: step "cool-off" uses sleep/);
+    expect((await triad.client.listWorkflows()).map((w) => w.name)).not.toContain('approved-orders');
+    const child = await triad.client.registerWorkflow({ name: 'parent', steps: [{ name: 'go', child: { workflow: 'orders' } }] }).catch((e: unknown) => e);
+    expect((child as TriadError).details).toEqual(['step "go" uses child, which this scheduler does not support yet']);
   });
 });
 

@@ -1,9 +1,56 @@
-/** `triad workflows show`: a definition's steps with how long each can take before it escalates, as text (decision 0009). */
-import { formatBound, formatMs, type Supervision, type TaskBound } from '@triad/core';
-import { LadderSchema, type Ladder, type RegisteredWorkflow } from '@triad/protocol';
+/** `triad workflows show`: a definition's steps with how long each can take before it escalates, as text (decisions 0009, 0019). */
+import { childReferences, describePredicate, fanOutWaves, formatBound, formatMs, stepKind, valueReference, referenceText, type ChildResolver, type Supervision, type TaskBound } from '@triad/core';
+import { DEFAULT_MAX_ITEMS, DEFAULT_MAX_PARALLEL, LadderSchema, type Ladder, type RegisteredWorkflow, type StepDefinition, type WorkflowDefinition } from '@triad/protocol';
 import { table } from './format.js';
 
 const DEFAULT_LADDER = LadderSchema.parse({});
+
+/** The most child workflows `workflows show` looks up (a chain or a tree of them). */
+const MAX_CHILD_LOOKUPS = 50;
+
+/**
+ * The workflows a definition's child steps start, looked up (transitively) with `get`, as the resolver
+ * `taskBound` takes: undefined for one that is not registered.
+ */
+export async function childResolver(def: WorkflowDefinition, get: (name: string, version?: number) => Promise<WorkflowDefinition | undefined>): Promise<ChildResolver> {
+  const found = new Map<string, WorkflowDefinition | undefined>();
+  const key = (name: string, version?: number): string => `${name}@${version ?? 'latest'}`;
+  const queue = childReferences(def);
+  for (let next = queue.shift(); next !== undefined && found.size < MAX_CHILD_LOOKUPS; next = queue.shift()) {
+    const k = key(next.workflow, next.version);
+    if (found.has(k)) continue;
+    const child = await get(next.workflow, next.version);
+    found.set(k, child);
+    if (child) queue.push(...childReferences(child));
+  }
+  return (name, version) => found.get(key(name, version));
+}
+
+/** What a step does, for the AGENT / KIND column. */
+function kindText(step: StepDefinition): string {
+  switch (stepKind(step)) {
+    case 'sleep':
+      return step.sleep && 'untilInput' in step.sleep ? `sleep until input ${step.sleep.untilInput}` : 'sleep';
+    case 'waitFor':
+      return `waitFor signal ${step.waitFor?.signal ?? ''}`;
+    case 'child':
+      return `child ${step.child?.workflow ?? ''}${step.child?.version !== undefined ? `@${step.child.version}` : ''}`;
+    default: {
+      if (step.forEach === undefined) return step.agent ?? '';
+      const items = step.maxItems ?? DEFAULT_MAX_ITEMS;
+      const parallel = step.maxParallel ?? Math.min(DEFAULT_MAX_PARALLEL, items);
+      return `${step.agent ?? ''} forEach ${referenceText(valueReference(step.forEach))} (≤ ${items} items, ${parallel} at once)`;
+    }
+  }
+}
+
+/** The BUDGET column: an agent's complete-by budget, a sleep's time, a wait's or a child's timeout. */
+function budgetText(step: StepDefinition): string {
+  if (step.sleep) return 'ms' in step.sleep ? formatMs(step.sleep.ms) : `≤ ${formatMs(step.sleep.maxMs)}`;
+  if (step.waitFor) return `timeout ${formatMs(step.waitFor.timeoutMs)}`;
+  if (step.child) return step.child.timeoutMs !== undefined ? `timeout ${formatMs(step.child.timeoutMs)}` : '-';
+  return formatMs(step.budgetMs);
+}
 
 /** The operator's view of a definition: per step its policy and how long it can take before it escalates. */
 export function describeBounds(wf: RegisteredWorkflow, bounds: TaskBound, supervision: Supervision): string {
@@ -14,27 +61,41 @@ export function describeBounds(wf: RegisteredWorkflow, bounds: TaskBound, superv
   const rows = wf.steps.map((step, i) => {
     const b = bounds.steps[i];
     const c = step.compensate;
+    const agent = stepKind(step) === 'agent';
+    const waves = fanOutWaves(step);
     return [
       step.name,
-      step.agent,
-      formatMs(step.budgetMs),
-      ladderText(step.ladder),
-      b ? formatBound(b.run, supervision) : undefined,
-      c ? `${c.agent} ${formatMs(c.budgetMs)}` : '-',
-      b?.compensation ? formatBound(b.compensation, supervision) : '-',
+      kindText(step),
+      budgetText(step),
+      agent ? ladderText(step.ladder) : '-',
+      b?.unknown !== undefined ? 'unknown' : b ? formatBound(b.run, supervision) : undefined,
+      c ? `${c.agent} ${formatMs(c.budgetMs)}${waves > 1 ? ' per item' : ''}` : step.child ? 'undo the child' : '-',
+      b?.compensation ? formatBound(b.compensation, supervision) : b?.unknown !== undefined && step.child ? 'unknown' : '-',
     ];
   });
+  const conditions = wf.steps.filter((s) => s.when !== undefined).map((s) => `  ${s.name} runs only when ${describePredicate(s.when ?? { all: [] })}; else it is skipped`);
   const lines = [
     `${wf.name} v${wf.version}${wf.description ? ` — ${wf.description}` : ''}`,
     `on failure: ${wf.onFailure}${wf.deadlineMs !== undefined ? `; task deadline ${formatMs(wf.deadlineMs)}` : ''}`,
     '',
-    table(['STEP', 'AGENT', 'BUDGET', 'LADDER r/L/m/c', 'ESCALATES WITHIN', 'COMPENSATION', 'UNDONE WITHIN'], rows),
+    table(['STEP', 'AGENT / KIND', 'BUDGET', 'LADDER r/L/m/c', 'ESCALATES WITHIN', 'COMPENSATION', 'UNDONE WITHIN'], rows),
+    ...(conditions.length > 0 ? ['', 'conditions:', ...conditions] : []),
     '',
+  ];
+  if (bounds.unknown) {
+    lines.push('a task\'s bound is unknown:', ...bounds.unknown.map((u) => `  ${u}`), 'Register the missing workflow (or break the cycle), then show this one again.');
+    return lines.join('\n');
+  }
+  lines.push(
     `a task ends within ${formatBound(bounds.total, supervision)}:`,
     `  run   ${formatBound(bounds.run, supervision)}  (the longest dependency path${wf.deadlineMs !== undefined ? ', or the deadline' : ''})`,
     `  undo  ${formatBound(bounds.undo, supervision)}  (what is in flight, then every compensation in turn)`,
     `  and one supervisor leader change (${formatMs(supervision.leaderLeaseMs)}); a sweep is at most ${formatMs(supervision.sweepIntervalMs)} (--sweep-interval-ms)`,
     'Each bound counts every attempt at its whole budget, every park at its whole back-off, and stops at the step\'s give-up time (giveUpAfterMs) plus one budget.',
-  ];
+  );
+  const waits = wf.steps.some((s) => s.sleep || s.waitFor || s.child || s.forEach);
+  if (waits) {
+    lines.push('A sleep or a wait counts its whole time (or timeout) and the sweep that ends it; a fan-out step its items in waves of maxParallel; a child step its child\'s own bound.');
+  }
   return lines.join('\n');
 }

@@ -220,6 +220,13 @@ describe('formatting', () => {
     expect(eventLine({ taskId: 't1', seq: 12, type: 'completed', status: 'completed', at })).toBe('03:04:05.006  #12   completed');
   });
 
+  it('shows an event type and a step status this version does not know as they are (protocol §9)', () => {
+    const at = new Date(2024, 0, 2, 3, 4, 5, 6).getTime();
+    expect(eventLine({ taskId: 't1', seq: 6, type: 'step_sleeping', step: 'cool-off', at })).toBe('03:04:05.006  #6    step_sleeping         cool-off');
+    const rows = stepsTable([step({ name: 'approval', status: 'skipped' })], Date.UTC(2024, 0, 1)).split('\n');
+    expect(rows[1]).toMatch(/^approval\s+\S+\s+skipped\s/);
+  });
+
   it('shows the task header and the steps table with the complete-by time relative while in flight', () => {
     const now = Date.UTC(2024, 0, 1);
     const t = task({ lockedBy: 'scheduler-1', createdAt: now - 3_100, updatedAt: now - 1_000, error: 'boom', steps: [step({ completeBy: now + 4_200, lockedBy: 'agent-1' }), step({ name: 'ship', status: 'processed', completeBy: now - 500, failureCount: 0 })] });
@@ -371,5 +378,47 @@ describe('workflows show', () => {
     expect(text.find((l) => l.startsWith('ship'))).toMatch(/^ship\s+shipping\s+2s\s+1\/1s\/3\/2\s+7s \+ 6 sweeps \(≤ 13s\)\s+-\s+-$/);
     // run 15s + 7s (12 sweeps), undo 2s + 9s (7 sweeps), a leader change 5s.
     expect(text.find((l) => l.startsWith('a task ends within'))).toBe('a task ends within 38s + 19 sweeps (≤ 57s):');
+  });
+
+  it('shows what a sleep, a wait, a fan-out and a child step take, and the conditions (decision 0019)', async () => {
+    const { childResolver, describeBounds } = await import('../src/bounds-text.js');
+    const { taskBound, validateDefinition } = await import('@triad/core');
+    const ladder = { retries: 1, longBackoffMs: 1_000, maxFailures: 2, maxCircuitOpen: 0 };
+    const shipment = { ...validateDefinition({ name: 'shipment', defaults: { ladder }, steps: [{ name: 'label', agent: 'shipping', budgetMs: 1_000 }] }), version: 2, registeredAt: 0 };
+    const def = validateDefinition({
+      name: 'approved',
+      defaults: { ladder },
+      steps: [
+        { name: 'reserve', agent: 'inventory', budgetMs: 2_000 },
+        { name: 'cool-off', sleep: { ms: 3_000 } },
+        { name: 'approval', waitFor: { signal: 'approved', timeoutMs: 10_000 }, dependsOn: ['reserve', 'cool-off'], when: { input: 'amount', gt: 1000 } },
+        { name: 'ship', agent: 'shipping', budgetMs: 1_000, dependsOn: ['approval'], forEach: 'items', maxItems: 4, maxParallel: 2, compensate: { agent: 'shipping', budgetMs: 1_000 } },
+        { name: 'ship-all', child: { workflow: 'shipment' }, dependsOn: ['ship'] },
+      ],
+    });
+    const wf = { ...def, version: 1, registeredAt: 0 };
+    const s = { sweepIntervalMs: 1_000, leaderLeaseMs: 5_000 };
+    const asked: string[] = [];
+    const children = await childResolver(wf, (name, version) => {
+      asked.push(`${name}@${version ?? 'latest'}`);
+      return Promise.resolve(name === 'shipment' ? shipment : undefined);
+    });
+    expect(asked).toEqual(['shipment@latest']);
+    const text = describeBounds(wf, taskBound(wf, s, children), s).split('\n');
+    expect(text.find((l) => l.startsWith('cool-off'))).toMatch(/^cool-off\s+sleep\s+3s\s+-\s+3s \+ 1 sweep \(≤ 4s\)\s+-\s+-$/);
+    expect(text.find((l) => l.startsWith('approval'))).toMatch(/^approval\s+waitFor signal approved\s+timeout 10s\s+-\s+10s \+ 1 sweep \(≤ 11s\)\s+-\s+-$/);
+    // Two waves of 2 items: 2 × (2 attempts of 1 s + 1 s), 2 × 2 sweeps.
+    expect(text.find((l) => l.startsWith('ship '))).toMatch(/^ship\s+shipping forEach items \(≤ 4 items, 2 at once\)\s+1s\s+1\/1s\/2\/0\s+6s \+ 4 sweeps \(≤ 10s\)\s+shipping 1s per item\s+6s \+ 4 sweeps \(≤ 10s\)$/);
+    expect(text.find((l) => l.startsWith('ship-all'))).toMatch(/^ship-all\s+child shipment\s+-\s+-\s+\S.* \+ \d+ sweeps \(≤ .*\)\s+undo the child\s+\S.*$/);
+    expect(text).toContain('  approval runs only when amount > 1000; else it is skipped');
+    expect(text.some((l) => l.startsWith('a task ends within'))).toBe(true);
+
+    // A child workflow that is not registered: the bound is unknown, and the text says why.
+    const none = await childResolver(wf, () => Promise.resolve(undefined));
+    const unknown = describeBounds(wf, taskBound(wf, s, none), s).split('\n');
+    expect(unknown.find((l) => l.startsWith('ship-all'))).toMatch(/\bunknown\b/);
+    expect(unknown).toContain("a task's bound is unknown:");
+    expect(unknown).toContain('  step "ship-all" starts workflow "shipment", which is not registered: its bound is the child\'s own');
+    expect(unknown.some((l) => l.startsWith('a task ends within'))).toBe(false);
   });
 });

@@ -1,9 +1,14 @@
 /**
  * @triad/core — Triad's pure logic: definition validation, the plan a task carries, the builder,
- * retry maths and the supervisor's policy. No I/O, so every rule is testable with a fake clock.
+ * retry maths, bounds, the reference evaluator of conditions and the supervisor's policy. No I/O, so
+ * every rule is testable with a fake clock.
  */
 export { validateDefinition, definitionProblems, canonicalJson, type ValidateOptions } from './definition.js';
 export { compilePlan, idempotencyKey, type PlanStep, type PlanLadder } from './plan.js';
+export { stepKind, stepFeatures, unsupportedFeatures, childReferences, STEP_KINDS, STEP_FEATURES, type StepKindName, type StepFeature } from './kinds.js';
+export { compilePredicate, describePredicate, predicateSize, predicateOutputs, type PlanPredicate } from './predicate.js';
+export { evaluate, resolve, render, formatNumber, cutUtf8, MAX_REASON_BYTES, MAX_SHOWN_STRING_BYTES, type Evaluation } from './evaluate.js';
+export { valueReference, inputReference, outputReference, referenceText, type Reference } from './references.js';
 export {
   taskBound,
   stepBound,
@@ -14,10 +19,12 @@ export {
   boundMs,
   formatBound,
   formatMs,
+  fanOutWaves,
   DEFAULT_SUPERVISION,
+  type ChildResolver,
   type Bound,
   type Supervision,
   type TaskBound,
 } from './bounds.js';
 export { fullJitterDelay, DEFAULT_RETRY } from './backoff.js';
-export { workflow, WorkflowBuilder } from './builder.js';
+export { workflow, WorkflowBuilder, type OutputRef, type TypedPredicate, type TypedValueRef, type KindOptions } from './builder.js';

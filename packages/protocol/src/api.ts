@@ -25,6 +25,7 @@ import {
   TaskStatusSchema,
   TaskSummarySchema,
   optional,
+  tolerant,
 } from './messages.js';
 import type { ApiOp } from './names.js';
 
@@ -48,7 +49,7 @@ export const WorkflowSummarySchema = z.object({
 });
 
 export const RetryTaskReplySchema = z.object({ taskId: z.string(), step: z.string(), attempt: z.number().int().nonnegative() });
-export const CancelTaskReplySchema = z.object({ taskId: z.string(), status: TaskStatusSchema });
+export const CancelTaskReplySchema = z.object({ taskId: z.string(), status: tolerant(TaskStatusSchema) });
 export const SupervisorStatusSchema = z.object({
   leader: optional(z.object({ id: z.string(), epoch: z.number().int().nonnegative() })),
   /** Each supervisor's last report, with the time it was written (epoch ms). */

@@ -19,6 +19,7 @@ export const DEFAULT_CLIENT_ID = 'default';
 export const TASK_STATUSES = ['running', 'completed', 'failed', 'compensating', 'compensated', 'compensation_failed', 'cancelled'] as const;
 export type TaskStatus = (typeof TASK_STATUSES)[number];
 export const TERMINAL_TASK_STATUSES: readonly TaskStatus[] = ['completed', 'failed', 'compensated', 'compensation_failed', 'cancelled'];
-export function isTerminal(status: TaskStatus): boolean {
-  return TERMINAL_TASK_STATUSES.includes(status);
+/** Whether a task status is terminal; a status this version does not know is not (protocol §9). */
+export function isTerminal(status: string): boolean {
+  return (TERMINAL_TASK_STATUSES as readonly string[]).includes(status);
 }

@@ -13,6 +13,22 @@ export function optional<T extends z.ZodType>(schema: T) {
   return z.preprocess((v) => (v === null ? undefined : v), schema.optional());
 }
 
+/**
+ * A value a newer writer added to an enum this reader does not know (protocol §9: enums may gain values
+ * within v1). It is kept as the string it is and shown as is; `(string & {})` keeps the known values'
+ * completion in editors.
+ */
+export type Unrecognized = string & {};
+
+/**
+ * An enum as a reader reads it: a known value, or any other short string kept as is — so a batch of
+ * events with a new type, or a task with a step in a new status, is not refused whole. Writers use the
+ * strict enum.
+ */
+export function tolerant<T extends string>(known: z.ZodType<T, T>): z.ZodType<T | Unrecognized, T | Unrecognized> {
+  return z.union([known, z.string().min(1).max(100)]);
+}
+
 /** Epoch milliseconds, an integer; a msgpack timestamp (a Date once decoded) is read as its milliseconds. */
 const epochMs = z.preprocess((v) => (v instanceof Date ? v.getTime() : v), z.number().int().nonnegative());
 /** A NATS subject a client owns (its private reply subject). No wildcards. */
@@ -159,8 +175,9 @@ export const TaskEventSchema = z
     taskId: z.string().min(1).max(128),
     /** Per-task sequence number, assigned atomically with the transition: events sort by it. */
     seq: z.number().int().nonnegative(),
-    type: TaskEventTypeSchema,
-    status: optional(TaskStatusSchema),
+    /** A type this reader does not know is kept as is (tolerant): informational, never an end (protocol §9). */
+    type: tolerant(TaskEventTypeSchema),
+    status: optional(tolerant(TaskStatusSchema)),
     step: optional(NameSchema),
     attempt: optional(z.number().int().min(1)),
     at: epochMs,
@@ -287,7 +304,7 @@ export type ClientLimit = z.output<typeof ClientLimitSchema>;
 export const StepStateSchema = z.object({
   name: z.string(),
   agent: z.string(),
-  status: StepStatusSchema,
+  status: tolerant(StepStatusSchema),
   attempt: z.number().int().nonnegative(),
   lockedBy: optional(z.string()),
   completeBy: optional(z.number()),
@@ -328,7 +345,7 @@ export const TaskStateSchema = z.object({
   taskId: z.string(),
   workflow: z.string(),
   version: z.number().int(),
-  status: TaskStatusSchema,
+  status: tolerant(TaskStatusSchema),
   input: optional(z.unknown()),
   lockedBy: optional(z.string()),
   lockEpoch: z.number().int().nonnegative(),
@@ -355,7 +372,7 @@ export const TaskSummarySchema = z.object({
   taskId: z.string(),
   workflow: z.string(),
   version: z.number().int(),
-  status: TaskStatusSchema,
+  status: tolerant(TaskStatusSchema),
   createdAt: z.number(),
   updatedAt: z.number(),
 });

@@ -118,6 +118,35 @@ describe('encode/decode round trip of every message schema', () => {
     expect(roundTrip(AlertSchema, alert)).toEqual(alert);
   });
 
+  // Decision 0019 §8.2 (protocol §9: enums may gain values): an event type or a status this reader does
+  // not know decodes as the string it is, instead of refusing the whole batch or task; writers' enums
+  // (requests) stay strict.
+  it('readers keep event types and statuses they do not know, as is', () => {
+    const ev = { taskId: 't-1', seq: 9, type: 'step_sleeping', status: 'hibernating', step: 'cool-off', at: T0 };
+    const batch = roundTrip(TaskEventBatchSchema, { taskId: 't-1', events: [ev, { taskId: 't-1', seq: 10, type: 'step_done', at: T0 }] });
+    expect(batch.events.map((e) => e.type)).toEqual(['step_sleeping', 'step_done']);
+    expect(batch.events[0]?.status).toBe('hibernating');
+    const state = {
+      taskId: 't-1',
+      workflow: 'approved-orders',
+      version: 1,
+      status: 'pondering',
+      lockEpoch: 0,
+      seq: 10,
+      createdAt: T0,
+      updatedAt: T0,
+      steps: [{ name: 'approval', agent: '', status: 'skipped', attempt: 0, failureCount: 0, dependsOn: [] }],
+    };
+    expect(roundTrip(TaskStateSchema, state)).toEqual(state);
+    expect(roundTrip(TaskSummarySchema, { taskId: 't-1', workflow: 'w', version: 1, status: 'pondering', createdAt: T0, updatedAt: T0 }).status).toBe('pondering');
+    // Still a string, short, and not empty.
+    expect(TaskEventSchema.safeParse({ ...ev, type: 42 }).success).toBe(false);
+    expect(TaskEventSchema.safeParse({ ...ev, type: '' }).success).toBe(false);
+    expect(TaskEventSchema.safeParse({ ...ev, type: 'x'.repeat(101) }).success).toBe(false);
+    // A request names only statuses this version knows.
+    expect(ListTasksRequestSchema.safeParse({ status: 'pondering' }).success).toBe(false);
+  });
+
   it('DeadLetter keeps the original bytes', () => {
     const original = new Uint8Array([0xc1, 0x00, 0xff, 0x10]);
     const dl = { source: 'step.payment', reason: 'not valid msgpack', receivedAt: T0, deliveries: 5, original };

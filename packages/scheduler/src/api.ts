@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Msg, Subscription } from '@nats-io/nats-core';
 import { PROTOCOL_MAJOR, deadLetter, protocolHeaders, unsupportedVersion, type Bus } from '@triad/bus';
-import { validateDefinition } from '@triad/core';
+import { unsupportedFeatures, validateDefinition, type StepFeature } from '@triad/core';
 import {
   ErrorCode,
   GetTaskRequestSchema,
@@ -44,6 +44,13 @@ import { Discovery, endpointName, type EndpointStats } from './discovery.js';
 import { apiReplyAllowed } from './replies.js';
 import { readTaskEvents } from './task-events.js';
 import type { z } from 'zod';
+
+/**
+ * The step features (decision 0019) this scheduler runs, announced in its discovery metadata
+ * (`features`). A definition that uses another is refused at registration, so a half-built kind can
+ * never run; each increment of 0019 §10 adds its feature here with the transitions that run it.
+ */
+export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>([]);
 
 /** `client`: the client a client-scoped subject names, whose tasks only the handler may read (decision 0017). */
 type Handler = (data: Uint8Array, client?: string) => Promise<unknown>;
@@ -86,6 +93,10 @@ export class ApiServer {
         // The definition itself is checked by validateDefinition, which lists every problem at once.
         const { definition } = req(data, RegisterWorkflowRequestSchema, 'workflow.register request');
         const def = validateDefinition(definition);
+        const unsupported = unsupportedFeatures(def, SCHEDULER_FEATURES);
+        if (unsupported.length > 0) {
+          throw new TriadError(ErrorCode.InvalidDefinition, `workflow "${def.name}" cannot be registered: ${unsupported.join('; ')}`, { details: unsupported });
+        }
         const r = await this.workflows.register(def, Date.now());
         const warnings = await this.agentWarnings(def);
         this.log.info({ workflow: def.name, version: r.version, created: r.created, warnings }, 'workflow registered');
@@ -200,7 +211,7 @@ export class ApiServer {
       return [];
     }
     const warnings: string[] = [];
-    const agents = new Set(def.steps.flatMap((s) => [s.agent, ...(s.compensate ? [s.compensate.agent] : [])]));
+    const agents = new Set(def.steps.flatMap((s) => [...(s.agent !== undefined ? [s.agent] : []), ...(s.compensate ? [s.compensate.agent] : [])]));
     for (const agent of agents) {
       if (!known.has(n.consumers.agent(agent))) {
         warnings.push(`no agent "${agent}" has connected in namespace "${n.namespace}" yet: its steps will wait until one starts`);
@@ -218,7 +229,8 @@ export class ApiServer {
       id: this.schedulerId,
       version: `${PROTOCOL_MAJOR}.0.0`,
       description: `Triad scheduler API of namespace ${n.namespace} (docs/protocol.md)`,
-      metadata: { namespace: n.namespace, protocol: `${PROTOCOL_MAJOR}` },
+      // features: the step features of decision 0019 it runs, comma-separated ('' = plain agent steps only).
+      metadata: { namespace: n.namespace, protocol: `${PROTOCOL_MAJOR}`, features: [...SCHEDULER_FEATURES].join(',') },
       queueGroup: n.queueGroup,
       endpoints: endpoints(n.subjects),
       stats: (name) => this.stats.get(name) ?? { requests: 0, errors: 0, lastError: '', processingNs: 0 },

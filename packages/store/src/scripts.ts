@@ -23,7 +23,11 @@ export interface LoadedScript {
 function readLua(file: string, seen: Set<string> = new Set()): string {
   if (seen.has(file)) throw new Error(`Lua include cycle at ${file}`);
   seen.add(file);
-  const text = readFileSync(new URL(`${file}.lua`, LUA_DIR), 'utf8');
+  return inlineIncludes(readFileSync(new URL(`${file}.lua`, LUA_DIR), 'utf8'), seen);
+}
+
+/** A Lua text with each `--@include <fragment>` line replaced by that fragment of lua/ (recursively). */
+export function inlineIncludes(text: string, seen: ReadonlySet<string> = new Set()): string {
   return text.replace(/^--@include (\w+)\s*$/gm, (_m, inc: string) => readLua(inc, new Set(seen)));
 }
 

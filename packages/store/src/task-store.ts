@@ -273,7 +273,7 @@ export class TaskStore {
       // A run that reported its failure is not in flight (the supervisor decides its next attempt).
       if (rec.status !== 'processing' || rec.reported || rec.attempt === undefined || rec.completeBy === undefined) continue;
       const needs = Array.isArray(p.nd) ? p.nd : [];
-      t.dispatch.push({ step: p.n, agent: p.a, kind: 'run', attempt: rec.attempt, completeBy: rec.completeBy, needs });
+      t.dispatch.push({ step: p.n, agent: p.a ?? '', kind: 'run', attempt: rec.attempt, completeBy: rec.completeBy, needs });
       for (const n of needs) {
         const out = h[`o:${n}`];
         if (out) t.outputs.set(n, out);

@@ -5,7 +5,7 @@
  * decision 0007). No I/O: the caller reads the hash and, for a compact record, the task's pinned plan
  * (from the workflow store, since the compact record no longer carries it).
  */
-import { ErrorCode, StepStatusSchema, TriadError, unpackTrusted, type StepState, type StepStatus, type TaskState, type TaskStatus } from '@triad/protocol';
+import { ErrorCode, StepStatusSchema, TriadError, unpackTrusted, type StepState, type StepStatus, type TaskState } from '@triad/protocol';
 import type { PlanStep } from '@triad/core';
 
 /** A task hash as HGETALL returns it with Buffer values (outputs and input are msgpack). */
@@ -72,7 +72,7 @@ function stepState(
 ): StepState {
   const s: StepState = {
     name: p.n,
-    agent: p.a,
+    agent: p.a ?? '',
     status: rec.status,
     attempt: rec.attempt,
     failureCount: rec.failureCount,
@@ -116,7 +116,7 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
     taskId,
     workflow: str('workflow') ?? '',
     version: num('version') ?? 0,
-    status: (str('status') ?? 'running') as TaskStatus,
+    status: str('status') ?? 'running',
     input: h['input'] && h['input'].length > 0 ? unpackTrusted(h['input']) : undefined,
     lockEpoch: num('lockEpoch') ?? 0,
     seq: num('seq') ?? 0,
@@ -222,7 +222,7 @@ export function compactTaskView(taskId: string, h: TaskHash, plan: readonly Plan
     taskId,
     workflow: str('workflow') ?? '',
     version: num('version') ?? 0,
-    status: (str('status') ?? 'completed') as TaskStatus,
+    status: str('status') ?? 'completed',
     input: h['input'] && h['input'].length > 0 ? unpackTrusted(h['input']) : undefined,
     lockEpoch: 0,
     seq: num('seq') ?? 0,

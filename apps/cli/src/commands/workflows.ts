@@ -72,7 +72,12 @@ export function register(program: Command): void {
   examples(show, ['triad workflows show orders', 'triad workflows show orders --version 2 --definition > orders.v2.json']);
   show.action(
     action(async (name: string, _opts: unknown, self: Command) => {
-      const [{ withClient }, { DEFAULT_SUPERVISION, taskBound }, { describeBounds }] = await Promise.all([import('../runtime.js'), import('@triad/core'), import('../bounds-text.js')]);
+      const [{ withClient }, { DEFAULT_SUPERVISION, taskBound }, { childResolver, describeBounds }, { ErrorCode, isTriadError }] = await Promise.all([
+        import('../runtime.js'),
+        import('@triad/core'),
+        import('../bounds-text.js'),
+        import('@triad/protocol'),
+      ]);
       const o = optionsOf<{ version?: number; sweepIntervalMs?: number; leaderLeaseMs?: number; json?: boolean; definition?: boolean }>(self);
       return withClient(self, async (client) => {
         const wf = await client.getWorkflow(name, o.version);
@@ -81,7 +86,14 @@ export function register(program: Command): void {
           return 0;
         }
         const supervision = { sweepIntervalMs: o.sweepIntervalMs ?? DEFAULT_SUPERVISION.sweepIntervalMs, leaderLeaseMs: o.leaderLeaseMs ?? DEFAULT_SUPERVISION.leaderLeaseMs };
-        const bounds = taskBound(wf, supervision);
+        // A child step's bound is its child workflow's: looked up now (unknown if not registered).
+        const children = await childResolver(wf, (n, v) =>
+          client.getWorkflow(n, v).catch((e: unknown) => {
+            if (isTriadError(e, ErrorCode.UnknownWorkflow)) return undefined;
+            throw e;
+          }),
+        );
+        const bounds = taskBound(wf, supervision, children);
         if (o.json) {
           printJson({ definition: wf, bounds, supervision });
           return 0;

@@ -4,7 +4,7 @@
  * tells whether this identity holds the operator role.
  */
 import type { TriadClient } from '@triad/client';
-import { DEFAULT_SUPERVISION, boundMs, formatBound, formatMs, taskBound } from '@triad/core';
+import { DEFAULT_SUPERVISION, boundMs, formatBound, formatMs, taskBound, stepKind } from '@triad/core';
 import { ErrorCode, TriadError, errorMessage, type RegisteredWorkflow, type StepState, type TaskSummary } from '@triad/protocol';
 import type { ClusterView, ConsumerView, DagStep, Identity, StreamView, TaskDetail, WorkflowVersionView, WorkflowView } from './view.js';
 
@@ -199,7 +199,8 @@ function versionView(wf: RegisteredWorkflow): WorkflowVersionView {
       const sb = b.steps[i];
       return {
         name: s.name,
-        agent: s.agent,
+        // A sleep, a wait or a child step calls no agent: its kind stands in (decision 0019).
+        agent: s.agent ?? stepKind(s),
         dependsOn: s.dependsOn,
         budgetMs: s.budgetMs,
         ...(sb ? { bound: formatMs(boundMs(sb.run, DEFAULT_SUPERVISION)) } : {}),
