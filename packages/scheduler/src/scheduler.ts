@@ -453,19 +453,21 @@ export class Scheduler {
     return inSpan(`triad.command.${cmd.type}`, { kind: SpanKind.CONSUMER, attributes }, () => this.runCommand(cmd), contextFromHeaders(headers));
   }
 
+  /**
+   * Sends the request the supervisor's transition started, if that attempt is still the step's current
+   * one: read field by field (no whole-record read) and without the task's lease — nothing is written,
+   * and a request sent twice is one message (its id) and one attempt (the fence on its result).
+   */
   private async runCommand(cmd: SupervisorCommand): Promise<Disposition> {
-    return this.withTaskLease(cmd.taskId, async (): Promise<Disposition> => {
-      const t = await this.o.tasks.inFlight(cmd.taskId);
-      const step = t?.dispatch.find((s) => s.step === cmd.step && s.kind === cmd.kind && s.attempt === cmd.attempt);
-      if (!t || !step) {
-        this.log.debug({ ...cmd }, 'retry command is stale (task finished or attempt superseded)');
-        return 'ack';
-      }
-      const wf = await this.workflow(t.workflow, t.version);
-      if (!wf) throw new Error(`workflow ${t.workflow} v${t.version} of task ${cmd.taskId} is not registered`);
-      await this.dispatcher.publish(cmd.taskId, wf, { ...t, dispatch: [step] }, Date.now());
+    const t = await this.o.tasks.stepInFlight(cmd.taskId, cmd.step, cmd.kind, cmd.attempt);
+    if (!t) {
+      this.log.debug({ ...cmd }, 'retry command is stale (task finished or attempt superseded)');
       return 'ack';
-    });
+    }
+    const wf = await this.workflow(t.workflow, t.version);
+    if (!wf) throw new Error(`workflow ${t.workflow} v${t.version} of task ${cmd.taskId} is not registered`);
+    await this.dispatcher.publish(cmd.taskId, wf, t, Date.now());
+    return 'ack';
   }
 
   /** Re-sends the requests of a task's processing steps (same attempt, same completeBy). */

@@ -19,7 +19,7 @@
   and the undo goes on.
   Anything else (task finished, step done, deadline moved) → action 'noop', nothing written but the index
   entry, which is dropped or moved to the live deadline.
-  Returns { OK, json{action, kind, events, dispatch, replyTo, client, failureCount, lastError, attempt} }
+  Returns { OK, json{action, kind, events, dispatch, replyTo, client, failureCount, lastError, attempt, workflow, createdAt} }
           | { STALE_EPOCH, json{epoch} } | { UNKNOWN_TASK, '{}' } (index entry removed)
   action: retry | park | error | compensate | abandon | noop
 ]]
@@ -89,4 +89,5 @@ end
 
 flush(ctx)
 return { OK, cjson.encode({ action = action, kind = kind, events = ctx.events, dispatch = ctx.dispatch, attempt = ph.attempt,
-  replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'), failureCount = ph.failureCount, lastError = ph.error }) }
+  replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'), failureCount = ph.failureCount, lastError = ph.error,
+  workflow = redis.call('HGET', taskKey, 'workflow'), createdAt = tonumber(redis.call('HGET', taskKey, 'createdAt')) }) }

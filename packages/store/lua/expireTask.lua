@@ -11,7 +11,7 @@
   taken effect is compensated); otherwise the steps in flight or parked are abandoned and the task fails
   with an alert of kind task_deadline. Any other status, or a deadline not yet reached → noop (the index
   entry dropped, or moved to the recorded deadline).
-  Returns { OK, json{action, kind, events, dispatch, replyTo, client} } | { STALE_EPOCH, json{epoch} } | { UNKNOWN_TASK, '{}' }
+  Returns { OK, json{action, kind, events, dispatch, replyTo, client, workflow, createdAt} } | { STALE_EPOCH, json{epoch} } | { UNKNOWN_TASK, '{}' }
   action: compensate | error | noop
 ]]
 --@include _common
@@ -49,4 +49,5 @@ else
   action = 'error'
 end
 flush(ctx)
-return { OK, cjson.encode({ action = action, kind = 'run', events = ctx.events, dispatch = ctx.dispatch, replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client') }) }
+return { OK, cjson.encode({ action = action, kind = 'run', events = ctx.events, dispatch = ctx.dispatch, replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'),
+  workflow = redis.call('HGET', taskKey, 'workflow'), createdAt = tonumber(redis.call('HGET', taskKey, 'createdAt')) }) }

@@ -17,8 +17,8 @@ import { fenceBuckets } from './fence.js';
 import type { LeaseClaim } from './leases.js';
 import { ScriptCode, scriptError } from './codes.js';
 import { runScript } from './scripts.js';
-import { parseBody, parseExpiry, parseTransition, type Expiry, type Transition } from './transitions.js';
-import { compactTaskView, fullTaskView, isCompacted, type StepRecord } from './task-view.js';
+import { parseBody, parseExpiry, parseTransition, type Dispatch, type Expiry, type Transition } from './transitions.js';
+import { compactTaskView, fullTaskView, isCompacted, type StepRecord, type TaskHash } from './task-view.js';
 import { WorkflowStore } from './workflow-store.js';
 
 export interface CreateTaskArgs {
@@ -249,35 +249,49 @@ export class TaskStore {
     const status = h['status']?.toString();
     if (!h['id'] || (status !== 'running' && status !== 'compensating')) return undefined;
     const plan = JSON.parse(h['plan']?.toString('utf8') ?? '[]') as PlanStep[];
-    const t: Transition = {
-      workflow: h['workflow']?.toString('utf8') ?? '',
-      version: Number(h['version']?.toString('utf8') ?? 0),
-      client: h['client']?.toString('utf8') ?? DEFAULT_CLIENT_ID,
-      lockEpoch: Number(h['lockEpoch']?.toString('utf8') ?? 0),
-      status: status,
-      events: [],
-      dispatch: [],
-      outputs: new Map(),
-    };
-    if (h['input']) t.input = h['input'];
+    const t = inFlightHead(h, status);
     for (const p of plan) {
       const rec = JSON.parse(h[`s:${p.n}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>;
-      if (rec.status === 'compensating' && p.c && rec.comp && !rec.comp.parked && !rec.comp.reported && rec.comp.completeBy !== undefined) {
-        // The compensation gets the step's own output only when the run is known to have completed.
-        const applied = rec.effect === 'applied';
-        t.dispatch.push({ step: p.n, agent: p.c.a, kind: 'compensate', attempt: rec.comp.attempt, completeBy: rec.comp.completeBy, needs: applied ? [p.n] : [], effect: applied ? 'applied' : 'unknown' });
-        const out = h[`o:${p.n}`];
-        if (applied && out) t.outputs.set(p.n, out);
-        continue;
-      }
-      // A run that reported its failure is not in flight (the supervisor decides its next attempt).
-      if (rec.status !== 'processing' || rec.reported || rec.attempt === undefined || rec.completeBy === undefined) continue;
-      const needs = Array.isArray(p.nd) ? p.nd : [];
-      t.dispatch.push({ step: p.n, agent: p.a ?? '', kind: 'run', attempt: rec.attempt, completeBy: rec.completeBy, needs });
-      for (const n of needs) {
+      const d = dispatchInFlight(p, rec);
+      if (!d) continue;
+      t.dispatch.push(d);
+      for (const n of d.needs) {
         const out = h[`o:${n}`];
         if (out) t.outputs.set(n, out);
       }
+    }
+    return t;
+  }
+
+  /**
+   * One request in flight — the step's `kind` at `attempt`, if that is still what the task runs — with
+   * the input and the outputs it needs, read field by field (never the whole record): what a retry
+   * command sends (the supervisor's transition already started the attempt). Undefined when the task
+   * finished or the attempt was superseded.
+   */
+  async stepInFlight(taskId: string, step: string, kind: 'run' | 'compensate', attempt: number): Promise<Transition | undefined> {
+    const key = this.keys.task(taskId);
+    const fields = ['id', 'status', 'workflow', 'version', 'client', 'replyTo', 'lockEpoch', 'input', `s:${step}`] as const;
+    const values = await this.redis.hmgetBuffer(key, ...fields);
+    const h: TaskHash = {};
+    fields.forEach((f, i) => {
+      const v = values[i];
+      if (v) h[f] = v;
+    });
+    const status = h['status']?.toString();
+    if (!h['id'] || (status !== 'running' && status !== 'compensating')) return undefined;
+    const t = inFlightHead(h, status);
+    const p = (await this.pinnedPlan(t.workflow, t.version))?.find((s) => s.n === step);
+    if (!p) return undefined;
+    const d = dispatchInFlight(p, JSON.parse(h[`s:${step}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>);
+    if (!d || d.kind !== kind || d.attempt !== attempt) return undefined;
+    t.dispatch.push(d);
+    if (d.needs.length > 0) {
+      const outs = await this.redis.hmgetBuffer(key, ...d.needs.map((n) => `o:${n}`));
+      d.needs.forEach((n, i) => {
+        const out = outs[i];
+        if (out) t.outputs.set(n, out);
+      });
     }
     return t;
   }
@@ -419,6 +433,11 @@ export class TaskStore {
     return all.map((v) => JSON.parse(v) as Alert).sort((a, b) => b.raisedAt - a.raisedAt);
   }
 
+  /** Records a supervisor's last report (its health), read by supervisorStatus(). */
+  async reportSupervisorStatus(supervisorId: string, report: Record<string, unknown>): Promise<void> {
+    await this.redis.hset(this.keys.supervisorStatus, supervisorId, JSON.stringify(report));
+  }
+
   /** The supervisors' last reports and the current leader. */
   async supervisorStatus(): Promise<{ leader?: { id: string; epoch: number }; supervisors: Record<string, unknown>[] }> {
     const [leader, status] = await Promise.all([this.redis.get(this.keys.supervisorLeader), this.redis.hgetall(this.keys.supervisorStatus)]);
@@ -489,6 +508,38 @@ export class TaskStore {
     const counts = await Promise.all(this.keys.buckets.map((b) => this.redis.zcount(b.deadlines, '-inf', now)));
     return counts.reduce((a, b) => a + b, 0);
   }
+}
+
+/** A transition for the requests of a task in flight, without them yet (inFlight, stepInFlight). */
+function inFlightHead(h: TaskHash, status: TaskStatus): Transition {
+  const t: Transition = {
+    workflow: h['workflow']?.toString('utf8') ?? '',
+    version: Number(h['version']?.toString('utf8') ?? 0),
+    client: h['client']?.toString('utf8') ?? DEFAULT_CLIENT_ID,
+    lockEpoch: Number(h['lockEpoch']?.toString('utf8') ?? 0),
+    status,
+    events: [],
+    dispatch: [],
+    outputs: new Map(),
+  };
+  const replyTo = h['replyTo']?.toString('utf8');
+  if (replyTo) t.replyTo = replyTo;
+  if (h['input']) t.input = h['input'];
+  return t;
+}
+
+/**
+ * The request a step has in flight, if any: its compensation (which gets the step's own output only when
+ * the run is known to have completed), or its run. A phase that reported its failure is not in flight
+ * (the supervisor decides its next attempt), nor is a parked one.
+ */
+function dispatchInFlight(p: PlanStep, rec: Partial<StepRecord>): Dispatch | undefined {
+  if (rec.status === 'compensating' && p.c && rec.comp && !rec.comp.parked && !rec.comp.reported && rec.comp.completeBy !== undefined) {
+    const applied = rec.effect === 'applied';
+    return { step: p.n, agent: p.c.a, kind: 'compensate', attempt: rec.comp.attempt, completeBy: rec.comp.completeBy, needs: applied ? [p.n] : [], effect: applied ? 'applied' : 'unknown' };
+  }
+  if (rec.status !== 'processing' || rec.reported || rec.attempt === undefined || rec.completeBy === undefined) return undefined;
+  return { step: p.n, agent: p.a ?? '', kind: 'run', attempt: rec.attempt, completeBy: rec.completeBy, needs: Array.isArray(p.nd) ? p.nd : [] };
 }
 
 /** An alert waiting in a bucket's outbox. */

@@ -123,6 +123,9 @@ export interface Expiry {
   client: string;
   failureCount?: number;
   lastError?: string;
+  /** The task's workflow and when it was created (epoch ms): for the metrics of a task that ended. */
+  workflow?: string;
+  createdAt?: number;
 }
 
 export function parseExpiry(raw: unknown): Expiry {
@@ -138,5 +141,7 @@ export function parseExpiry(raw: unknown): Expiry {
   if (b.replyTo) e.replyTo = b.replyTo;
   if (b.failureCount !== undefined) e.failureCount = b.failureCount;
   if (b.lastError) e.lastError = b.lastError;
+  if (typeof b.workflow === 'string') e.workflow = b.workflow;
+  if (typeof b.createdAt === 'number') e.createdAt = b.createdAt;
   return e;
 }

@@ -25,7 +25,7 @@ function plan(def: WorkflowDefinitionInput): PlanStep[] {
 }
 
 /** a → (b, c) → d, with distinct budgets so each completeBy is recognisable. */
-const fanPlan = plan({
+const fanDef: WorkflowDefinitionInput = {
   name: 'fan',
   steps: [
     { name: 'a', agent: 'inventory', budgetMs: 1_000 },
@@ -33,7 +33,8 @@ const fanPlan = plan({
     { name: 'c', agent: 'shipping', budgetMs: 3_000, dependsOn: ['a'] },
     { name: 'd', agent: 'notify', budgetMs: 4_000, dependsOn: ['b', 'c'], needs: ['b', 'c'] },
   ],
-});
+};
+const fanPlan = plan(fanDef);
 
 const input = encode({ orderId: 'o-1', amount: 42 });
 
@@ -444,6 +445,28 @@ describe('the deadline index', () => {
     // Finished or unknown tasks have nothing in flight.
     expect(await store.inFlight('fl-1')).toBeUndefined();
     expect(await store.inFlight('no-such-task')).toBeUndefined();
+  });
+
+  it('stepInFlight reads one request in flight field by field, only at its current attempt', async () => {
+    const store = new TaskStore(r(), ns());
+    expect((await new WorkflowStore(r(), store.namespace).register(validateDefinition(fanDef), T0)).version).toBe(1);
+    await store.createTask(createArgs('sf-1'));
+    await store.applyResult(ok('sf-1', 'a', 1, T0 + 100, { reservationId: 'r-7' }));
+    const t = await store.stepInFlight('sf-1', 'b', 'run', 1);
+    expect(t?.dispatch).toEqual([{ step: 'b', agent: 'payment', kind: 'run', attempt: 1, completeBy: T0 + 2_100, needs: ['a'] }]);
+    expect(t?.client).toBe('client-1');
+    expect(unpackTrusted(t?.outputs.get('a') as Uint8Array)).toEqual({ reservationId: 'r-7' });
+    expect(unpackTrusted(t?.input as Uint8Array)).toEqual({ orderId: 'o-1', amount: 42 });
+    // Another attempt, another kind, a step not in flight, an unknown task: nothing to send.
+    expect(await store.stepInFlight('sf-1', 'b', 'run', 2)).toBeUndefined();
+    expect(await store.stepInFlight('sf-1', 'b', 'compensate', 1)).toBeUndefined();
+    expect(await store.stepInFlight('sf-1', 'a', 'run', 1)).toBeUndefined();
+    expect(await store.stepInFlight('sf-1', 'nope', 'run', 1)).toBeUndefined();
+    expect(await store.stepInFlight('no-such-task', 'b', 'run', 1)).toBeUndefined();
+    // The retry the supervisor starts is what a retry command then finds.
+    const e = await store.expireStep('sf-1', 'b', T0 + 2_100, 1);
+    expect(e).toMatchObject({ action: 'retry', workflow: 'fan', createdAt: T0 });
+    expect((await store.stepInFlight('sf-1', 'b', 'run', 2))?.dispatch).toEqual(e.dispatch);
   });
 });
 

@@ -307,9 +307,8 @@ export class Supervisor {
 
   private async actNow(taskId: string, step: string, epoch: number, x: Expiry, now: number): Promise<void> {
     const bus = this.o.bus;
-    const tasks = this.o.tasks;
-    const workflow = x.events.some((e) => e.status !== undefined) ? await tasks.redis.hget(tasks.keys.task(taskId), 'workflow').catch(() => null) : null;
-    countTaskEnd(bus.names.namespace, workflow ?? '', x.events, () => tasks.redis.hget(tasks.keys.task(taskId), 'createdAt'), now);
+    // The transition's reply names the task's workflow and createdAt: no read of the record.
+    countTaskEnd(bus.names.namespace, x.workflow ?? '', x.events, x.createdAt, now);
     const work: Promise<unknown>[] = [publishTaskEvents(bus, x.client, taskId, x.events.map((e) => toTaskEvent(taskId, e, now)), x.replyTo)];
     // Inside the action's span: the line carries the task's trace id (decision 0013).
     if (x.action !== 'error' && x.action !== 'noop') this.log.info({ taskId, step, kind: x.kind, attempt: x.attempt, failureCount: x.failureCount, lastError: x.lastError }, `failure ladder: ${x.action}`);
@@ -365,7 +364,7 @@ export class Supervisor {
     const bus = this.o.bus;
     try {
       publishPlain(bus, bus.names.subjects.health, encode({ ...h }));
-      await this.o.tasks.redis.hset(this.o.tasks.keys.supervisorStatus, this.id, JSON.stringify({ ...h, at: Date.now() }));
+      await this.o.tasks.reportSupervisorStatus(this.id, { ...h, at: Date.now() });
     } catch (e) {
       this.log.debug({ err: errorMessage(e) }, 'health not published');
     }

@@ -113,22 +113,11 @@ const FINAL_STATUSES = new Set(['completed', 'failed', 'compensated', 'compensat
 
 /**
  * Counts the task's end when a transition's events end it (an event whose status is final), with its
- * duration from the record's createdAt: given (the scheduler's transitions return it), or read by the
- * function off the publish path (one read per finished task; the supervisor's expiries). Both the
- * scheduler and the supervisor end tasks, so both call it.
+ * duration from the record's createdAt, which every transition's reply carries (the scheduler's and the
+ * supervisor's). Both the scheduler and the supervisor end tasks, so both call it.
  */
-export function countTaskEnd(
-  namespace: string,
-  workflow: string,
-  events: readonly { status?: string | undefined }[],
-  readCreatedAt: number | (() => Promise<string | null>) | undefined,
-  now: number = Date.now(),
-): void {
+export function countTaskEnd(namespace: string, workflow: string, events: readonly { status?: string | undefined }[], createdAt: number | undefined, now: number = Date.now()): void {
   const status = events.find((e) => e.status !== undefined && FINAL_STATUSES.has(e.status))?.status;
   if (status === undefined) return;
-  if (typeof readCreatedAt !== 'function') return recordTaskEnded(namespace, workflow, status, readCreatedAt, now);
-  readCreatedAt().then(
-    (v) => recordTaskEnded(namespace, workflow, status, v === null ? undefined : Number(v), now),
-    () => recordTaskEnded(namespace, workflow, status, undefined, now),
-  );
+  recordTaskEnded(namespace, workflow, status, createdAt, now);
 }
