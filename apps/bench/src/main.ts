@@ -24,7 +24,7 @@ import { removeNamespace } from './cleanup.js';
 import { Completions } from './completions.js';
 import { measureLatency } from './latency.js';
 import { measureMemory, type SupervisorControl } from './memory.js';
-import { measureRecovery } from './recovery.js';
+import { measureHandover, measureRecovery } from './recovery.js';
 import { peerTable, details, jsonSummary, table, type Results } from './report.js';
 import { measurePeers } from './peers/index.js';
 import { measureScaling } from './scaling.js';
@@ -196,6 +196,13 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
       intervalMs: o.supervisorIntervalMs,
       leaseMs: o.supervisorLeaseMs,
     });
+    progress(`recovery: ${o.recoverySamples} supervisor leader kills (kill -9)`);
+    results.handover = await measureHandover(
+      { current: () => sup.child, replace: (next) => (sup.child = next), start: () => actors.supervisor(o.supervisorIntervalMs, o.supervisorLeaseMs, sup.compactAfterMs) },
+      redis,
+      namespace,
+      { samples: o.recoverySamples, leaseMs: o.supervisorLeaseMs },
+    );
   }
   if (has('scan')) {
     // A real finished task (the actors ran it), compacted by the supervisor as every finished task is

@@ -8,7 +8,7 @@ import { cpuPerUnit, type CpuShare } from './cpu.js';
 import type { LatencyResult } from './latency.js';
 import type { MemoryResult } from './memory.js';
 import type { PeerName, PeerResult } from './peers/peer.js';
-import type { RecoveryResult } from './recovery.js';
+import type { HandoverResult, RecoveryResult } from './recovery.js';
 import type { ScalingResult } from './scaling.js';
 import type { ScalingClusterResult } from './scaling-cluster.js';
 import type { ScanResult } from './scan.js';
@@ -24,6 +24,7 @@ export interface Results {
   /** The tools a user would pick instead, measured the same way in the same run (--peers). */
   peers?: PeerResult[];
   recovery?: RecoveryResult;
+  handover?: HandoverResult;
   scan?: ScanResult;
   memory?: MemoryResult;
   scaling?: ScalingResult;
@@ -128,6 +129,11 @@ export function rows(r: Results): Row[] {
       add('recovery: max kill → retry decision, ms', fmt(maxDecision, 0), `≤ ${x.boundMs} (budget + interval)`, check(maxDecision <= x.boundMs));
     }
     add('recovery: max kill → step done on retry, ms', fmt(x.maxMs, 0), `≤ ${x.boundMs} (budget + interval)`, check(x.maxMs <= x.boundMs));
+  }
+  if (r.handover) {
+    const h = r.handover;
+    add(`recovery: leader kill -9 → another supervisor leads, ms (${h.killToLeaderMs.length} samples; lease ${h.leaseMs})`, h.killToLeaderMs.map((v) => fmt(v, 0)).join(' / '));
+    add('recovery: max leader kill → new leader, ms', fmt(h.maxMs, 0), `≤ ${h.boundMs} (lease + lease/3)`, check(h.maxMs <= h.boundMs));
   }
   if (r.scan) {
     for (const s of r.scan.sizes) {

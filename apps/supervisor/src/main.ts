@@ -1,6 +1,7 @@
 /**
  * The supervisor service: `node apps/supervisor/dist/main.js`. Tunables: TRIAD_SUPERVISOR_INTERVAL_MS
- * (sweep interval, default 1000), TRIAD_SUPERVISOR_LEASE_MS (leadership lease, default 5000),
+ * (sweep interval, default 1000), TRIAD_SUPERVISOR_LEASE_MS (leadership lease, default 5000; held with
+ * Redlock on the state store, or by quorum on the independent Redis instances of TRIAD_REDLOCK_URLS),
  * TRIAD_RETENTION_MS (finished tasks are removed this long after finishing, default 24 h) and
  * TRIAD_COMPACT_AFTER_MS (a finished task that can never be retried keeps its full record this long,
  * then is compacted; default 10 min, 0 = on the next sweep). Decision 0007.
@@ -10,12 +11,12 @@ import { connectBus, serviceInboxPrefix } from '@triad/bus';
 import { ErrorCode, TriadError } from '@triad/protocol';
 import { runService } from '@triad/service';
 import { DEFAULT_COMPACT_AFTER_MS, Supervisor } from '@triad/supervisor';
-import { TaskStore, connectStore } from '@triad/store';
+import { MIN_LEASE_MS, TaskStore, connectRedis, connectStore } from '@triad/store';
 
 /** Each tunable: its environment variable, and what a valid value is (said back when one is not). */
 const TUNABLES = {
   intervalMs: { env: 'TRIAD_SUPERVISOR_INTERVAL_MS', min: 10, fallback: 1_000, hint: 'the sweep interval in ms, at least 10 (default 1000)' },
-  leaseMs: { env: 'TRIAD_SUPERVISOR_LEASE_MS', min: 100, fallback: 5_000, hint: 'the leadership lease in ms, at least 100 (default 5000)' },
+  leaseMs: { env: 'TRIAD_SUPERVISOR_LEASE_MS', min: MIN_LEASE_MS, fallback: 5_000, hint: `the leadership lease in ms, at least ${MIN_LEASE_MS} (default 5000)` },
   retentionMs: { env: 'TRIAD_RETENTION_MS', min: 0, fallback: 86_400_000, hint: 'how long finished tasks are kept, in ms, 0 or more (default 86400000 = 24 h)' },
   compactAfterMs: {
     env: 'TRIAD_COMPACT_AFTER_MS',
@@ -57,9 +58,12 @@ runService('supervisor', async ({ config, log, onShutdown, healthy, fail }) => {
   // Leadership renewals get their own connection so they never wait behind sweep traffic.
   const leaderRedis = await connectStore(config.redis, { connectionName: 'triad-supervisor-lease', enableAutoPipelining: false }, { onFatal: fail });
   onShutdown(() => void leaderRedis.disconnect());
+  // TRIAD_REDLOCK_URLS: the leadership lease on independent Redis instances, by Redlock's quorum (decision 0004).
+  const lockRedis = await Promise.all(config.redlock.map((r, i) => connectRedis(r, { connectionName: `triad-supervisor-redlock-${i + 1}`, enableAutoPipelining: false })));
+  for (const r of lockRedis) onShutdown(() => void r.disconnect());
   const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-supervisor', inboxPrefix: serviceInboxPrefix(config.namespace, 'supervisor'), onFatal: fail });
   onShutdown(() => bus.close());
-  const supervisor = new Supervisor({ bus, tasks: new TaskStore(redis, config.namespace), leaderRedis, waitReplicas: config.redisWaitReplicas, logger: log, ...tuning });
+  const supervisor = new Supervisor({ bus, tasks: new TaskStore(redis, config.namespace), leaderRedis, ...(lockRedis.length > 0 ? { lockRedis } : {}), waitReplicas: config.redisWaitReplicas, logger: log, ...tuning });
   await supervisor.start();
   onShutdown(() => supervisor.stop());
   healthy({ nats: () => bus.isConnected(), redis: () => redis.status === 'ready' && leaderRedis.status === 'ready' });

@@ -35,7 +35,22 @@ export type Config = z.output<typeof ConfigSchema> & {
   nats: NatsConnectionOptions;
   /** Everything connectStore needs: REDIS_URL, REDIS_TLS_CA, TRIAD_REDIS_CLUSTER. */
   redis: RedisConnectionOptions;
+  /**
+   * TRIAD_REDLOCK_URLS: independent Redis instances on which the supervisors' leadership lease is held by
+   * Redlock's quorum (decision 0004); empty = the state store alone. REDIS_TLS_CA applies to rediss:// ones.
+   */
+  redlock: RedisConnectionOptions[];
 };
+
+/** The TRIAD_REDLOCK_URLS entries (comma-separated redis:// or rediss:// URLs), each a connection. */
+function redlockOptionsFromEnv(env: NodeJS.ProcessEnv): RedisConnectionOptions[] {
+  const urls = (env['TRIAD_REDLOCK_URLS'] ?? '')
+    .split(',')
+    .map((u) => u.trim())
+    .filter((u) => u !== '');
+  const tlsCa = env['REDIS_TLS_CA'] || undefined;
+  return urls.map((url, i) => ({ url, labels: { REDIS_URL: `TRIAD_REDLOCK_URLS entry ${i + 1}` }, ...(tlsCa !== undefined && /^rediss:/i.test(url) ? { tlsCa } : {}) }));
+}
 
 /**
  * Reads and checks the whole configuration; every problem is listed, each naming its variable (or the
@@ -60,6 +75,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
   const nats = checkNatsSettings(natsOptionsFromEnv(env, o.labels));
   const redis = checkRedisSettings(redisOptionsFromEnv(env, o.labels));
   details.push(...nats.problems.map((p) => p.message), ...redis.problems.map((p) => p.message));
+  const redlock = redlockOptionsFromEnv(env);
+  for (const r of redlock) details.push(...checkRedisSettings(r).problems.map((p) => p.message));
   if (!parsed.success || details.length > 0) {
     throw new TriadError(ErrorCode.InvalidConfig, `invalid configuration: ${details.join('; ')}`, { details });
   }
@@ -69,5 +86,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     redisUrl: redis.value.url,
     nats: natsOptionsFromEnv(env, o.labels),
     redis: redisOptionsFromEnv(env, o.labels),
+    redlock,
   };
 }

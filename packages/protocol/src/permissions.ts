@@ -78,19 +78,22 @@ const REDIS_READS = ['get', 'hget', 'hgetall', 'hkeys', 'hmget', 'hvals', 'smemb
 
 /**
  * Commands the role's Lua scripts call (ACLs apply inside scripts too): the scheduler runs createTask,
- * applyResult, registerWorkflow, cancelTask, retryStep and releaseLeases, and Redlock's acquire/extend/
- * release; the supervisor runs expireStep, expireTask, compactFinished, purgeFinished, leadership,
- * resign, and fenceBucket and raiseEpoch (decision 0015). All include _common. `permissions.test.ts` re-reads the scripts to keep this list true.
+ * applyResult, registerWorkflow, cancelTask, retryStep and releaseLeases (its task leases are taken inside
+ * the transitions, decision 0006); the supervisor runs expireStep, expireTask, compactFinished,
+ * purgeFinished, elect, resign, and fenceBucket and raiseEpoch (decision 0015), and Redlock's acquire,
+ * extend and release scripts for its leadership lease (EXISTS, GET, SET, DEL — on the state store, and on
+ * each TRIAD_REDLOCK_URLS instance, where the same user needs them; decision 0004). All include _common.
+ * `permissions.test.ts` re-reads the scripts to keep this list true.
  */
 export const REDIS_SCRIPT_COMMANDS = {
   scheduler: ['del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hincrby', 'hkeys', 'hmget', 'hset', 'pexpire', 'sadd', 'set', 'zadd', 'zrem'],
-  supervisor: ['del', 'exists', 'get', 'hget', 'hgetall', 'hincrby', 'hmget', 'hset', 'incr', 'pexpire', 'set', 'zadd', 'zrangebyscore', 'zrem'],
+  supervisor: ['del', 'exists', 'get', 'hget', 'hgetall', 'hincrby', 'hmget', 'hset', 'incr', 'set', 'zadd', 'zrangebyscore', 'zrem'],
 } as const;
 
 /** Which scripts each Redis role runs (the test checks the lists above against these files). */
 export const REDIS_ROLE_SCRIPTS = {
   scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot'],
-  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'leadership', 'resign', 'fenceBucket', 'raiseEpoch'],
+  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch'],
 } as const;
 
 function redisPermissions(namespace: string, role: 'scheduler' | 'supervisor', db = 0): RedisPermissions {

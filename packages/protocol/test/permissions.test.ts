@@ -196,8 +196,8 @@ describe('Redis ACL', () => {
     for (const role of ['scheduler', 'supervisor'] as const) {
       const used = new Set(REDIS_ROLE_SCRIPTS[role].flatMap((s) => [...luaCommands(s)]));
       const listed = new Set<string>(REDIS_SCRIPT_COMMANDS[role]);
-      // Redlock's acquire/extend/release scripts (exists, set, get, del) run as the scheduler.
-      if (role === 'scheduler') for (const c of ['exists', 'set', 'get', 'del']) used.add(c);
+      // Redlock's acquire/extend/release scripts (exists, set, get, del) hold the supervisors' leadership lease (decision 0004).
+      if (role === 'supervisor') for (const c of ['exists', 'set', 'get', 'del']) used.add(c);
       expect([...listed].sort(), role).toEqual([...used].sort());
       const id = byName(role);
       for (const c of used) expect(id.redis?.commands, `${role} ${c}`).toContain(c);

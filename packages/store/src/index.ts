@@ -10,7 +10,7 @@ export { TaskStore, requireTask, type PendingAlert, type StoreOptions, type Crea
 export { WorkflowStore, type WorkflowSummary } from './workflow-store.js';
 export { IntakeStore, EVERY_OTHER_CLIENT, LIMITS_REFRESH_MS } from './intake-store.js';
 export { toTaskEvent, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';
-export { Leadership, type LeadershipState } from './leadership.js';
-export { Leases, type Lease, type LeaseClaim } from './leases.js';
+export { Leadership, MIN_LEASE_MS, type LeadershipOptions, type LeadershipState } from './leadership.js';
+export { Leases, type LeaseClaim } from './leases.js';
 export { connectRedis, connectStore, explainRedisRefusal, type RedisHandlers } from './connect.js';
 export type { RedisClient } from './client.js';

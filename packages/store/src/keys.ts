@@ -49,6 +49,8 @@ export interface Keys {
   workflow(name: string): string;
   readonly workflows: string;
   readonly supervisorLeader: string;
+  /** The leadership lease Redlock holds (on the state store, or on each TRIAD_REDLOCK_URLS instance). */
+  readonly supervisorLock: string;
   /** The epoch counter the election increments (the `sup` slot); buckets keep their own fences. */
   readonly supervisorEpoch: string;
   readonly supervisorStatus: string;
@@ -111,6 +113,7 @@ export function keys(namespace: string): Keys {
     workflow: (name) => `${wf}:wf:${name}`,
     workflows: `${wf}:workflows`,
     supervisorLeader: `${sup}:leader`,
+    supervisorLock: `${sup}:lock`,
     supervisorEpoch: `${sup}:epoch`,
     supervisorStatus: `${sup}:status`,
     lease: (taskId, what) => `${prefix}:${forTask(taskId).tag}:lease:${taskId}:${what}`,

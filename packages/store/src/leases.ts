@@ -1,13 +1,14 @@
 /**
- * A scheduler's lease on a task, for one operation. A lease is **taken inside the transition script it
- * guards** (Redlock's single-instance acquire — SET with a unique token and an expiry — done atomically
- * with the write), extended with Redlock, and released by `releaseLeases.lua`, Redlock's
- * compare-and-delete for many leases in one call per bucket. See docs/decisions/0006-leases-redlock.md; on a
- * Redis Cluster the lease is a single key on its task's slot, not a quorum over masters (decision 0015). (Agents
- * hold no lease in Redis: their step request's JetStream message is their lease, decision 0010.)
+ * A scheduler's lease on a task, for one operation: Redlock's single-instance algorithm run inside the
+ * transition script it guards (`take_lease` in _common.lua: SET with a unique token and an expiry if free
+ * or already ours, atomically with the write), and released by `releaseLeases.lua`, Redlock's
+ * compare-and-delete, for many leases in one call per bucket. An operation lasts milliseconds, so the
+ * lease is never extended. See docs/decisions/0006-leases-redlock.md; on a Redis Cluster the lease is a
+ * single key on its task's slot, not a quorum over masters (decision 0015). (Agents hold no lease in
+ * Redis: their step request's JetStream message is their lease, decision 0010. The supervisors' leadership
+ * lease is a Redlock lock proper: leadership.ts.)
  */
 import { randomBytes } from 'node:crypto';
-import Redlock, { Lock } from 'redlock';
 import { isCluster, type RedisClient } from './client.js';
 import { keys, type Keys } from './keys.js';
 import { runScript } from './scripts.js';
@@ -19,19 +20,8 @@ export interface LeaseClaim {
   readonly ms: number;
 }
 
-/** A lease a transition took for its caller. */
-export interface Lease extends LeaseClaim {
-  /** Epoch ms when the lease lapses unless extended (the clock drift allowance already subtracted). */
-  readonly expiresAt: number;
-  /** Extends by `ms` from now; throws if the lease was lost. */
-  extend(ms: number): Promise<Lease>;
-  /** Releases; never throws (an expired lease needs no release). */
-  release(): Promise<void>;
-}
-
 export class Leases {
   private readonly keys: Keys;
-  private readonly redlock: Redlock;
   /** Tokens are this process's random prefix plus a counter: unique per holder without a random draw each. */
   private readonly prefix = randomBytes(9).toString('base64url');
   private seq = 0;
@@ -44,19 +34,11 @@ export class Leases {
     namespace: string,
   ) {
     this.keys = keys(namespace);
-    this.redlock = new Redlock([redis], { driftFactor: 0.01, retryCount: 2, retryDelay: 15, retryJitter: 10, automaticExtensionThreshold: 0 });
-    // Redlock reports per-client errors as events; a failed extend still rejects.
-    this.redlock.on('error', () => undefined);
   }
 
   /** The scheduler's lease on a task, for one operation (taken by the operation's transition). */
   task(taskId: string, ms = 5_000): LeaseClaim {
     return this.claim(this.keys.lease(taskId, 'task'), ms);
-  }
-
-  /** The lease a transition took for `claim`, `takenAt` (epoch ms, read before the transition ran). */
-  held(claim: LeaseClaim, takenAt: number): Lease {
-    return wrap(new Lock(this.redlock, [claim.key], claim.token, [], takenAt + claim.ms - drift(claim.ms)), claim.ms, (c) => this.release(c));
   }
 
   /**
@@ -110,25 +92,4 @@ function hashTag(key: string): string {
   const open = key.indexOf('{');
   const close = open >= 0 ? key.indexOf('}', open + 1) : -1;
   return close > open + 1 ? key.slice(open + 1, close) : key;
-}
-
-/** Redlock's allowance for clock drift and Redis' 1 ms expiry precision. */
-function drift(ms: number): number {
-  return Math.round(0.01 * ms) + 2;
-}
-
-/** A held lease: Redlock extends it; it is released like every claim, with the token it still has. */
-function wrap(lock: Lock, ms: number, release: (claim: LeaseClaim) => Promise<void>): Lease {
-  const lease: Lease = {
-    key: lock.resources[0] ?? '',
-    token: lock.value,
-    ms,
-    expiresAt: lock.expiration,
-    extend: async (by) => {
-      const d = Math.max(1, Math.floor(by));
-      return wrap(await lock.extend(d), d, release);
-    },
-    release: () => release(lease),
-  };
-  return lease;
 }

@@ -13,16 +13,28 @@ declare module 'redlock' {
   }
 
   export class Lock {
+    readonly redlock: Redlock;
     readonly resources: string[];
     readonly value: string;
     readonly expiration: number;
-    constructor(redlock: Redlock, resources: string[], value: string, attempts: readonly Promise<unknown>[], expiration: number);
     release(): Promise<unknown>;
     extend(duration: number): Promise<Lock>;
   }
 
+  /** Thrown when an operation found no quorum within its retries (e.g. another holds the lock). */
+  export class ExecutionError extends Error {
+    readonly attempts: readonly Promise<unknown>[];
+  }
+
+  /** The signal `using` hands its routine: aborted when an extension fails, with the reason in `error`. */
+  export type RedlockAbortSignal = AbortSignal & { error?: Error };
+
   export default class Redlock extends EventEmitter {
     constructor(clients: Iterable<Redis | Cluster>, settings?: Partial<Settings>);
     acquire(resources: string[], duration: number, settings?: Partial<Settings>): Promise<Lock>;
+    extend(existing: Lock, duration: number, settings?: Partial<Settings>): Promise<Lock>;
+    release(lock: Lock, settings?: Partial<Settings>): Promise<unknown>;
+    using<T>(resources: string[], duration: number, settings: Partial<Settings>, routine: (signal: RedlockAbortSignal) => Promise<T>): Promise<T>;
+    using<T>(resources: string[], duration: number, routine: (signal: RedlockAbortSignal) => Promise<T>): Promise<T>;
   }
 }

@@ -1,8 +1,8 @@
-// Proves the Redis transitions on a real redis-server: readiness, attempt fencing, the failure ladder, epoch fencing, the deadline index, leadership and workflow versions.
+// Proves the Redis transitions on a real redis-server: readiness, attempt fencing, the failure ladder, epoch fencing, the deadline index, task leases and workflow versions (leadership: leadership.test.ts).
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, TriadError, encode, isTriadError, unpackTrusted, type WorkflowDefinitionInput } from '@triad/protocol';
 import { compilePlan, validateDefinition, type PlanStep } from '@triad/core';
-import { Leadership, Leases, TaskStore, WorkflowStore, isLeaseBusy, keys } from '../src/index.js';
+import { Leadership, Leases, TaskStore, WorkflowStore, isLeaseBusy } from '../src/index.js';
 import { usePrivateRedis } from './redis-server.js';
 import { indexMap } from './buckets.js';
 
@@ -354,11 +354,13 @@ describe('expireStep', () => {
     const store = new TaskStore(r(), namespace);
     await store.createTask(createArgs('epoch-1', ladderPlan, T0));
     // Two real elections: A (epoch 1) resigns, B is elected with epoch 2.
-    const a = new Leadership(r(), namespace, 'sup-a', 10_000);
-    const b = new Leadership(r(), namespace, 'sup-b', 10_000);
-    expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
-    await a.resign();
-    expect(await b.tick()).toEqual({ leading: true, epoch: 2 });
+    const a = new Leadership({ redis: r(), namespace, id: 'sup-a', leaseMs: 10_000 });
+    const b = new Leadership({ redis: r(), namespace, id: 'sup-b', leaseMs: 10_000 });
+    await a.start();
+    expect(a.isLeader()).toBe(true);
+    await a.stop();
+    await b.start();
+    expect([a.currentEpoch(), b.currentEpoch(), Number(b.isLeader())]).toEqual([1, 2, 1]);
 
     const before = await rawTask(store, 'epoch-1');
     const dlBefore = await deadlines(store);
@@ -374,6 +376,7 @@ describe('expireStep', () => {
     expect(await deadlines(store)).toEqual(dlBefore);
     // The current leader's epoch (and a newer one) is accepted.
     expect((await store.expireStep('epoch-1', 'a', T0 + 5_000, b.currentEpoch())).action).toBe('retry');
+    await b.stop();
   });
 
   it('an unknown task is a noop and its index entry is removed', async () => {
@@ -470,89 +473,6 @@ describe('the deadline index', () => {
   });
 });
 
-describe('Leadership', () => {
-  it('one of two candidates leads with epoch 1; after its lease lapses the other leads with epoch 2', async () => {
-    const namespace = ns();
-    // A is first elected with a long lease, so B's first look cannot race a slow machine; A then renews
-    // with a 200 ms lease (same candidate id: a renewal, same epoch) and stops renewing.
-    const aFirst = new Leadership(r(), namespace, 'sup-a', 30_000);
-    const a = new Leadership(r(), namespace, 'sup-a', 200);
-    const b = new Leadership(r(), namespace, 'sup-b', 200);
-    expect(await aFirst.tick()).toEqual({ leading: true, epoch: 1 });
-    expect(await b.tick()).toEqual({ leading: false, epoch: 0, holder: 'sup-a|1' });
-    expect(b.isLeader()).toBe(false);
-    expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
-
-    await expect
-      .poll(() => r().exists(keys(namespace).supervisorLeader), { timeout: 10_000, interval: 20, message: "A's 200 ms lease to lapse (its leader key to expire)" })
-      .toBe(0);
-    // A did not renew: it must not believe it still leads.
-    expect(a.isLeader()).toBe(false);
-    expect(await b.tick()).toEqual({ leading: true, epoch: 2 });
-    expect(b.currentEpoch()).toBe(2);
-    expect(await a.tick()).toEqual({ leading: false, epoch: 1, holder: 'sup-b|2' });
-    expect(a.isLeader()).toBe(false);
-
-    // A resigning (it does not hold the lease) changes nothing: B still holds it with the same epoch.
-    await a.resign();
-    expect(await r().get(keys(namespace).supervisorLeader)).toBe('sup-b|2');
-    expect(await b.tick()).toEqual({ leading: true, epoch: 2 });
-    expect(await a.tick()).toMatchObject({ leading: false, holder: 'sup-b|2' });
-
-    // B resigning lets A in at once, with a new epoch.
-    await b.resign();
-    expect(b.isLeader()).toBe(false);
-    expect(await a.tick()).toEqual({ leading: true, epoch: 3 });
-  });
-
-  it('renewal keeps the epoch, and the holder knows it leads while its lease is valid', async () => {
-    const namespace = ns();
-    const a = new Leadership(r(), namespace, 'sup-a', 30_000);
-    expect(a.isLeader()).toBe(false);
-    expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
-    expect(a.isLeader()).toBe(true);
-    expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
-    expect(await r().get(keys(namespace).supervisorEpoch)).toBe('1');
-    const pttl = await r().pttl(keys(namespace).supervisorLeader);
-    expect(pttl).toBeGreaterThan(0);
-    expect(pttl).toBeLessThanOrEqual(30_000);
-  });
-
-  it('a new leader fences every bucket at its epoch; an epoch a bucket already saw (a lost election) is never led with', async () => {
-    const namespace = ns();
-    const k = keys(namespace);
-    const a = new Leadership(r(), namespace, 'sup-a', 30_000);
-    expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
-    expect(await Promise.all(k.buckets.map((b) => r().get(b.epoch)))).toEqual(k.buckets.map(() => '1'));
-    // A failover lost the election's writes (the leader key and the counter) after bucket 7 saw epoch 4.
-    await r().del(k.supervisorLeader, k.supervisorEpoch);
-    await r().set(k.buckets[7]!.epoch, '4');
-    const b = new Leadership(r(), namespace, 'sup-b', 30_000);
-    // Elected with epoch 1 again: bucket 7 refuses it, so B does not lead and moves the counter past 4.
-    expect(await b.tick()).toEqual({ leading: false, epoch: 0 });
-    expect(b.isLeader()).toBe(false);
-    expect(await r().get(k.supervisorEpoch)).toBe('4');
-    expect(await b.tick()).toEqual({ leading: true, epoch: 5 });
-    expect(await Promise.all(k.buckets.map((x) => r().get(x.epoch)))).toEqual(k.buckets.map(() => '5'));
-    // A, still believing in epoch 1, is refused in every bucket.
-    const store = new TaskStore(r(), namespace);
-    await store.createTask(createArgs('fence-1'));
-    await expect(store.expireStep('fence-1', 'a', T0 + 1_000_000, 1)).rejects.toMatchObject({ code: ErrorCode.Stale });
-    await expect(store.fenceBuckets(1)).rejects.toMatchObject({ code: ErrorCode.Stale });
-  });
-
-  it('a resign by a candidate that never led does nothing', async () => {
-    const namespace = ns();
-    const a = new Leadership(r(), namespace, 'sup-a', 30_000);
-    const b = new Leadership(r(), namespace, 'sup-b', 30_000);
-    await a.tick();
-    await b.tick();
-    await b.resign();
-    expect(await r().get(keys(namespace).supervisorLeader)).toBe('sup-a|1');
-    expect(await a.tick()).toEqual({ leading: true, epoch: 1 });
-  });
-});
-
 describe('WorkflowStore', () => {
   const v1 = validateDefinition({ name: 'orders', description: 'first', steps: [{ name: 'reserve', agent: 'inventory' }] });
   const v2 = validateDefinition({
@@ -616,7 +536,7 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     expect(await r().get(busyKey)).toBe('someone-else');
   });
 
-  it('the transition takes the lease for its duration; Redlock extends and releases it; a lapsed holder is fenced out by the next', async () => {
+  it('the transition takes the lease for its duration; a lapsed holder is fenced out by the next; a release by a non-holder does nothing', async () => {
     const namespace = ns();
     // Two scheduler processes, each with its own Leases.
     const leases = new Leases(r(), namespace);
@@ -625,7 +545,6 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     const first = leases.task('L1', 300);
     const second = other.task('L1', 5_000);
     expect(first.token).not.toBe(second.token);
-    const takenAt = Date.now();
     expect(await store.createTask({ ...createArgs('L1'), lease: first })).toMatchObject({ created: true });
     expect(await r().get(first.key)).toBe(first.token);
     const ttl = await r().pttl(first.key);
@@ -635,9 +554,8 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     const before = await rawTask(store, 'L1');
     await expect(store.applyResult({ ...ok('L1', 'a', 1, T0 + 10), lease: second })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
     expect(await rawTask(store, 'L1')).toEqual(before);
-    // The first pauses past its lease: it can no longer extend, the second takes the lease in its transition...
+    // The first pauses past its lease: the second takes the lease in its transition...
     await expect.poll(() => r().exists(first.key), { timeout: 10_000, interval: 20, message: "the first's 300 ms lease to lapse (its key to expire)" }).toBe(0);
-    await expect(leases.held(first, takenAt).extend(300)).rejects.toThrow();
     // (A later claim of the first's own process would take over only its own lease, not the second's.)
     expect(await store.applyResult({ ...ok('L1', 'a', 1, T0 + 20), lease: second })).toMatchObject({ applied: true });
     expect(await r().get(first.key)).toBe(second.token);
@@ -645,12 +563,10 @@ describe('leases taken inside the transitions (decision 0006)', () => {
     const afterSecond = await rawTask(store, 'L1');
     await expect(store.applyResult({ ...ok('L1', 'b', 1, T0 + 30), lease: first })).rejects.toMatchObject({ code: 'UNAVAILABLE' });
     expect(await rawTask(store, 'L1')).toEqual(afterSecond);
-    // Extend and release go through Redlock on the token the transition set; a release by a non-holder does nothing.
-    const held = await other.held(second, Date.now()).extend(8_000);
-    expect(await r().pttl(first.key)).toBeGreaterThan(5_000);
+    // Release is Redlock's compare-and-delete on the token the transition set: a non-holder's does nothing.
     await leases.release(first);
     expect(await r().get(first.key)).toBe(second.token);
-    await held.release();
+    await other.release(second);
     expect(await r().exists(first.key)).toBe(0);
   });
 

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
 import { encode, errorMessage, isTriadError, silentLogger, type Logger, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
-import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type PendingAlert, type RedisClient, type TaskStore } from '@triad/store';
+import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type LeadershipState, type PendingAlert, type RedisClient, type TaskStore } from '@triad/store';
 import { ROOT_CONTEXT, SpanKind, contextFromHeaders, countTaskEnd, inSpan, spanContextOf, tracingEnabled, triadMetrics, type Context, type Link } from '@triad/telemetry';
 
 /** Expired steps handled at once within a sweep. */
@@ -24,8 +24,13 @@ const ALERTS_PER_SWEEP = 100;
 export interface SupervisorOptions {
   bus: Bus;
   tasks: TaskStore;
-  /** A dedicated Redis connection for the leadership lease. */
+  /** A dedicated Redis connection to the state store for the election (and the lease, without lockRedis). */
   leaderRedis: RedisClient;
+  /**
+   * Independent Redis instances on which Redlock holds the leadership lease by quorum
+   * (TRIAD_REDLOCK_URLS, decision 0004); default: the state store alone.
+   */
+  lockRedis?: readonly RedisClient[];
   /** Replicas that must hold an election before the winner leads (TRIAD_REDIS_WAIT_REPLICAS, decision 0015). */
   waitReplicas?: number;
   id?: string;
@@ -58,7 +63,6 @@ export class Supervisor {
   private readonly intervalMs: number;
   private readonly leaseMs: number;
   private sweepTimer: NodeJS.Timeout | undefined;
-  private leaseTimer: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
   private stopped = false;
   /** Epoch ms of the last retention pass and health report: both run at most once per interval. */
@@ -74,7 +78,16 @@ export class Supervisor {
     this.log = o.logger ?? silentLogger;
     this.intervalMs = o.intervalMs ?? 1_000;
     this.leaseMs = o.leaseMs ?? 5_000;
-    this.leadership = new Leadership(o.leaderRedis, o.bus.names.namespace, this.id, this.leaseMs, o.waitReplicas ?? 0);
+    this.leadership = new Leadership({
+      redis: o.leaderRedis,
+      ...(o.lockRedis ? { lockServers: o.lockRedis } : {}),
+      namespace: o.bus.names.namespace,
+      id: this.id,
+      leaseMs: this.leaseMs,
+      waitReplicas: o.waitReplicas ?? 0,
+      onChange: (s) => this.onLeadership(s),
+      onError: (e) => this.log.warn({ err: errorMessage(e) }, 'leadership: Redis not reached; campaigning on'),
+    });
     this.health = {
       supervisorId: this.id,
       leading: false,
@@ -95,8 +108,7 @@ export class Supervisor {
 
   async start(): Promise<void> {
     await ensureStreams(this.o.bus);
-    await this.renew();
-    this.leaseTimer = setInterval(() => void this.renew(), Math.max(50, Math.floor(this.leaseMs / 3)));
+    await this.leadership.start();
     this.scheduleSweep(0);
     this.log.info(
       { supervisorId: this.id, intervalMs: this.intervalMs, leaseMs: this.leaseMs, retentionMs: this.o.retentionMs ?? 86_400_000, compactAfterMs: this.o.compactAfterMs ?? DEFAULT_COMPACT_AFTER_MS },
@@ -107,9 +119,8 @@ export class Supervisor {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.sweepTimer);
-    clearInterval(this.leaseTimer);
     await this.sweeping;
-    await this.leadership.resign();
+    await this.leadership.stop();
   }
 
   isLeader(): boolean {
@@ -148,29 +159,29 @@ export class Supervisor {
     return Math.min(this.intervalMs, Math.max(MIN_SWEEP_GAP_MS, next - Date.now() + 1));
   }
 
-  private async renew(): Promise<void> {
-    if (this.stopped) return;
-    try {
-      const s = await this.leadership.tick();
-      const m = triadMetrics();
-      const labels = { namespace: this.o.bus.names.namespace };
-      if (s.leading && (!this.health.leading || s.epoch !== this.health.epoch)) {
-        this.log.info({ supervisorId: this.id, epoch: s.epoch }, 'leading');
-        m.leadershipChanges.inc(labels);
+  /** Leadership changed (elected, deposed, another seen leading): health, metrics and the log follow. */
+  private onLeadership(s: LeadershipState): void {
+    const m = triadMetrics();
+    const labels = { namespace: this.o.bus.names.namespace };
+    if (s.leading && (!this.health.leading || s.epoch !== this.health.epoch)) {
+      this.log.info({ supervisorId: this.id, epoch: s.epoch }, 'leading');
+      m.leadershipChanges.inc(labels);
+      // A new leader sweeps at once rather than at its next follower's tick.
+      if (!this.sweeping && this.sweepTimer !== undefined) {
+        clearTimeout(this.sweepTimer);
+        this.scheduleSweep(0);
       }
-      if (s.replicated === false) {
-        this.log.warn({ supervisorId: this.id, epoch: s.epoch }, 'leading, but no Redis replica acknowledged the election (TRIAD_REDIS_WAIT_REPLICAS): a failover of its primary now could issue this epoch again');
-      }
-      m.leading.set(labels, s.leading ? 1 : 0);
-      m.epoch.set(labels, s.epoch);
-      this.health.leading = s.leading;
-      this.health.epoch = s.epoch;
-      if (s.leading) this.health.leader = this.id;
-      else if (s.holder) this.health.leader = s.holder.split('|')[0];
-    } catch (e) {
-      this.health.leading = this.leadership.isLeader();
-      this.log.warn({ err: errorMessage(e) }, 'leadership lease could not be renewed');
     }
+    if (!s.leading && this.health.leading) this.log.info({ supervisorId: this.id, epoch: s.epoch }, 'no longer leading');
+    if (s.replicated === false) {
+      this.log.warn({ supervisorId: this.id, epoch: s.epoch }, 'leading, but no Redis replica acknowledged the election (TRIAD_REDIS_WAIT_REPLICAS): a failover of its primary now could issue this epoch again');
+    }
+    m.leading.set(labels, s.leading ? 1 : 0);
+    m.epoch.set(labels, s.epoch);
+    this.health.leading = s.leading;
+    this.health.epoch = s.epoch;
+    if (s.leading) this.health.leader = this.id;
+    else if (s.holder) this.health.leader = s.holder.split('|')[0];
   }
 
   /** One sweep: handles up to batchSize expired steps. Public so tests and the benchmark can drive it. */
