@@ -469,6 +469,7 @@ describe('loadConfig', () => {
       redisWaitMs: 1_000,
       nats: {},
       redis: {},
+      redlock: [],
     });
     expect(loadConfig({ NATS_URL: '', REDIS_URL: '' }).redisUrl).toBe('redis://127.0.0.1:6379');
     expect(loadConfig({ REDIS_URL: 'rediss://cache:6380', TRIAD_NAMESPACE: 'prod', TRIAD_LOG_LEVEL: 'debug', NATS_URL: 'nats://n:4222', TRIAD_CLIENT_ID: 'shop-1' })).toEqual({
@@ -481,7 +482,13 @@ describe('loadConfig', () => {
       redisWaitMs: 1_000,
       nats: { url: 'nats://n:4222' },
       redis: { url: 'rediss://cache:6380' },
+      redlock: [],
     });
+  });
+
+  it('reads TRIAD_REDLOCK_URLS as the leadership lease instances, and names the entry that is wrong', () => {
+    expect(loadConfig({ TRIAD_REDLOCK_URLS: 'redis://a:1, redis://b:2,,redis://c:3' }).redlock.map((r) => r.url)).toEqual(['redis://a:1', 'redis://b:2', 'redis://c:3']);
+    expect(() => loadConfig({ TRIAD_REDLOCK_URLS: 'redis://a:1,http://b:2' })).toThrow(/TRIAD_REDLOCK_URLS entry 2 must start with redis:\/\/ or rediss:\/\//);
   });
 
   it('names the environment variable that is wrong, every one of them', () => {
