@@ -3,6 +3,7 @@
  * lines. No I/O and no colour, so every function is unit-tested directly.
  */
 import type { StepState, TaskEvent, TaskState } from '@triad/protocol';
+import { stepDetail } from './step-detail.js';
 
 /** What an empty or absent cell shows. */
 export const EMPTY = '-';
@@ -125,11 +126,12 @@ export function taskHeader(t: TaskState, now: number = Date.now()): string {
 export function stepsTable(steps: readonly StepState[], now: number = Date.now()): string {
   const rows = steps.map((s) => {
     const c = s.compensation;
-    if (!c) return [s.name, s.agent, s.status, s.attempt, s.lockedBy, completeByText(s, now), s.failureCount, s.order];
+    const detail = stepDetail(s);
+    if (!c) return [s.name, s.agent, s.status, s.attempt, s.lockedBy, completeByText(s, now), s.failureCount, s.order, detail];
     const deadline = c.completeBy === undefined ? undefined : s.status === 'compensating' ? when(c.completeBy, now) : isoTime(c.completeBy);
-    return [s.name, `${c.agent} (undo)`, c.parked ? `${s.status} (parked)` : s.status, c.attempt, c.lockedBy, deadline, c.failureCount, s.order];
+    return [s.name, `${c.agent} (undo)`, c.parked ? `${s.status} (parked)` : s.status, c.attempt, c.lockedBy, deadline, c.failureCount, s.order, detail];
   });
-  return table(['STEP', 'AGENT', 'STATUS', 'ATTEMPT', 'LOCKED BY', 'COMPLETE BY', 'FAILURES', 'DONE #'], rows);
+  return table(['STEP', 'AGENT', 'STATUS', 'ATTEMPT', 'LOCKED BY', 'COMPLETE BY', 'FAILURES', 'DONE #', 'DETAIL'], rows);
 }
 
 /**
@@ -141,10 +143,10 @@ export function completeByText(s: Pick<StepState, 'status' | 'completeBy'>, now:
   return s.status === 'processing' || s.status === 'compensating' ? when(s.completeBy, now) : isoTime(s.completeBy);
 }
 
-/** The summary printed when a waited-for task ends: one line per step with its time and error. */
+/** The summary printed when a waited-for task ends: one line per step with its time and its error (or why it was skipped). */
 export function summaryTable(steps: readonly StepState[]): string {
   return table(
-    ['STEP', 'AGENT', 'STATUS', 'ATTEMPT', 'FAILURES', 'TOOK', 'ERROR'],
+    ['STEP', 'AGENT', 'STATUS', 'ATTEMPT', 'FAILURES', 'TOOK', 'ERROR / DETAIL'],
     steps.map((s) => [
       s.name,
       s.agent,
@@ -152,9 +154,14 @@ export function summaryTable(steps: readonly StepState[]): string {
       s.attempt,
       s.failureCount,
       s.startedAt !== undefined && s.finishedAt !== undefined ? duration(s.finishedAt - s.startedAt) : undefined,
-      s.error !== undefined ? truncate(cellText(s.error), 120) : undefined,
+      errorOrDetail(s),
     ]),
   );
+}
+
+function errorOrDetail(s: StepState): string | undefined {
+  const text = s.error ?? stepDetail(s);
+  return text !== undefined ? truncate(cellText(text), 120) : undefined;
 }
 
 /** The one-line outcome of a task: "task t1 completed (orders@2, took 1.2s)". */
@@ -182,6 +189,7 @@ export function taskJson(t: TaskState): Record<string, unknown> {
       finishedAt: s.finishedAt ?? null,
       output: s.output ?? null,
       error: s.error ?? null,
+      reason: s.reason ?? null,
     })),
     error: t.error ?? null,
   };

@@ -7,7 +7,8 @@ import { beforeAll, describe, it, expect } from 'vitest';
 import { CommanderError, InvalidArgumentError } from 'commander';
 import type { TriadClient } from '@triad/client';
 import { ErrorCode, TriadError, type StepState, type TaskEvent, type TaskState } from '@triad/protocol';
-import { clock, completeByText, duration, eventLine, finalLine, isoTime, relative, stepsTable, table, taskHeader, taskJson, truncate, when } from '../src/format.js';
+import { clock, completeByText, duration, eventLine, finalLine, isoTime, relative, stepsTable, summaryTable, table, taskHeader, taskJson, truncate, when } from '../src/format.js';
+import { stepDetail } from '../src/step-detail.js';
 import { CliError, INPUT_EXAMPLE, TASK_STATUSES, intArg, parseJson, parseStatus, taskInput } from '../src/io.js';
 import { errorLines, exitCodeOf } from '../src/errors.js';
 import { resolveConnection } from '../src/runtime.js';
@@ -223,8 +224,18 @@ describe('formatting', () => {
   it('shows an event type and a step status this version does not know as they are (protocol §9)', () => {
     const at = new Date(2024, 0, 2, 3, 4, 5, 6).getTime();
     expect(eventLine({ taskId: 't1', seq: 6, type: 'step_sleeping', step: 'cool-off', at })).toBe('03:04:05.006  #6    step_sleeping         cool-off');
-    const rows = stepsTable([step({ name: 'approval', status: 'skipped' })], Date.UTC(2024, 0, 1)).split('\n');
-    expect(rows[1]).toMatch(/^approval\s+\S+\s+skipped\s/);
+    const rows = stepsTable([step({ name: 'approval', status: 'waiting_for_godot' })], Date.UTC(2024, 0, 1)).split('\n');
+    expect(rows[1]).toMatch(/^approval\s+\S+\s+waiting_for_godot\s/);
+  });
+
+  it("shows why a step was skipped (decision 0019): status's DETAIL column, the summary, the JSON", () => {
+    const skipped = step({ name: 'approval', status: 'skipped', attempt: 0, failureCount: 0, reason: 'amount 10 is not > 1000' });
+    const rows = stepsTable([skipped], Date.UTC(2024, 0, 1)).split('\n');
+    expect(rows[0]).toMatch(/\s+DONE #\s+DETAIL$/);
+    expect(rows[1]).toMatch(/^approval\s+payments\s+skipped\s+0\s+.*\s+skipped: amount 10 is not > 1000$/);
+    expect(summaryTable([skipped]).split('\n')[1]).toMatch(/skipped: amount 10 is not > 1000$/);
+    expect((taskJson(task({ steps: [skipped] }))['steps'] as Record<string, unknown>[])[0]).toMatchObject({ status: 'skipped', reason: 'amount 10 is not > 1000', error: null });
+    expect(stepDetail({ status: 'processed' })).toBeUndefined();
   });
 
   it('shows the task header and the steps table with the complete-by time relative while in flight', () => {
@@ -238,7 +249,7 @@ describe('formatting', () => {
     expect(header).toContain('error:       boom');
     expect(header.some((l) => l.startsWith('finished'))).toBe(false);
     const rows = stepsTable(t.steps, now).split('\n');
-    expect(rows[0]).toMatch(/^STEP\s+AGENT\s+STATUS\s+ATTEMPT\s+LOCKED BY\s+COMPLETE BY\s+FAILURES\s+DONE #$/);
+    expect(rows[0]).toMatch(/^STEP\s+AGENT\s+STATUS\s+ATTEMPT\s+LOCKED BY\s+COMPLETE BY\s+FAILURES\s+DONE #\s+DETAIL$/);
     expect(rows[1]).toContain('2024-01-01T00:00:04.200Z (in 4.2s)');
     // A step being compensated shows its compensation: the undo agent, its attempt, holder and deadline.
     const undo = stepsTable([step({ status: 'compensating', order: 2, compensation: { agent: 'refunds', attempt: 1, failureCount: 0, lockedBy: 'agent-9', completeBy: now + 1_500 } })], now).split('\n')[1];
@@ -262,7 +273,7 @@ describe('formatting', () => {
     const j = taskJson(task({ status: 'completed', finishedAt: 3_000, steps: [step({ status: 'processed', output: { id: 1 }, startedAt: 1_000, finishedAt: 2_000 })] }));
     expect(Object.keys(j)).toEqual(['taskId', 'status', 'workflow', 'version', 'steps', 'error']);
     expect(j['steps']).toEqual([
-      { name: 'charge', agent: 'payments', status: 'processed', attempt: 2, failureCount: 1, lockedBy: null, completeBy: null, startedAt: 1_000, finishedAt: 2_000, output: { id: 1 }, error: null },
+      { name: 'charge', agent: 'payments', status: 'processed', attempt: 2, failureCount: 1, lockedBy: null, completeBy: null, startedAt: 1_000, finishedAt: 2_000, output: { id: 1 }, error: null, reason: null },
     ]);
     expect(finalLine(task({ status: 'failed', finishedAt: 2_200, error: 'x' }))).toBe('task t1 failed (orders@3, took 1.2s): x');
   });

@@ -146,6 +146,8 @@ export const StepStatusSchema = z.enum([
   'compensating',
   'compensated',
   'compensation_failed',
+  /** Its `when` was false when it became ready (decision 0019): done, with no output and no effect; `reason` says why. */
+  'skipped',
 ]);
 export type StepStatus = z.output<typeof StepStatusSchema>;
 
@@ -159,6 +161,8 @@ export const TaskEventTypeSchema = z.enum([
   'step_parked',
   'step_error',
   'step_abandoned',
+  /** A step's `when` was false: it is skipped, `reason` says why (decision 0019). */
+  'step_skipped',
   'completed',
   'failed',
   'compensating',
@@ -313,6 +317,8 @@ export const StepStateSchema = z.object({
   finishedAt: optional(z.number()),
   output: optional(z.unknown()),
   error: optional(z.string()),
+  /** Why a skipped step was skipped (its condition, as it evaluated: "amount 10 is not > 1000"). */
+  reason: optional(z.string()),
   dependsOn: z.array(z.string()),
   /** The step's completion order (compensations run in its reverse). */
   order: optional(z.number().int()),

@@ -1,4 +1,6 @@
 -- Shared fragment, inlined by the loader wherever a script says --@include _common.
+--@include _msgpack
+--@include _when
 -- Return codes (mirrored by ScriptCode in src/codes.ts).
 local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY, FORGED = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
 
@@ -396,25 +398,74 @@ local function ladder_after_failure(ctx, spec, rec, kind)
   return 'park'
 end
 
--- Starts every pending step whose dependencies are all processed. Returns true when every step is processed.
+-- A dependency is done when it is processed or skipped (decision 0019 §2.3: a skipped step's
+-- dependents run; it has no output, so a step that needs it gets none).
+local DEPENDENCY_DONE = { processed = true, skipped = true }
+
+-- The task input's bytes for a condition (nil: the task has none), read once per transition.
+local function task_input(ctx)
+  if ctx.input == nil then
+    local raw = redis.call('HGET', ctx.taskKey, 'input')
+    ctx.input = (raw and raw ~= '') and raw or false
+  end
+  return ctx.input or nil
+end
+
+-- Evaluates a ready step's `when` (_when.lua): true, false and the reason, or nil and why the bytes
+-- could not be read. A condition decides once, before the step's first attempt: a step that has run
+-- (an operator's retry of it) runs again whatever its condition now says — an attempt of it may have
+-- taken effect, and a skipped step is never compensated.
+local function step_condition(ctx, spec, rec)
+  if not spec.w or (rec.attempt or 0) > 0 then return true end
+  return when_eval(spec.w, task_input(ctx), function(name)
+    local out = redis.call('HGET', ctx.taskKey, 'o:' .. name)
+    if not out or out == '' then return nil end
+    return out
+  end)
+end
+
+-- Readiness (decision 0019 §2.4 R1): a pending step whose dependencies are all done is skipped when its
+-- `when` is false (with the reason), fails when its condition cannot be read (the bytes are not msgpack:
+-- a permanent failure, so the task's onFailure applies), and starts otherwise. A pass that skipped a step
+-- may have made others ready, earlier in the plan too (a JSON plan's order need not be topological), so
+-- passes repeat while one skipped something — at most once per step. Returns true when every step is
+-- done (processed or skipped); false too when a step failed here (the task is no longer running).
 local function start_ready(ctx)
-  local recs = recs_of(ctx)
-  local all_done = true
-  for _, s in ipairs(plan_of(ctx)) do
-    local rec = recs[s.n]
-    if rec.status ~= 'processed' then all_done = false end
-    if rec.status == 'pending' then
-      local ready = true
-      for _, d in ipairs(s.d) do
-        if recs[d].status ~= 'processed' then ready = false break end
-      end
-      if ready then
-        start_attempt(ctx, s, rec, 'run')
-        push_event(ctx, 'step_started', s.n, rec.attempt)
+  local recs, plan = recs_of(ctx), plan_of(ctx)
+  for _ = 1, #plan + 1 do
+    local changed = false
+    for _, s in ipairs(plan) do
+      local rec = recs[s.n]
+      if rec.status == 'pending' then
+        local ready = true
+        for _, d in ipairs(s.d) do
+          if not DEPENDENCY_DONE[recs[d].status] then ready = false break end
+        end
+        if ready then
+          local holds, reason = step_condition(ctx, s, rec)
+          if holds == nil then
+            give_up(ctx, s, rec, 'run', 'failed: its condition could not be evaluated: ' .. reason, reason, true)
+            return false
+          elseif holds then
+            start_attempt(ctx, s, rec, 'run')
+            push_event(ctx, 'step_started', s.n, rec.attempt)
+          else
+            rec.status = 'skipped'
+            rec.reason = reason
+            rec.finishedAt = ctx.now
+            touch(ctx, s.n)
+            push_event(ctx, 'step_skipped', s.n, nil, reason)
+            changed = true
+          end
+        end
       end
     end
+    if not changed then break end
   end
-  return all_done
+  for _, s in ipairs(plan) do
+    if not DEPENDENCY_DONE[recs[s.n].status] then return false end
+  end
+  return true
 end
 
 -- The reply: { code, json{...}, input, name1, output1, ... } — binary values stay out of the JSON. The

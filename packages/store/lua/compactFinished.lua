@@ -22,6 +22,7 @@
                  |order|compAttempt|compFailureCount|compStartedAt|compFinishedAt; times in ms since the
                  task's createdAt, an absent value empty, trailing empty values cut.
     e:<step>     the step's error, ce:<step> its compensation's error, when there is one.
+    r:<step>     a skipped step's reason (decision 0019).
     c            "1": the record is compacted (format 1).
   The key is read, deleted and written again with HSET: Redis never turns a hashtable-encoded hash back
   into a listpack, but a new hash stays a listpack while every value is at most hash-max-listpack-value
@@ -84,6 +85,7 @@ local function compact_task(taskKey)
     local rec = raw and cjson.decode(raw) or { status = 'pending', attempt = 0, failureCount = 0 }
     put('k:' .. s.n, compact_step(rec, createdAt, withUndo))
     if type(rec.error) == 'string' then put('e:' .. s.n, rec.error) end
+    if type(rec.reason) == 'string' then put('r:' .. s.n, rec.reason) end
     if type(rec.comp) == 'table' and type(rec.comp.error) == 'string' then put('ce:' .. s.n, rec.comp.error) end
     put('o:' .. s.n, f['o:' .. s.n])
   end

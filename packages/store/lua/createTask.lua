@@ -3,7 +3,7 @@
 
   KEYS[1] task hash        KEYS[2] tasks index (zset by createdAt)   KEYS[3] deadlines (zset by completeBy)
   KEYS[4] finished index (zset by finishedAt)   KEYS[5] the scheduler's task lease
-  KEYS[6] compaction index (zset by finishedAt)
+  KEYS[6] compaction index (zset by finishedAt)   KEYS[7] open alerts (hash)   KEYS[8] alert outbox (zset)
   ARGV[1] taskId  ARGV[2] workflow  ARGV[3] version  ARGV[4] input (msgpack)  ARGV[5] replyTo ('' = none)
   ARGV[6] plan (JSON)  ARGV[7] now (epoch ms)  ARGV[8] schedulerId  ARGV[9] onFailure
   ARGV[10] the lease token   ARGV[11] the lease duration (ms)   ARGV[12] the task deadline, ms after now ('' = none)
@@ -13,7 +13,9 @@
           { EXISTS, json{status, client} } when the task id was already submitted (a duplicate is harmless;
           the caller refuses one from another client).
           { LEASE_BUSY, '{}' } when another scheduler holds the task's lease (nothing is written).
-  Events: received, step_started*, completed (a workflow of zero ready steps cannot exist).
+  Events: received, step_started*, step_skipped* (a `when` that is false), completed when every step was
+  skipped; a step whose condition cannot be read (input bytes that are not msgpack) fails at once, and the
+  task follows its onFailure (its alert recorded here: hence the alert keys, decision 0019 §2.5).
   With a deadline, the member `<taskId>|#task` enters the deadline index (expireTask.lua, decision 0009).
 ]]
 --@include _common
@@ -28,6 +30,7 @@ if redis.call('EXISTS', taskKey) == 1 then
 end
 
 local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[6] }, taskId, now)
+ctx.alertsKey, ctx.outboxKey = KEYS[7], KEYS[8]
 ctx.plan = cjson.decode(ARGV[6])
 redis.call('HSET', taskKey,
   'id', taskId, 'workflow', ARGV[2], 'version', ARGV[3], 'input', ARGV[4], 'replyTo', ARGV[5],

@@ -9,7 +9,7 @@
   task running with nothing to run). A run retry of a running task restarts the named step only.
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] open alerts (hash)
-  KEYS[5] the scheduler's task lease   KEYS[6] compaction index
+  KEYS[5] the scheduler's task lease   KEYS[6] compaction index   KEYS[7] alert outbox (zset)
   ARGV[1] taskId  ARGV[2] step ('' = the task's failed step)  ARGV[3] new input (msgpack, '' = keep)
   ARGV[4] now  ARGV[5] schedulerId  ARGV[6] the lease token  ARGV[7] the lease duration (ms)
 
@@ -29,6 +29,7 @@ if taskStatus ~= 'running' and taskStatus ~= 'failed' and taskStatus ~= 'compens
   return { INVALID_STATE, cjson.encode({ reason = 'the task is ' .. taskStatus .. '; only a failed, compensation_failed or running task has a step to retry' }) }
 end
 local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[6] }, taskId, task_now(taskKey, tonumber(ARGV[4])))
+ctx.alertsKey, ctx.outboxKey = alertsKey, KEYS[7]
 local recs = recs_of(ctx)
 local spec, rec
 for _, s in ipairs(plan_of(ctx)) do
@@ -60,7 +61,22 @@ end
 
 if ARGV[3] ~= '' then redis.call('HSET', taskKey, 'input', ARGV[3]) end
 local lockEpoch = take_lock(taskKey, ARGV[5])
-local newStatus
+local newStatus = compensation and 'compensating' or 'running'
+
+-- The task lives again before anything starts: a step of it may end it once more at once (a condition
+-- that cannot be read fails its step at start, decision 0019), and that ending, its alert included, must
+-- stand. Its open alerts are closed (their ids start with "<taskId>:").
+if taskStatus ~= newStatus then
+  redis.call('HSET', taskKey, 'status', newStatus)
+  redis.call('HDEL', taskKey, 'finishedAt')
+  if not compensation then redis.call('HDEL', taskKey, 'error') end
+  redis.call('ZREM', ctx.finished.zset, taskId)
+end
+redis.call('HSET', taskKey, 'updatedAt', ctx.now)
+local prefix = taskId .. ':'
+for _, field in ipairs(redis.call('HKEYS', alertsKey)) do
+  if string.sub(field, 1, #prefix) == prefix then redis.call('HDEL', alertsKey, field) end
+end
 
 -- A fresh budget for the phase: failures, breaker refusals and the give-up time start again.
 local function reset(ph)
@@ -72,12 +88,10 @@ if compensation then
   local comp = phase(rec, 'compensate')
   reset(comp)
   start_attempt(ctx, spec, rec, 'compensate')
-  newStatus = 'compensating'
   push_event(ctx, 'step_retried', spec.n, comp.attempt, 'operator retry of the compensation', newStatus)
 else
-  newStatus = 'running'
   -- The named step, and in a failed task every step stopped with it, start again (their dependencies
-  -- are processed: each had started).
+  -- are done: each had become ready).
   local STOPPED = { failed = true, error = true, abandoned = true }
   for _, s in ipairs(plan_of(ctx)) do
     local r = recs[s.n]
@@ -87,30 +101,19 @@ else
       touch(ctx, s.n)
     end
   end
-  redis.call('HSET', taskKey, 'status', newStatus)
-  start_ready(ctx)
-  -- The events: step_started for each, the named one as the operator's retry.
-  for _, e in ipairs(ctx.events) do
-    if e.step == spec.n and e.type == 'step_started' then e.type, e.reason, e.status = 'step_retried', 'operator retry', newStatus end
-  end
   -- A task that failed (by its deadline or otherwise) gets a new life without its deadline; a running
   -- task keeps it.
   if taskStatus == 'failed' then
     redis.call('HDEL', taskKey, 'deadlineAt')
     redis.call('ZREM', deadlinesKey, deadline_member(taskId, TASK_DEADLINE))
   end
-end
-if taskStatus ~= newStatus then
-  redis.call('HSET', taskKey, 'status', newStatus)
-  redis.call('HDEL', taskKey, 'finishedAt')
-  if not compensation then redis.call('HDEL', taskKey, 'error') end
-  redis.call('ZREM', ctx.finished.zset, taskId)
-end
-redis.call('HSET', taskKey, 'updatedAt', ctx.now)
--- Close the task's open alerts (their ids start with "<taskId>:").
-local prefix = taskId .. ':'
-for _, field in ipairs(redis.call('HKEYS', alertsKey)) do
-  if string.sub(field, 1, #prefix) == prefix then redis.call('HDEL', alertsKey, field) end
+  -- Readiness may start the step, skip it (its condition, on a corrected input, is now false) — and then
+  -- the task may be done — or fail it again.
+  if start_ready(ctx) then finish_task(ctx, 'completed') end
+  -- The events: step_started for each, the named one as the operator's retry.
+  for _, e in ipairs(ctx.events) do
+    if e.step == spec.n and e.type == 'step_started' then e.type, e.reason, e.status = 'step_retried', 'operator retry', newStatus end
+  end
 end
 flush(ctx)
-return reply(OK, ctx, { lockEpoch = lockEpoch, status = newStatus, step = spec.n })
+return reply(OK, ctx, { lockEpoch = lockEpoch, step = spec.n })

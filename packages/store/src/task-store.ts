@@ -119,7 +119,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'createTask',
-      [k.task(a.taskId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact],
+      [k.task(a.taskId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox],
       [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -303,7 +303,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'retryStep',
-      [k.task(a.taskId), b.deadlines, b.finished, b.alerts, a.lease.key, b.compact],
+      [k.task(a.taskId), b.deadlines, b.finished, b.alerts, a.lease.key, b.compact, b.alertOutbox],
       [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms],
     )) as unknown[];
     const code = Number(reply[0]);

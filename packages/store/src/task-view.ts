@@ -37,6 +37,8 @@ export interface StepRecord {
   startedAt?: number;
   finishedAt?: number;
   error?: string;
+  /** Why a skipped step was skipped (decision 0019). */
+  reason?: string;
   order?: number;
   circuitCount?: number;
   giveUpAt?: number;
@@ -95,6 +97,7 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
     if (rec.lockedBy) s.lockedBy = rec.lockedBy;
     if (rec.completeBy !== undefined) s.completeBy = rec.completeBy;
     if (rec.error) s.error = rec.error;
+    if (rec.reason) s.reason = rec.reason;
     if (rec.circuitCount) s.circuitCount = rec.circuitCount;
     if (rec.giveUpAt !== undefined) s.giveUpAt = rec.giveUpAt;
     s.effect = rec.effect ?? 'none';
@@ -212,6 +215,8 @@ export function compactTaskView(taskId: string, h: TaskHash, plan: readonly Plan
     const s = stepState(p, rec, h[`o:${p.n}`]);
     const error = str(`e:${p.n}`);
     if (error) s.error = error;
+    const reason = str(`r:${p.n}`);
+    if (reason) s.reason = reason;
     if (rec.comp) {
       const compError = str(`ce:${p.n}`);
       s.compensation = { agent: p.c?.a ?? '', ...rec.comp, ...(compError ? { error: compError } : {}) };

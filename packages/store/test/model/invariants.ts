@@ -64,13 +64,18 @@ export async function checkInvariants(w: { sys: RealSystem; raised: Map<string, 
       if (rec.status === 'processing') processing++;
       if (rec.status === 'compensating') compensating++;
 
-      // Order: a step starts only after its dependencies are processed.
-      if (rec.attempt > 0) {
+      // Order: a step starts (or is skipped) only after its dependencies are done: processed or skipped (decision 0019).
+      if (rec.attempt > 0 || rec.status === 'skipped') {
         for (const d of p.d) {
           const dep = t.recs.get(d)!;
-          if (dep.order === undefined) out.push(`order: ${id}/${p.n} started (attempt ${rec.attempt}) but its dependency ${d} was never processed (${dep.status})`);
-          if (rec.attempt > (was?.attempt ?? 0) && dep.status !== 'processed') out.push(`order: ${id}/${p.n} started in this transition while its dependency ${d} is ${dep.status}`);
+          if (dep.order === undefined && dep.status !== 'skipped') out.push(`order: ${id}/${p.n} became ready (attempt ${rec.attempt}, ${rec.status}) but its dependency ${d} was never processed nor skipped (${dep.status})`);
+          const newly = rec.attempt > (was?.attempt ?? 0) || (rec.status === 'skipped' && was?.status !== 'skipped');
+          if (newly && dep.status !== 'processed' && dep.status !== 'skipped') out.push(`order: ${id}/${p.n} became ready in this transition while its dependency ${d} is ${dep.status}`);
         }
+      }
+      // A skipped step never ran: no attempt, no effect, no compensation, and a reason (decision 0019 §9.1).
+      if (rec.status === 'skipped' && (rec.attempt !== 0 || (rec.effect ?? 'none') !== 'none' || rec.comp || !rec.reason)) {
+        out.push(`skipped: ${id}/${p.n} is skipped but has attempt ${rec.attempt}, effect ${rec.effect ?? 'none'}, compensation ${JSON.stringify(rec.comp)}, reason ${JSON.stringify(rec.reason)}`);
       }
 
       // Compensations: only for a step that declares one and whose effect is not 'none'.

@@ -1,6 +1,8 @@
 // A pure reference model of the task/step state machine, written from decisions 0009 and 0010 (and
 // 0001/0007), not from the Lua: the model-based test runs it side by side with the real transitions and
 // compares.
+import { evaluate } from '@triad/core';
+import type { Predicate } from '@triad/protocol';
 // Where the decisions leave a detail open, the comment at that spot says so and how it was settled.
 
 export type Effect = 'none' | 'unknown' | 'applied';
@@ -15,7 +17,9 @@ export type StepStatus =
   | 'abandoned'
   | 'compensating'
   | 'compensated'
-  | 'compensation_failed';
+  | 'compensation_failed'
+  /** Its `when` was false when it became ready (decision 0019 R1): done, no output, effect none. */
+  | 'skipped';
 export type TaskStatus = 'running' | 'completed' | 'failed' | 'compensating' | 'compensated' | 'cancelled' | 'compensation_failed';
 export type AlertKind = 'step_error' | 'step_failed' | 'compensation_failed' | 'task_deadline';
 
@@ -38,6 +42,8 @@ export interface StepSpec {
   agent: string;
   run: PhaseSpec;
   comp?: PhaseSpec & { agent: string };
+  /** Its condition (decision 0019 §1.4): evaluated over the task input and the outputs when the step becomes ready. */
+  when?: Predicate;
 }
 
 export interface TaskSpec {
@@ -80,6 +86,11 @@ export interface StepM {
   order?: number;
   /** When the run was processed (the undo's order for processed steps). */
   processedAt?: number;
+  /** The output of its last successful run (a condition may read it). */
+  output?: unknown;
+  /** Skipped: when, and why (the condition's reason). */
+  skippedAt?: number;
+  reason?: string;
 }
 
 export interface Alert {
@@ -96,6 +107,8 @@ export interface TaskM {
   /** The submitting client (decision 0010). */
   client: string;
   spec: TaskSpec;
+  /** The task input, as submitted (conditions read it). */
+  input: unknown;
   status: TaskStatus;
   endAs?: 'compensated' | 'cancelled';
   deadlineAt?: number;
@@ -140,7 +153,8 @@ export type Outcome =
   | { code: 'invalid' };
 
 export type ResultOutcome =
-  | { type: 'ok' }
+  /** `total`: a field of the output a condition may read (absent: the output is { ok: true }). */
+  | { type: 'ok'; total?: number }
   | { type: 'permanent'; effect: 'none' | 'unknown' }
   | { type: 'retryable'; effect: 'none' | 'unknown' }
   | { type: 'circuit_open'; effect: 'none' | 'unknown'; retryAfterMs: number };
@@ -150,6 +164,18 @@ export type ResultOutcome =
  * 0010). A compensation result for a step that declares none is left open by the decision; settled from
  * the Lua: it is checked against the run's agent (and is then stale: no compensation runs).
  */
+/** The output a successful run stores (the runner encodes the same object). */
+export function okOutput(outcome: ResultOutcome): unknown {
+  return outcome.type === 'ok' && outcome.total !== undefined ? { ok: true, total: outcome.total } : { ok: true };
+}
+
+/** The outputs a condition may read: those of the steps that ran to the end. */
+function outputsOf(t: TaskM): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const s of t.steps.values()) if (s.output !== undefined) out[s.spec.name] = s.output;
+  return out;
+}
+
 export function expectedAgent(s: StepM, kind: Kind): string {
   return kind === 'compensate' && s.spec.comp ? s.spec.comp.agent : s.spec.agent;
 }
@@ -245,11 +271,12 @@ export class Model {
 
   // ---------------------------------------------------------------- transitions
 
-  create(id: string, client: string, spec: TaskSpec, now: number): Outcome {
+  create(id: string, client: string, spec: TaskSpec, now: number, input: unknown = {}): Outcome {
     const t: TaskM = {
       id,
       client,
       spec,
+      input,
       status: 'running',
       createdAt: now,
       updatedAt: now,
@@ -300,6 +327,7 @@ export class Model {
     } else if (outcome.type === 'ok') {
       s.status = 'processed';
       s.processedAt = tx.now;
+      s.output = okOutput(outcome);
       raise(s, 'applied');
       s.order = ++t.doneSeq;
       // A drain: processed, output kept, nothing downstream starts; the undo goes on.
@@ -439,10 +467,12 @@ export class Model {
         }
       }
       t.status = 'running';
-      this.startReady(tx);
+      delete t.finishedAt;
       if (failedTask) delete t.deadlineAt;
+      // Readiness may complete the task at once (the step is skipped now).
+      this.startReady(tx);
     }
-    delete t.finishedAt;
+    if (t.status === 'compensating') delete t.finishedAt;
     for (const id of [...this.openAlerts.keys()]) if (id.startsWith(`${t.id}:`)) this.openAlerts.delete(id);
     return this.applied(tx);
   }
@@ -611,17 +641,34 @@ export class Model {
     this.start(tx, chosen, 'compensate');
   }
 
-  /** Starts every pending step whose dependencies are all processed; completes the task when all are. */
+  /**
+   * Readiness (decision 0019 §2.4 R1): every pending step whose dependencies are all done (processed or
+   * skipped) is skipped when its condition is false, started otherwise; passes in plan order repeat
+   * while one skipped a step (a skip can make a step earlier in the plan ready). The task completes
+   * when every step is done.
+   */
   private startReady(tx: Tx): void {
     const t = tx.t;
     const steps = [...t.steps.values()];
-    if (steps.every((s) => s.status === 'processed')) {
-      this.finish(tx, 'completed');
-      return;
+    const done = (s: StepM | undefined): boolean => s !== undefined && (s.status === 'processed' || s.status === 'skipped');
+    for (let pass = 0; pass <= steps.length; pass++) {
+      let skipped = false;
+      for (const s of steps) {
+        if (s.status !== 'pending' || !s.spec.dependsOn.every((d) => done(t.steps.get(d)))) continue;
+        // A condition decides once, before the first attempt: a step that ran (a retry of it) runs again.
+        const verdict = s.spec.when && s.run.attempt === 0 ? evaluate(s.spec.when, t.input, outputsOf(t)) : { holds: true };
+        if (verdict.holds) {
+          this.start(tx, s, 'run');
+        } else {
+          s.status = 'skipped';
+          s.skippedAt = tx.now;
+          s.reason = verdict.reason ?? '';
+          skipped = true;
+        }
+      }
+      if (!skipped) break;
     }
-    for (const s of steps) {
-      if (s.status === 'pending' && s.spec.dependsOn.every((d) => t.steps.get(d)?.status === 'processed')) this.start(tx, s, 'run');
-    }
+    if (steps.every(done)) this.finish(tx, 'completed');
   }
 
   private finish(tx: Tx, status: TaskStatus): void {

@@ -244,8 +244,11 @@ export function resolve(w: World, op: Op): Resolved | undefined {
 
 const effectArb = fc.constantFrom<'none' | 'unknown'>('none', 'unknown');
 
+/** A success; sometimes with a total a condition reads (decision 0019's when-output shape). */
+const okArb: fc.Arbitrary<ResultOutcome> = fc.constantFrom<ResultOutcome>({ type: 'ok' }, { type: 'ok' }, { type: 'ok', total: 50 }, { type: 'ok', total: 150 });
+
 export const outcomeArb: fc.Arbitrary<ResultOutcome> = fc.oneof(
-  { arbitrary: fc.constant<ResultOutcome>({ type: 'ok' }), weight: 4 },
+  { arbitrary: okArb, weight: 4 },
   { arbitrary: fc.record({ type: fc.constant('permanent' as const), effect: effectArb }), weight: 1 },
   { arbitrary: fc.record({ type: fc.constant('retryable' as const), effect: effectArb }), weight: 2 },
   { arbitrary: fc.record({ type: fc.constant('circuit_open' as const), effect: effectArb, retryAfterMs: fc.constantFrom(50, 200, 800) }), weight: 2 },
@@ -260,9 +263,11 @@ const choiceArb: fc.Arbitrary<PlanChoice> = fc
     comp: ladderArb,
     giveUpMs: fc.option(fc.constantFrom(250, 600), { nil: undefined }),
     compGiveUpMs: fc.option(fc.constantFrom(200, 500), { nil: undefined }),
+    amount: fc.option(fc.constantFrom(10, 1000, 2000), { nil: undefined }),
   })
   .map((c) => {
     const out: PlanChoice = { shape: c.shape, run: c.run, comp: c.comp };
+    if (c.amount !== undefined) out.amount = c.amount;
     if (c.giveUpMs !== undefined) out.giveUpMs = c.giveUpMs;
     if (c.compGiveUpMs !== undefined) out.compGiveUpMs = c.compGiveUpMs;
     return out;

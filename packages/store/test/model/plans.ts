@@ -1,6 +1,6 @@
 // The fixed small workflows the model-based test submits, with the ladders a submission chooses, as
 // the real definition (compiled by core, as the scheduler does) and as the model's own task spec.
-import type { WorkflowDefinitionInput } from '@triad/protocol';
+import type { Predicate, WorkflowDefinitionInput } from '@triad/protocol';
 import { compilePlan, validateDefinition, type PlanStep } from '@triad/core';
 import { defaultGiveUpMs, type PhaseSpec, type TaskSpec } from './model.js';
 
@@ -15,11 +15,18 @@ export interface PlanChoice {
   giveUpMs?: number;
   /** giveUpAfterMs of every compensation phase, when set. */
   compGiveUpMs?: number;
+  /** The task input's amount (conditions read it); absent: the input is {}. */
+  amount?: number;
+}
+
+/** The task input a submission of `choice` carries. */
+export function taskInput(choice: PlanChoice): Record<string, unknown> {
+  return choice.amount !== undefined ? { amount: choice.amount } : {};
 }
 
 interface Shape {
   name: string;
-  steps: { name: string; dependsOn: string[]; compensate: boolean }[];
+  steps: { name: string; dependsOn: string[]; compensate: boolean; when?: Predicate }[];
   onFailure: 'error' | 'compensate';
   deadlineMs?: number;
 }
@@ -82,6 +89,29 @@ export const SHAPES: readonly Shape[] = [
       { name: 'c', dependsOn: ['a'], compensate: true },
     ],
   },
+  // Decision 0019 §9.1: conditions on the input (a skipped step between two that run, its dependents
+  // run; never compensated) and on an output (the result op picks a's total), and a root step skipped
+  // at creation.
+  {
+    name: 'when-input',
+    onFailure: 'compensate',
+    steps: [
+      { name: 'a', dependsOn: [], compensate: true },
+      { name: 'b', dependsOn: ['a'], compensate: true, when: { input: 'amount', gt: 1000 } },
+      { name: 'c', dependsOn: ['b'], compensate: true },
+    ],
+  },
+  {
+    name: 'when-output',
+    onFailure: 'error',
+    deadlineMs: 900,
+    steps: [
+      { name: 'a', dependsOn: [], compensate: false },
+      { name: 'b', dependsOn: ['a'], compensate: true, when: { output: 'a.total', gte: 100 } },
+      { name: 'c', dependsOn: ['b'], compensate: false },
+      { name: 'd', dependsOn: [], compensate: false, when: { any: [{ input: 'amount', lte: 1000 }, { input: 'amount', exists: false }] } },
+    ],
+  },
 ];
 
 /** The agent types of a step's run and compensation: one per phase, so a result on another's subject is forged. */
@@ -103,6 +133,7 @@ export function definition(choice: PlanChoice): WorkflowDefinitionInput {
       agent: runAgent(s.name),
       budgetMs: RUN_BUDGET_MS,
       dependsOn: s.dependsOn,
+      ...(s.when ? { when: s.when } : {}),
       ladder: ladder(choice.run),
       ...(choice.giveUpMs !== undefined ? { giveUpAfterMs: choice.giveUpMs } : {}),
       ...(s.compensate
@@ -146,6 +177,7 @@ export function modelSpec(choice: PlanChoice): TaskSpec {
       name: s.name,
       dependsOn: [...s.dependsOn],
       agent: runAgent(s.name),
+      ...(s.when ? { when: s.when } : {}),
       run: phase(RUN_BUDGET_MS, choice.run, choice.giveUpMs),
       ...(s.compensate ? { comp: { ...phase(COMP_BUDGET_MS, choice.comp, choice.compGiveUpMs), agent: compAgent(s.name) } } : {}),
     })),

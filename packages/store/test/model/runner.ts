@@ -4,9 +4,9 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Redis } from 'ioredis';
 import { encode, ErrorCode, TriadError } from '@triad/protocol';
 import type { Dispatch as RealDispatch } from '../../src/index.js';
-import { expectedAgent, Model, type Dispatch, type Outcome, type ResultOutcome, type StepM, type TaskM } from './model.js';
+import { expectedAgent, Model, okOutput, type Dispatch, type Outcome, type ResultOutcome, type StepM, type TaskM } from './model.js';
 import { attemptKey, resolve, type AppliedResult, type Op, type World } from './ops.js';
-import { modelSpec, realPlan, type PlanChoice } from './plans.js';
+import { modelSpec, realPlan, taskInput, type PlanChoice } from './plans.js';
 import { readDeadlines, readTask, realSystem, snapshot, type RealSystem, type RealTask } from './real.js';
 import { compareState } from './compare.js';
 import { checkInvariants } from './invariants.js';
@@ -138,7 +138,7 @@ async function check(env: Env, label: string, after: Map<string, RealTask>): Pro
 function realOutcome(o: ResultOutcome) {
   switch (o.type) {
     case 'ok':
-      return { ok: true as const, output: encode({ ok: true }) };
+      return { ok: true as const, output: encode(okOutput(o)) };
     case 'permanent':
       return { ok: false as const, message: 'permanent failure', retryable: false, effect: o.effect };
     case 'retryable':
@@ -218,7 +218,7 @@ function createTask(env: Env, id: string, op: { choice: PlanChoice }, client: st
     taskId: id,
     workflow: 'w',
     version: 1,
-    input: encode({}),
+    input: encode(taskInput(op.choice)),
     plan: real.plan,
     onFailure: real.onFailure,
     ...(real.deadlineMs !== undefined ? { deadlineMs: real.deadlineMs } : {}),
@@ -261,7 +261,7 @@ export async function execute(env: Env, op: Op): Promise<void> {
           if (!res.created) throw new Error(`createTask ${id}: the task already existed (${res.status}, client ${res.client})`);
           return { code: 'applied', dispatch: res.transition.dispatch, client: res.transition.client };
         },
-        () => model.create(id, client, spec, now),
+        () => model.create(id, client, spec, now, taskInput(op.choice)),
         op.publish,
       );
       return;

@@ -7,6 +7,7 @@ import { useState } from 'preact/hooks';
 import { attemptsFromEvents, TERMINAL_TASK, type Identity } from '../../dashboard/view.js';
 import { api, dateTime, ms, time, type Live } from '../api.js';
 import { Dag } from '../dag.js';
+import { stepDetail } from '../../step-detail.js';
 
 const RETRYABLE_STEP = new Set(['failed', 'error', 'parked', 'abandoned']);
 
@@ -45,10 +46,10 @@ export function TaskPage({ taskId, me, live }: { taskId: string; me: Identity | 
     <h2>Steps</h2>
     <div class="scroll"><${Dag} steps=${detail.steps} /></div>
     <table class="list" id="steps">
-      <thead><tr><th>Step</th><th>Agent</th><th>Status</th><th>Attempt</th><th>Failures</th><th>Locked by</th><th>Complete by</th><th>Error</th></tr></thead>
+      <thead><tr><th>Step</th><th>Agent</th><th>Status</th><th>Attempt</th><th>Failures</th><th>Locked by</th><th>Complete by</th><th>Error</th><th>Detail</th></tr></thead>
       <tbody>${t.steps.map((s) => html`<tr data-step=${s.name} data-status=${s.status}>
         <td>${s.name}</td><td>${s.agent}</td><td><span class=${`badge st-${s.status}`}>${s.status}</span></td><td>${s.attempt}</td><td>${s.failureCount}</td>
-        <td>${s.lockedBy ?? ''}</td><td>${time(s.completeBy)}</td><td class="err">${s.error ?? ''}</td></tr>`)}</tbody>
+        <td>${s.lockedBy ?? ''}</td><td>${time(s.completeBy)}</td><td class="err">${s.error ?? ''}</td><td class="detail">${stepDetail(s) ?? ''}</td></tr>`)}</tbody>
     </table>
     ${me?.canAct && failedSteps.length > 0 ? html`<${RetryForm} taskId=${t.taskId} steps=${failedSteps.map((s) => s.name)} input=${t.input} onDone=${(m: string) => setNotice(m)} onProblem=${setProblem} />` : null}
     <h2>Attempts</h2>
