@@ -22,7 +22,7 @@ import { TriadClient } from '@triad/client';
 import { workflow } from '@triad/core';
 import { decodeResults, encode, loadConfig, type StepResult } from '@triad/protocol';
 import { Scheduler } from '@triad/scheduler';
-import { Leases, TaskStore, WorkflowStore, connectRedis } from '@triad/store';
+import { Leases, TaskStore, connectRedis } from '@triad/store';
 import { Supervisor } from '@triad/supervisor';
 import { startNats, startRedis, uniqueNamespace, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 
@@ -89,7 +89,6 @@ describe('tracing', () => {
     const scheduler = new Scheduler({
       bus: await connect('trace-scheduler'),
       tasks: new TaskStore(redisConn, namespace),
-      workflows: new WorkflowStore(redisConn, namespace),
       leases: new Leases(redisConn, namespace),
     });
     await scheduler.start();

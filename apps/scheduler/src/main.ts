@@ -5,7 +5,7 @@
 import { connectBus, serviceInboxPrefix } from '@triad/bus';
 import { Scheduler } from '@triad/scheduler';
 import { runService } from '@triad/service';
-import { Leases, TaskStore, WorkflowStore, connectStore } from '@triad/store';
+import { Leases, TaskStore, connectStore } from '@triad/store';
 
 runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
   const redis = await connectStore(config.redis, {}, { onFatal: fail });
@@ -15,7 +15,6 @@ runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
   const scheduler = new Scheduler({
     bus,
     tasks: new TaskStore(redis, config.namespace, { waitReplicas: config.redisWaitReplicas, waitMs: config.redisWaitMs }),
-    workflows: new WorkflowStore(redis, config.namespace),
     leases: new Leases(redis, config.namespace),
     logger: log,
   });

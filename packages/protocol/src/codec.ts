@@ -170,3 +170,158 @@ export function unpackLeading(bytes: Uint8Array): unknown {
   if (!read) throw new Error('no msgpack value');
   return first;
 }
+
+/**
+ * Bytes that are already one msgpack value, embedded as they are by encodeMap: a payload (a task input, a
+ * step output) carried through the scheduler without being decoded and encoded again.
+ */
+export class RawMsgpack {
+  constructor(readonly bytes: Uint8Array) {}
+}
+
+/** msgpackr's encoding of `undefined` (fixext 1, type 0), which encode() writes for an absent value. */
+const UNDEFINED_BYTES = [0xd4, 0x00, 0x00];
+
+/** Whether stored payload bytes hold no value: empty, or `undefined` as encode() writes it. */
+export function isAbsentValue(bytes: Uint8Array | undefined): boolean {
+  return bytes === undefined || bytes.length === 0 || (bytes.length === 3 && bytes.every((b, i) => b === UNDEFINED_BYTES[i]));
+}
+
+/**
+ * Encodes a map from its entries, in order; a RawMsgpack value is written as its bytes, any other value as
+ * encode() writes it (integers as integers), and an undefined one is left out. Refuses (TriadError
+ * PAYLOAD_TOO_LARGE) anything over the size limit, as encode() does.
+ */
+export function encodeMap(entries: Iterable<readonly [string, unknown]>, maxBytes: number = DEFAULT_MAX_MESSAGE_BYTES): Uint8Array {
+  const parts: Uint8Array[] = [];
+  let count = 0;
+  for (const [key, value] of entries) {
+    if (value === undefined) continue;
+    count++;
+    parts.push(packr.pack(key), value instanceof RawMsgpack ? value.bytes : packr.pack(integersAsIntegers(value)));
+  }
+  const header = count < 16 ? Uint8Array.of(0x80 | count) : count < 0x10000 ? Uint8Array.of(0xde, count >> 8, count & 0xff) : Uint8Array.of(0xdf, count >>> 24, (count >> 16) & 0xff, (count >> 8) & 0xff, count & 0xff);
+  const size = parts.reduce((n, p) => n + p.length, header.length);
+  if (size > maxBytes) {
+    throw new TriadError(
+      ErrorCode.PayloadTooLarge,
+      `message is ${size} bytes, over the limit of ${maxBytes}: keep inputs and outputs small and pass large data by reference (a URL or a key)`,
+    );
+  }
+  const out = Buffer.allocUnsafe(size);
+  out.set(header, 0);
+  let at = header.length;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/**
+ * The bytes of the value under `key` in the msgpack map `bytes` (top level), without decoding it — a view
+ * of `bytes`, not a copy; undefined when `bytes` is not a map or has no such key. For bytes that were
+ * already decoded and validated (a submission, a result): it trusts their structure and throws a
+ * RangeError on a truncated or malformed value rather than returning a wrong slice.
+ */
+export function msgpackField(bytes: Uint8Array, key: string): Uint8Array | undefined {
+  const r = new MsgpackCursor(bytes);
+  const pairs = r.mapHeader();
+  if (pairs === undefined) return undefined;
+  for (let i = 0; i < pairs; i++) {
+    const k = r.stringOrSkip();
+    const start = r.at;
+    r.skip();
+    if (k === key) return bytes.subarray(start, r.at);
+  }
+  return undefined;
+}
+
+const utf8 = new TextDecoder();
+
+/** Walks msgpack bytes value by value: enough to find a map's field without decoding the rest. */
+class MsgpackCursor {
+  at = 0;
+  constructor(private readonly b: Uint8Array) {}
+
+  private byte(): number {
+    const v = this.b[this.at];
+    if (v === undefined) throw new RangeError(`msgpack value truncated at byte ${this.at}`);
+    this.at++;
+    return v;
+  }
+
+  private uint(n: 1 | 2 | 4): number {
+    let v = 0;
+    for (let i = 0; i < n; i++) v = v * 256 + this.byte();
+    return v;
+  }
+
+  private advance(n: number): void {
+    if (this.at + n > this.b.length) throw new RangeError(`msgpack value truncated at byte ${this.at}`);
+    this.at += n;
+  }
+
+  /** A map's pair count, or undefined (cursor unmoved) when the value here is not a map. */
+  mapHeader(): number | undefined {
+    const t = this.b[this.at];
+    if (t === undefined) return undefined;
+    if (!((t >= 0x80 && t <= 0x8f) || t === 0xde || t === 0xdf)) return undefined;
+    this.at++;
+    return t === 0xde ? this.uint(2) : t === 0xdf ? this.uint(4) : t & 0x0f;
+  }
+
+  /** The string here (and moves past it), or skips a value of another type and returns undefined. */
+  stringOrSkip(): string | undefined {
+    const t = this.b[this.at];
+    const fix = t !== undefined && t >= 0xa0 && t <= 0xbf;
+    if (!fix && t !== 0xd9 && t !== 0xda && t !== 0xdb) {
+      this.skip();
+      return undefined;
+    }
+    this.at++;
+    const len = fix ? t & 0x1f : this.uint(t === 0xd9 ? 1 : t === 0xda ? 2 : 4);
+    const start = this.at;
+    this.advance(len);
+    return utf8.decode(this.b.subarray(start, this.at));
+  }
+
+  /** Moves past one whole value (containers included), iteratively. */
+  skip(): void {
+    for (let pending = 1; pending > 0; pending--) {
+      const t = this.byte();
+      if (t <= 0x7f || t >= 0xe0 || t === 0xc0 || t === 0xc2 || t === 0xc3) continue;
+      if (t <= 0x8f) pending += 2 * (t & 0x0f);
+      else if (t <= 0x9f) pending += t & 0x0f;
+      else if (t <= 0xbf) this.advance(t & 0x1f);
+      else
+        switch (t) {
+          case 0xc4: this.advance(this.uint(1)); break;
+          case 0xc5: this.advance(this.uint(2)); break;
+          case 0xc6: this.advance(this.uint(4)); break;
+          case 0xc7: this.advance(this.uint(1) + 1); break;
+          case 0xc8: this.advance(this.uint(2) + 1); break;
+          case 0xc9: this.advance(this.uint(4) + 1); break;
+          case 0xca: this.advance(4); break;
+          case 0xcb: this.advance(8); break;
+          case 0xcc: case 0xd0: this.advance(1); break;
+          case 0xcd: case 0xd1: this.advance(2); break;
+          case 0xce: case 0xd2: this.advance(4); break;
+          case 0xcf: case 0xd3: this.advance(8); break;
+          case 0xd4: this.advance(2); break;
+          case 0xd5: this.advance(3); break;
+          case 0xd6: this.advance(5); break;
+          case 0xd7: this.advance(9); break;
+          case 0xd8: this.advance(17); break;
+          case 0xd9: this.advance(this.uint(1)); break;
+          case 0xda: this.advance(this.uint(2)); break;
+          case 0xdb: this.advance(this.uint(4)); break;
+          case 0xdc: pending += this.uint(2); break;
+          case 0xdd: pending += this.uint(4); break;
+          case 0xde: pending += 2 * this.uint(2); break;
+          case 0xdf: pending += 2 * this.uint(4); break;
+          default: throw new RangeError(`byte 0x${t.toString(16)} at ${this.at - 1} starts no msgpack value`);
+        }
+    }
+  }
+}

@@ -126,7 +126,7 @@ export {
   type ApiReply,
   type ClientLimit,
 } from './messages.js';
-export { encode, decode, decodeOrThrow, validate, unpackLeading, unpackTrusted, unpackUntrusted, integersAsIntegers, DEFAULT_MAX_MESSAGE_BYTES, MAX_NESTING_DEPTH, MAX_LISTED_ISSUES, MAX_ISSUE_CHARS, type Decoded } from './codec.js';
+export { encode, encodeMap, msgpackField, isAbsentValue, RawMsgpack, decode, decodeOrThrow, validate, unpackLeading, unpackTrusted, unpackUntrusted, integersAsIntegers, DEFAULT_MAX_MESSAGE_BYTES, MAX_NESTING_DEPTH, MAX_LISTED_ISSUES, MAX_ISSUE_CHARS, type Decoded } from './codec.js';
 export { loadConfig, ConfigSchema, type Config } from './config.js';
 export {
   CONNECTION_VARIABLES,

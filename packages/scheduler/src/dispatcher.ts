@@ -6,7 +6,7 @@
  */
 import { publishDurable, sendTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
-import { encode, unpackTrusted, type RegisteredWorkflow, type StepKind, type StepRequest } from '@triad/protocol';
+import { RawMsgpack, encodeMap, isAbsentValue, type RegisteredWorkflow, type StepKind } from '@triad/protocol';
 import { countTaskEnd } from '@triad/telemetry';
 import { toTaskEvent, type Transition } from '@triad/store';
 
@@ -14,41 +14,52 @@ export function stepMessageId(taskId: string, step: string, kind: StepKind, atte
   return `${taskId}:${step}:${kind}:${attempt}`;
 }
 
+/** A step request ready to publish: its agent type (the subject), its message id and its encoded bytes. */
+export interface StepRequestMessage {
+  agent: string;
+  step: string;
+  kind: StepKind;
+  attempt: number;
+  messageId: string;
+  bytes: Uint8Array;
+}
+
 /**
- * The step requests one transition dispatches, as agents receive them: the task input and the outputs
- * each step declares it needs unpacked, its retry policy, and for a compensation the key of the run it
- * undoes. Pure; `Dispatcher.publish` sends them.
+ * The step requests one transition dispatches, encoded as agents receive them (a StepRequest): the task
+ * input and the outputs each step declares it needs are embedded as the bytes the store holds — never
+ * decoded here — with the step's retry policy, and for a compensation the key of the run it undoes.
+ * Pure; `Dispatcher.publish` sends them. Throws PAYLOAD_TOO_LARGE for a request over the message limit.
  */
-export function stepRequests(namespace: string, taskId: string, wf: RegisteredWorkflow, t: Transition, now: number): StepRequest[] {
+export function stepRequestMessages(namespace: string, taskId: string, wf: RegisteredWorkflow, t: Transition, now: number): StepRequestMessage[] {
   if (t.dispatch.length === 0) return [];
-  const input = t.input && t.input.length > 0 ? unpackTrusted(t.input) : undefined;
-  const outputs = new Map<string, unknown>();
-  for (const [name, bytes] of t.outputs) outputs.set(name, bytes.length > 0 ? unpackTrusted(bytes) : undefined);
+  const input = isAbsentValue(t.input) ? undefined : new RawMsgpack(t.input as Uint8Array);
   return t.dispatch.map((d) => {
     const def = wf.steps.find((s) => s.name === d.step);
     const retry = (d.kind === 'compensate' ? def?.compensate?.retry : def?.retry) ?? wf.defaults.retry;
-    const needs: Record<string, unknown> = {};
-    for (const n of d.needs) needs[n] = outputs.get(n);
-    const req: StepRequest = {
-      taskId,
-      workflow: wf.name,
-      version: wf.version,
-      step: d.step,
-      agent: d.agent,
-      kind: d.kind,
-      attempt: d.attempt,
-      idempotencyKey: idempotencyKey(namespace, taskId, d.step, d.kind),
-      completeBy: d.completeBy,
-      input,
-      needs,
-      dispatchedAt: now,
-    };
-    if (retry) req.retry = retry;
-    if (d.kind === 'compensate') {
-      req.undoes = idempotencyKey(namespace, taskId, d.step, 'run');
-      req.effect = d.effect ?? 'unknown';
+    const needs: [string, RawMsgpack][] = [];
+    for (const n of d.needs) {
+      const out = t.outputs.get(n);
+      if (!isAbsentValue(out)) needs.push([n, new RawMsgpack(out as Uint8Array)]);
     }
-    return req;
+    // The fields of StepRequest, in its order; undefined ones are left out.
+    const bytes = encodeMap([
+      ['taskId', taskId],
+      ['workflow', wf.name],
+      ['version', wf.version],
+      ['step', d.step],
+      ['agent', d.agent],
+      ['kind', d.kind],
+      ['attempt', d.attempt],
+      ['idempotencyKey', idempotencyKey(namespace, taskId, d.step, d.kind)],
+      ['completeBy', d.completeBy],
+      ['input', input],
+      ['needs', new RawMsgpack(encodeMap(needs))],
+      ['dispatchedAt', now],
+      ['retry', retry],
+      ['undoes', d.kind === 'compensate' ? idempotencyKey(namespace, taskId, d.step, 'run') : undefined],
+      ['effect', d.kind === 'compensate' ? (d.effect ?? 'unknown') : undefined],
+    ]);
+    return { agent: d.agent, step: d.step, kind: d.kind, attempt: d.attempt, messageId: stepMessageId(taskId, d.step, d.kind, d.attempt), bytes };
   });
 }
 
@@ -60,8 +71,8 @@ export class Dispatcher {
     // The transition's reply carries the task's createdAt (the process runs its own scripts): no read.
     countTaskEnd(this.bus.names.namespace, wf.name, t.events, t.createdAt, now);
     const work: Promise<unknown>[] = [];
-    for (const req of stepRequests(this.bus.names.namespace, taskId, wf, t, now)) {
-      work.push(publishDurable(this.bus, this.bus.names.subjects.step(req.agent), encode(req), stepMessageId(taskId, req.step, req.kind, req.attempt)));
+    for (const m of stepRequestMessages(this.bus.names.namespace, taskId, wf, t, now)) {
+      work.push(publishDurable(this.bus, this.bus.names.subjects.step(m.agent), m.bytes, m.messageId));
     }
     // Events are history, not state (decision 0001): sent without asking for JetStream's ack. Publishes
     // on one connection keep their order in the stream.

@@ -4,4 +4,4 @@
  */
 export { Scheduler, type SchedulerOptions, type SchedulerMetrics } from './scheduler.js';
 export { ApiServer } from './api.js';
-export { Dispatcher, stepMessageId, stepRequests } from './dispatcher.js';
+export { Dispatcher, stepMessageId, stepRequestMessages, type StepRequestMessage } from './dispatcher.js';

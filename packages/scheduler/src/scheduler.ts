@@ -18,7 +18,6 @@ import {
   type RunningConsumer,
   type TopologyOptions,
 } from '@triad/bus';
-import { compilePlan } from '@triad/core';
 import type { MsgHdrs } from '@nats-io/nats-core';
 import {
   ErrorCode,
@@ -31,6 +30,7 @@ import {
   decode,
   encode,
   isTerminal,
+  msgpackField,
   silentLogger,
   unpackLeading,
   type Logger,
@@ -41,15 +41,15 @@ import {
   type TaskEvent,
   type TaskEventBatch,
 } from '@triad/protocol';
-import { IntakeStore, isLeaseBusy, type LeaseClaim, type Leases, type TaskStore, type WorkflowStore } from '@triad/store';
+import { IntakeStore, isLeaseBusy, type LeaseClaim, type Leases, type TaskStore } from '@triad/store';
 import { ROOT_CONTEXT, SpanKind, contextFromHeaders, inSpan, triadMetrics, type Span } from '@triad/telemetry';
 import { ApiServer, unknownWorkflow } from './api.js';
 import { Dispatcher } from './dispatcher.js';
 
 export interface SchedulerOptions {
   bus: Bus;
+  /** The task store; its workflow store (`tasks.workflows`) is the process's one cache of versions and plans. */
   tasks: TaskStore;
-  workflows: WorkflowStore;
   /** Leases: each operation on a task holds the task's lease (taken inside its transition). */
   leases: Leases;
   /** Per-client submission rate limits (decision 0022); default: in the workflows' Redis. */
@@ -107,8 +107,8 @@ export class Scheduler {
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
     this.dispatcher = new Dispatcher(o.bus);
-    this.intake = o.intake ?? new IntakeStore(o.workflows.redis, o.bus.names.namespace, this.log);
-    this.api = new ApiServer(o.bus, o.tasks, o.workflows, this.intake, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log);
+    this.intake = o.intake ?? new IntakeStore(o.tasks.redis, o.bus.names.namespace, this.log);
+    this.api = new ApiServer(o.bus, o.tasks, o.tasks.workflows, this.intake, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log);
   }
 
   async start(): Promise<void> {
@@ -144,7 +144,7 @@ export class Scheduler {
   }
 
   private async workflow(name: string, version?: number): Promise<RegisteredWorkflow | undefined> {
-    return this.o.workflows.get(name, version);
+    return this.o.tasks.workflows.get(name, version);
   }
 
   /**
@@ -204,14 +204,11 @@ export class Scheduler {
       span.setAttributes({ 'triad.outcome': 'delayed', 'triad.delay_ms': waitMs });
       return { nakDelayMs: waitMs };
     }
-    const wf = await this.workflow(sub.workflow, sub.version);
-    if (!wf) return refuse(unknownWorkflow(sub.workflow, sub.version), { answerReplyTo: true, reason: 'unknown_workflow' });
-    let input: Uint8Array;
-    try {
-      input = encode(sub.input);
-    } catch (e) {
-      return refuse(e as TriadError, { answerReplyTo: true, reason: 'invalid' });
-    }
+    const compiled = await this.o.tasks.workflows.compiled(sub.workflow, sub.version);
+    if (!compiled) return refuse(unknownWorkflow(sub.workflow, sub.version), { answerReplyTo: true, reason: 'unknown_workflow' });
+    const wf = compiled.workflow;
+    // The input as the submission carries it (validated with it): stored and sent on as bytes, never encoded again.
+    const input = payloadBytes(data, 'input');
     return this.withTaskLease(sub.taskId, async (lease): Promise<Disposition> => {
       const now = Date.now();
       const created = await this.o.tasks.createTask({
@@ -220,7 +217,8 @@ export class Scheduler {
         workflow: wf.name,
         version: wf.version,
         input,
-        plan: compilePlan(wf),
+        plan: compiled.plan,
+        planJson: compiled.planJson,
         onFailure: wf.onFailure,
         ...(wf.deadlineMs !== undefined ? { deadlineMs: wf.deadlineMs } : {}),
         client,
@@ -318,7 +316,7 @@ export class Scheduler {
     const first = items[0];
     // A single result continues the trace of the attempt that sent it (its `traceparent` header); each
     // result of a batch continues its own, from the batch's `traceparents` (decision 0013).
-    if (single && first?.ok) return this.applyResultInSpan(first.value, agentType, deliveryCount, contextFromHeaders(headers), false);
+    if (single && first?.ok) return this.applyResultInSpan(first.value, first.bytes, agentType, deliveryCount, contextFromHeaders(headers), false);
     const settled = await Promise.allSettled(items.map((item) => this.applyBatched(item, agentType, subject, deliveryCount)));
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     // Redelivered whole: the results applied meanwhile are then rejected as stale, never applied twice.
@@ -341,7 +339,7 @@ export class Scheduler {
     }
     for (let tries = 0; ; tries++) {
       const parent = item.traceparent ? contextFromHeaders({ get: (k) => (k === 'traceparent' ? (item.traceparent ?? '') : '') }) : ROOT_CONTEXT;
-      const d = await this.applyResultInSpan(item.value, agentType, deliveryCount, parent, true);
+      const d = await this.applyResultInSpan(item.value, item.bytes, agentType, deliveryCount, parent, true);
       if (d === 'ack' || d === 'defer') return;
       if ('deadLetter' in d) {
         await deadLettered(d.deadLetter);
@@ -355,7 +353,7 @@ export class Scheduler {
     }
   }
 
-  private applyResultInSpan(r: StepResult, agentType: string, deliveryCount: number, parent: ReturnType<typeof contextFromHeaders>, batched: boolean): Promise<Disposition> {
+  private applyResultInSpan(r: StepResult, bytes: Uint8Array, agentType: string, deliveryCount: number, parent: ReturnType<typeof contextFromHeaders>, batched: boolean): Promise<Disposition> {
     const attributes = {
       'triad.namespace': this.o.bus.names.namespace,
       'triad.task_id': r.taskId,
@@ -367,7 +365,7 @@ export class Scheduler {
       'triad.batched': batched,
     };
     return inSpan('triad.result.apply', { kind: SpanKind.CONSUMER, attributes }, async (span) => {
-      const d = await this.applyResult(r, agentType, deliveryCount);
+      const d = await this.applyResult(r, bytes, agentType, deliveryCount);
       span.setAttribute('triad.disposition', typeof d === 'string' ? d : 'deadLetter' in d ? 'dead_letter' : 'retry_later');
       return d;
     }, parent);
@@ -380,7 +378,8 @@ export class Scheduler {
     if (result === 'stale') m.stepsEnded.inc({ namespace, agent: agentType, outcome: 'stale' });
   }
 
-  private async applyResult(r: StepResult, agentType: string, deliveryCount: number): Promise<Disposition> {
+  /** `bytes`: the result as the agent encoded it; its output is stored as those bytes, not encoded again. */
+  private async applyResult(r: StepResult, bytes: Uint8Array, agentType: string, deliveryCount: number): Promise<Disposition> {
     return this.withTaskLease(r.taskId, async (lease): Promise<Disposition> => {
       const now = Date.now();
       const outcome = await this.o.tasks
@@ -395,7 +394,7 @@ export class Scheduler {
           agentId: r.agentId,
           agentType,
           outcome: r.ok
-            ? { ok: true, output: encode(r.output) }
+            ? { ok: true, output: payloadBytes(bytes, 'output') }
             : {
                 ok: false,
                 message: r.error.message,
@@ -524,4 +523,14 @@ export class Scheduler {
     const ev: TaskEvent = { taskId, seq: 0, type: 'rejected', at: Date.now(), reason: err.message, error: err.toWire() };
     await publishTaskEvents(this.o.bus, client, taskId, [ev], replyTo);
   }
+}
+
+/**
+ * A payload field of a message that was decoded and validated (a submission's input, a result's output),
+ * as the sender encoded it: a copy of its bytes (the message buffer is the client library's), or what
+ * encode() writes for an absent value.
+ */
+function payloadBytes(message: Uint8Array, field: 'input' | 'output'): Uint8Array {
+  const raw = msgpackField(message, field);
+  return raw ? Buffer.from(raw) : encode(undefined);
 }

@@ -11,7 +11,7 @@ import {
   type TaskStatus,
   type TaskSummary,
 } from '@triad/protocol';
-import { compilePlan, type PlanStep } from '@triad/core';
+import type { PlanStep } from '@triad/core';
 import { keys, parseDeadlineMember, type BucketKeys, type Keys } from './keys.js';
 import { fenceBuckets } from './fence.js';
 import type { LeaseClaim } from './leases.js';
@@ -30,6 +30,8 @@ export interface CreateTaskArgs {
   input: Uint8Array;
   replyTo?: string;
   plan: PlanStep[];
+  /** `plan` as JSON, when the caller has it already (WorkflowStore.compiled): not serialised again. */
+  planJson?: string;
   onFailure: FailurePolicy;
   /** The workflow's deadlineMs: the task is stopped this long after it is accepted (decision 0009). */
   deadlineMs?: number;
@@ -74,12 +76,14 @@ export interface StoreOptions {
   waitReplicas?: number;
   /** How long WAIT waits for them, ms (TRIAD_REDIS_WAIT_MS; default 1000). */
   waitMs?: number;
+  /** The process's workflow store (its one cache of versions and plans); default: a new one on the same Redis. */
+  workflows?: WorkflowStore;
 }
 
 export class TaskStore {
   readonly keys: Keys;
-  /** Pinned definitions, read for compacted tasks (whose record no longer carries the plan). */
-  private workflows: WorkflowStore | undefined;
+  /** Pinned definitions and their plans: for compacted tasks (whose record no longer carries the plan) and retry commands. */
+  readonly workflows: WorkflowStore;
 
   /** Replicas that must acknowledge a task's creation before it is confirmed (Redis WAIT, decision 0015). */
   private readonly waitReplicas: number;
@@ -91,6 +95,7 @@ export class TaskStore {
     options: StoreOptions = {},
   ) {
     this.keys = keys(namespace);
+    this.workflows = options.workflows ?? new WorkflowStore(redis, namespace);
     this.waitReplicas = options.waitReplicas ?? 0;
     this.waitMs = options.waitMs ?? 1_000;
   }
@@ -120,7 +125,7 @@ export class TaskStore {
       this.redis,
       'createTask',
       [k.task(a.taskId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox],
-      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client],
+      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok && code !== ScriptCode.Exists) throw scriptError(code, `create task ${a.taskId}`);
@@ -196,9 +201,7 @@ export class TaskStore {
    * change once registered). Undefined when that version is not stored.
    */
   private async pinnedPlan(workflow: string, version: number): Promise<PlanStep[] | undefined> {
-    this.workflows ??= new WorkflowStore(this.redis, this.namespace);
-    const wf = await this.workflows.get(workflow, version);
-    return wf ? compilePlan(wf) : undefined;
+    return (await this.workflows.compiled(workflow, version))?.plan;
   }
 
   /**

@@ -1,7 +1,7 @@
 /** Registered workflow definitions: immutable per version, a task pins the version it started with. */
 import type { RedisClient } from './client.js';
 import { ErrorCode, TriadError, WorkflowDefinitionSchema, type RegisteredWorkflow, type WorkflowDefinition } from '@triad/protocol';
-import { canonicalJson } from '@triad/core';
+import { canonicalJson, compilePlan, type PlanStep } from '@triad/core';
 import { keys, type Keys } from './keys.js';
 import { ScriptCode, scriptError } from './codes.js';
 import { runScript } from './scripts.js';
@@ -19,10 +19,21 @@ export interface WorkflowSummary {
   description?: string;
 }
 
+/** A registered version with its plan, compiled once (a version never changes once registered). */
+export interface CompiledWorkflow {
+  workflow: RegisteredWorkflow;
+  plan: PlanStep[];
+  /** The plan as every task of this version stores it. */
+  planJson: string;
+}
+
 export class WorkflowStore {
   readonly keys: Keys;
-  /** Versions never change once registered, so a cache is safe (and is not state a crash can lose). */
-  private readonly cache = new Map<string, RegisteredWorkflow>();
+  /**
+   * The process's one workflow cache: versions never change once registered, so caching them — and their
+   * compiled plans — is safe (and is not state a crash can lose).
+   */
+  private readonly cache = new Map<string, CompiledWorkflow>();
   /** The latest version per name, for a second: submissions without a version skip a round trip. */
   private readonly latest = new Map<string, { version: number; until: number }>();
 
@@ -53,13 +64,18 @@ export class WorkflowStore {
 
   /** A version, or the latest when `version` is absent; undefined if none is registered. */
   async get(name: string, version?: number): Promise<RegisteredWorkflow | undefined> {
+    return (await this.compiled(name, version))?.workflow;
+  }
+
+  /** A version and its plan (compiled once per version), or the latest when `version` is absent. */
+  async compiled(name: string, version?: number): Promise<CompiledWorkflow | undefined> {
     if (version !== undefined) {
       const hit = this.cache.get(`${name}@${version}`);
       if (hit) return hit;
     }
     const wfKey = this.keys.workflow(name);
     const cached = version === undefined ? this.latest.get(name) : undefined;
-    if (cached && cached.until > Date.now()) return this.get(name, cached.version);
+    if (cached && cached.until > Date.now()) return this.compiled(name, cached.version);
     const v = version ?? Number((await this.redis.hget(wfKey, 'latest')) ?? 0);
     if (version === undefined && v) this.latest.set(name, { version: v, until: Date.now() + LATEST_CACHE_MS });
     if (!v) return undefined;
@@ -69,9 +85,11 @@ export class WorkflowStore {
     if (!parsed.success) {
       throw new TriadError(ErrorCode.Internal, `stored workflow ${name} v${v} no longer parses: ${parsed.error.message}`);
     }
-    const wf: RegisteredWorkflow = { ...parsed.data, version: v, registeredAt: Number(at ?? 0) };
-    this.cache.set(`${name}@${v}`, wf);
-    return wf;
+    const workflow: RegisteredWorkflow = { ...parsed.data, version: v, registeredAt: Number(at ?? 0) };
+    const plan = compilePlan(workflow);
+    const c: CompiledWorkflow = { workflow, plan, planJson: JSON.stringify(plan) };
+    this.cache.set(`${name}@${v}`, c);
+    return c;
   }
 
   async list(): Promise<WorkflowSummary[]> {
