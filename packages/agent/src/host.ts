@@ -7,15 +7,18 @@
  */
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import { ensureConsumer, explainNoJetStream, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
-import { SpanKind, SpanStatusCode, contextFromHeaders, context, trace, tracer, traceHeaders, triadMetrics, type HeaderReader, type StepOutcomeLabel } from '@triad/telemetry';
+import { contextFromHeaders, intercept, traceHeaders, type HeaderReader, type Next } from '@triad/telemetry';
 import { StepRequestSchema, decode, encode, errorMessage, isTriadError, silentLogger, type Logger, type StepRequest, type StepResult } from '@triad/protocol';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
 import { DEFAULT_AGENT_CONCURRENCY, type AgentDefinition } from './define.js';
 import { isPermanent } from './errors.js';
 import { ResultSender } from './result-sender.js';
 import { runStep, type StepOutcome } from './run-step.js';
+import { agentMetrics, countAttempt, traceAttempt, type AgentMetrics, type AttemptInput } from './telemetry.js';
+
+/** An attempt's outcome, with the trace headers (its span) its result is sent with. */
+type Attempted = StepOutcome & { trace: Record<string, string> };
 
 export interface AgentHostOptions {
   bus: Bus;
@@ -31,20 +34,6 @@ export interface AgentHostOptions {
   ackWaitMs?: number;
 }
 
-export interface AgentMetrics {
-  started: number;
-  succeeded: number;
-  failed: number;
-  /** Requests whose window closed while running: nothing was sent back. */
-  expired: number;
-  /** Requests that arrived already past completeBy: dropped on receipt. */
-  droppedOnArrival: number;
-  /** Steps refused because the agent's circuit breaker was open. */
-  circuitOpen: number;
-  /** Requests delivered again after another agent (or this one) stopped signalling (a crash, a pause). */
-  redelivered: number;
-}
-
 const DEFAULT_BREAKER = { threshold: 5, halfOpenAfterMs: 5_000 };
 const DEFAULT_ACK_WAIT_MS = 5_000;
 /**
@@ -55,7 +44,6 @@ const MAX_RESULT_BACKLOG = 1_024;
 
 export class AgentHost {
   readonly id: string;
-  readonly metrics: AgentMetrics = { started: 0, succeeded: 0, failed: 0, expired: 0, droppedOnArrival: 0, circuitOpen: 0, redelivered: 0 };
   private readonly breakers = new Map<string, { policy: CircuitBreakerPolicy; halfOpenAfterMs: number }>();
   private readonly log: Logger;
   private consumers: RunningConsumer[] = [];
@@ -66,11 +54,16 @@ export class AgentHost {
   private readonly agents: Map<string, AgentDefinition>;
   /** One sender per agent type: each publishes on its own result subject. */
   private readonly results = new Map<string, ResultSender>();
+  /** Each agent type's counters, bound to their labels once. */
+  private readonly metrics = new Map<string, AgentMetrics>();
+  /** One step attempt inside its interceptors (tracing, metrics). */
+  private readonly runAttempt: Next<AttemptInput, Attempted>;
 
   constructor(private readonly o: AgentHostOptions) {
     this.id = o.id ?? `agent-${hostname()}-${process.pid}-${randomUUID().slice(0, 4)}`;
     this.log = o.logger ?? silentLogger;
     this.agents = new Map(o.agents.map((a) => [a.name, a]));
+    this.runAttempt = intercept((i) => this.attempt(i), traceAttempt(o.bus.names.namespace, this.id), countAttempt((agent) => this.metricsOf(agent)));
     for (const a of o.agents) {
       this.results.set(a.name, new ResultSender(o.bus, o.bus.names.subjects.result(a.name)));
       const b = { ...DEFAULT_BREAKER, ...a.breaker };
@@ -159,70 +152,29 @@ export class AgentHost {
     const req = d.value;
     if (req.agent !== agent.name) return { deadLetter: `step request names agent "${req.agent}" but arrived on ${agent.name}'s subject` };
     const margin = this.o.safetyMarginMs ?? 50;
-    const m = triadMetrics();
-    const labels = { namespace: this.o.bus.names.namespace, agent: agent.name };
+    const m = this.metricsOf(agent.name);
     if (req.completeBy - margin <= Date.now()) {
-      this.metrics.droppedOnArrival++;
-      m.stepsDroppedOnArrival.inc(labels);
+      m.droppedOnArrival.inc();
       this.log.debug({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'request arrived past completeBy: dropped');
       return 'ack';
     }
     if (deliveryCount > 1) {
       // Another agent took it and stopped signalling (died, or paused): run the same attempt again; its
       // effect is applied once by the idempotency key, and the scheduler applies one result per attempt.
-      this.metrics.redelivered++;
-      m.stepsRedelivered.inc(labels);
+      m.redelivered.inc();
       this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt, deliveryCount }, 'step request delivered again: running it');
     }
     // The message is the step's lease: keep it while the step runs, so JetStream gives it to no one else.
     const keepAlive = setInterval(working, Math.max(100, Math.floor(ackWaitMs / 3)));
-    this.metrics.started++;
-    m.stepsStarted.inc(labels);
-    m.stepsInFlight.inc(labels);
-    const startedAt = performance.now();
-    // One span per step attempt, child of the dispatch that sent it (the request's `traceparent`): the
-    // handler runs inside it, so its instrumented calls (fetch) are its children (decision 0013).
-    const span = tracer().startSpan(
-      `triad.step ${agent.name}`,
-      {
-        kind: SpanKind.CONSUMER,
-        attributes: {
-          'triad.namespace': this.o.bus.names.namespace,
-          'triad.task_id': req.taskId,
-          'triad.workflow': req.workflow,
-          'triad.step': req.step,
-          'triad.kind': req.kind,
-          'triad.agent': agent.name,
-          'triad.attempt': req.attempt,
-          'triad.delivery_count': deliveryCount,
-          'triad.agent_id': this.id,
-        },
-      },
-      contextFromHeaders(headers),
-    );
-    const spanContext = trace.setSpan(contextFromHeaders(headers), span);
-    const breaker = this.breakers.get(agent.name);
-    let outcome: StepOutcome;
+    let outcome: Attempted;
     try {
-      outcome = await context.with(spanContext, () => runStep(req, agent, breaker ? { safetyMarginMs: margin, breaker } : { safetyMarginMs: margin }));
+      outcome = await this.runAttempt({ agent, req, deliveryCount, parent: contextFromHeaders(headers) });
     } catch (e) {
       clearInterval(keepAlive);
-      m.stepsInFlight.dec(labels);
-      span.recordException(e instanceof Error ? e : String(e));
-      span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessage(e) });
-      span.end();
       throw e;
     }
-    const label: StepOutcomeLabel = outcome.kind === 'ok' ? 'ok' : outcome.kind === 'failed' ? (outcome.retryable ? 'retryable' : 'permanent') : outcome.kind;
-    m.stepsInFlight.dec(labels);
-    m.stepsEnded.inc({ ...labels, outcome: label });
-    m.stepDuration.observe({ ...labels, outcome: label }, (performance.now() - startedAt) / 1000);
-    span.setAttributes({ 'triad.outcome': label, 'triad.tries': outcome.tries });
-    if (outcome.kind === 'failed') span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.message.slice(0, 500) });
-    span.end();
     if (outcome.kind === 'expired') {
       clearInterval(keepAlive);
-      this.metrics.expired++;
       this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, tries: outcome.tries }, 'complete-by reached: stopped, nothing sent back');
       return 'ack';
     }
@@ -230,7 +182,7 @@ export class AgentHost {
     // the slot is free once the result is queued, unless the queue is long.
     const sender = this.results.get(agent.name);
     // The result carries the attempt's span as its `traceparent` (taken now: results are sent in batches).
-    const stored = this.report(req, outcome, traceHeaders(spanContext))
+    const stored = this.report(req, outcome, outcome.trace)
       .catch((e: unknown) =>
         this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, err: errorMessage(e) }, 'result not stored: the supervisor retries the step after its complete-by'),
       )
@@ -242,12 +194,25 @@ export class AgentHost {
     return 'defer';
   }
 
+  private metricsOf(agent: string): AgentMetrics {
+    let m = this.metrics.get(agent);
+    if (!m) this.metrics.set(agent, (m = agentMetrics(this.o.bus.names.namespace, agent)));
+    return m;
+  }
+
+  /** Runs the step inside its attempt's span; the trace headers its result carries are taken there. */
+  private async attempt({ agent, req }: AttemptInput): Promise<Attempted> {
+    const breaker = this.breakers.get(agent.name);
+    const margin = this.o.safetyMarginMs ?? 50;
+    const outcome = await runStep(req, agent, breaker ? { safetyMarginMs: margin, breaker } : { safetyMarginMs: margin });
+    return { ...outcome, trace: traceHeaders() };
+  }
+
   private async report(req: Pick<StepRequest, 'taskId' | 'step' | 'agent' | 'kind' | 'attempt'>, outcome: Exclude<StepOutcome, { kind: 'expired' }>, trace: Record<string, string>): Promise<void> {
     const base = { taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id, finishedAt: Date.now(), tries: outcome.tries };
     let result: StepResult;
     if (outcome.kind === 'ok') result = { ...base, ok: true, output: outcome.output };
     else if (outcome.kind === 'circuit_open') {
-      this.metrics.circuitOpen++;
       result = { ...base, ok: false, error: { message: `the circuit breaker of agent "${req.agent}" is open; the step was not attempted`, retryable: true, circuitOpen: true, retryAfterMs: outcome.retryAfterMs, effect: 'none' } };
     } else {
       result = { ...base, ok: false, error: { message: outcome.message.slice(0, 4000), retryable: outcome.retryable, effect: outcome.effect, ...(outcome.name ? { name: outcome.name } : {}) } };
@@ -261,8 +226,6 @@ export class AgentHost {
       result = { ...base, ok: false, error: { message: isTriadError(e) ? e.message : `output cannot be encoded: ${errorMessage(e)}`, retryable: false, effect: 'unknown' } };
       bytes = encode(result);
     }
-    if (result.ok) this.metrics.succeeded++;
-    else this.metrics.failed++;
     const sender = this.results.get(req.agent);
     if (!sender) throw new Error(`no result sender for agent ${req.agent}`);
     await sender.send(bytes, `${req.taskId}:${req.step}:${req.kind}:${req.attempt}:result`, trace);

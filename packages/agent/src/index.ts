@@ -5,5 +5,5 @@
 export { DEFAULT_AGENT_CONCURRENCY, defineAgent, type AgentDefinition, type StepContext } from './define.js';
 export { PermanentError, RetryableError, isPermanent, isNotApplied, type StepErrorOptions } from './errors.js';
 export { runStep, type StepOutcome, type RunStepOptions } from './run-step.js';
-export { AgentHost, type AgentHostOptions, type AgentMetrics } from './host.js';
+export { AgentHost, type AgentHostOptions } from './host.js';
 export { ResultSender } from './result-sender.js';

@@ -2,6 +2,7 @@
  * @triad/scheduler — the Scheduler actor: submissions and results in, atomic transitions in the store,
  * step requests and task events out; plus the request/reply API clients use.
  */
-export { Scheduler, type SchedulerOptions, type SchedulerMetrics } from './scheduler.js';
+export { Scheduler, type SchedulerOptions } from './scheduler.js';
+export { schedulerMetrics, type SchedulerMetrics, type SubmissionInput, type SubmissionOutcome, type ResultInput, type ResultOutcome, type CommandInput } from './telemetry.js';
 export { ApiServer } from './api.js';
 export { Dispatcher, stepMessageId, stepRequestMessages, type StepRequestMessage } from './dispatcher.js';

@@ -36,13 +36,13 @@ import {
   type Logger,
   type RegisteredWorkflow,
   type ResultItem,
-  type StepResult,
   type SupervisorCommand,
   type TaskEvent,
   type TaskEventBatch,
 } from '@triad/protocol';
 import { IntakeStore, isLeaseBusy, type LeaseClaim, type Leases, type TaskStore } from '@triad/store';
-import { ROOT_CONTEXT, SpanKind, contextFromHeaders, inSpan, triadMetrics, type Span } from '@triad/telemetry';
+import { ROOT_CONTEXT, contextFromHeaders, intercept, type Next } from '@triad/telemetry';
+import { countResult, countSubmission, schedulerMetrics, traceCommand, traceResult, traceSubmission, type CommandInput, type ResultInput, type ResultOutcome, type SchedulerMetrics, type SubmissionInput, type SubmissionOutcome } from './telemetry.js';
 import { ApiServer, unknownWorkflow } from './api.js';
 import { Dispatcher } from './dispatcher.js';
 
@@ -63,38 +63,8 @@ export interface SchedulerOptions {
   ackWaitMs?: number;
 }
 
-export interface SchedulerMetrics {
-  submissionsAccepted: number;
-  submissionsDuplicate: number;
-  submissionsRejected: number;
-  resultsApplied: number;
-  /** Results messages that carried a batch of results (an agent under load). */
-  resultBatches: number;
-  /** Results rejected by fencing (late, duplicate, or for a superseded attempt): counted, never applied. */
-  resultsStale: number;
-  /** Results that came on another agent type's subject than the step's (decision 0010): counted, dead-lettered. */
-  resultsForged: number;
-  deadLettered: number;
-  /** Operations put back because another scheduler held the task's lease at that moment. */
-  leaseBusy: number;
-  /** Submissions put back until their client's rate limit let them through (decision 0022). */
-  submissionsDelayed: number;
-}
-
 export class Scheduler {
   readonly id: string;
-  readonly metrics: SchedulerMetrics = {
-    submissionsAccepted: 0,
-    submissionsDuplicate: 0,
-    submissionsRejected: 0,
-    resultsApplied: 0,
-    resultBatches: 0,
-    resultsStale: 0,
-    resultsForged: 0,
-    deadLettered: 0,
-    leaseBusy: 0,
-    submissionsDelayed: 0,
-  };
   private readonly log: Logger;
   private readonly dispatcher: Dispatcher;
   private readonly api: ApiServer;
@@ -102,12 +72,22 @@ export class Scheduler {
   private consumers: RunningConsumer[] = [];
   /** The tail of each task's queue of operations in this process (see withTaskLease). */
   private readonly taskQueues = new Map<string, Promise<void>>();
+  private readonly metrics: SchedulerMetrics;
+  /** The handlers inside their interceptors (tracing, metrics). */
+  private readonly handleSubmission: Next<SubmissionInput, SubmissionOutcome>;
+  private readonly handleResult: Next<ResultInput, ResultOutcome>;
+  private readonly handleCommand: Next<CommandInput, Disposition>;
 
   constructor(private readonly o: SchedulerOptions) {
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
     this.dispatcher = new Dispatcher(o.bus);
     this.intake = o.intake ?? new IntakeStore(o.tasks.redis, o.bus.names.namespace, this.log);
+    const ns = o.bus.names.namespace;
+    this.metrics = schedulerMetrics(ns);
+    this.handleSubmission = intercept((i) => this.receive(i), traceSubmission(ns), countSubmission(this.metrics));
+    this.handleResult = intercept((i) => this.applyResult(i), traceResult(ns), countResult(this.metrics));
+    this.handleCommand = intercept((i) => this.runCommand(i.command), traceCommand(ns));
     this.api = new ApiServer(o.bus, o.tasks, o.tasks.workflows, this.intake, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log);
   }
 
@@ -152,41 +132,24 @@ export class Scheduler {
    * that client's, its events go out under it, and its reply subject must be in that client's inbox.
    */
   async onSubmission(data: Uint8Array, deliveryCount: number, subject: string, headers?: MsgHdrs): Promise<Disposition> {
-    // The submission continues the submitter's trace (its `traceparent` header), or starts one: the task's trace.
-    return inSpan('triad.task.receive', { kind: SpanKind.CONSUMER, attributes: { 'triad.namespace': this.o.bus.names.namespace } }, (span) => this.receive(span, data, deliveryCount, subject, headers), contextFromHeaders(headers));
+    return (await this.handleSubmission({ data, deliveryCount, subject, headers })).disposition;
   }
 
-  private rejected(workflow: string, reason: string): void {
-    triadMetrics().tasksRejected.inc({ namespace: this.o.bus.names.namespace, workflow, reason });
-  }
-
-  private async receive(span: Span, data: Uint8Array, deliveryCount: number, subject: string, headers?: MsgHdrs): Promise<Disposition> {
+  private async receive({ data, deliveryCount, subject, headers }: SubmissionInput): Promise<SubmissionOutcome> {
     const client = this.o.bus.names.submitter(subject);
     if (!client) {
-      this.rejected('', 'subject');
-      span.setAttribute('triad.outcome', 'rejected');
-      this.metrics.submissionsRejected++;
-      this.metrics.deadLettered++;
-      return { deadLetter: `submission on ${subject}: the subject must name the submitting client (triad.<ns>.submit.<client>)` };
+      return { outcome: 'rejected', reason: 'subject', disposition: { deadLetter: `submission on ${subject}: the subject must name the submitting client (triad.<ns>.submit.<client>)` } };
     }
     const d = decode(data, SubmissionSchema, 'submission');
     if (!d.ok) {
-      this.rejected('', 'invalid');
-      span.setAttribute('triad.outcome', 'rejected');
-      this.metrics.submissionsRejected++;
-      this.metrics.deadLettered++;
       await this.rejectUnparsed(client, data, d.error, headers);
-      return { deadLetter: d.error.message };
+      return { outcome: 'rejected', reason: 'invalid', client, disposition: { deadLetter: d.error.message } };
     }
     const sub = d.value;
-    span.setAttributes({ 'triad.task_id': sub.taskId, 'triad.workflow': sub.workflow, 'triad.client': client });
-    const refuse = async (err: TriadError, o: { answerReplyTo: boolean; reason: string }): Promise<Disposition> => {
-      this.rejected(sub.workflow, o.reason);
-      span.setAttributes({ 'triad.outcome': 'rejected', 'triad.reason': o.reason });
-      this.metrics.submissionsRejected++;
-      this.metrics.deadLettered++;
+    const seen = { taskId: sub.taskId, workflow: sub.workflow, client };
+    const refuse = async (err: TriadError, o: { answerReplyTo: boolean; reason: string }): Promise<SubmissionOutcome> => {
       await this.reject(client, sub.taskId, err, o.answerReplyTo ? sub.replyTo : undefined);
-      return { deadLetter: err.message };
+      return { ...seen, outcome: 'rejected', reason: o.reason, disposition: { deadLetter: err.message } };
     };
     const inbox = `${this.o.bus.names.subjects.inboxPrefix(client)}.`;
     if (sub.replyTo !== undefined && !sub.replyTo.startsWith(inbox)) {
@@ -198,18 +161,13 @@ export class Scheduler {
     }
     // Over its client's rate limit: put back until the slot reserved for it (decision 0022).
     const waitMs = await this.admit(client, sub.taskId);
-    if (waitMs > 0) {
-      this.metrics.submissionsDelayed++;
-      triadMetrics().submissionsDelayed.inc({ namespace: this.o.bus.names.namespace });
-      span.setAttributes({ 'triad.outcome': 'delayed', 'triad.delay_ms': waitMs });
-      return { nakDelayMs: waitMs };
-    }
+    if (waitMs > 0) return { ...seen, outcome: 'delayed', delayMs: waitMs, disposition: { nakDelayMs: waitMs } };
     const compiled = await this.o.tasks.workflows.compiled(sub.workflow, sub.version);
     if (!compiled) return refuse(unknownWorkflow(sub.workflow, sub.version), { answerReplyTo: true, reason: 'unknown_workflow' });
     const wf = compiled.workflow;
     // The input as the submission carries it (validated with it): stored and sent on as bytes, never encoded again.
     const input = payloadBytes(data, 'input');
-    return this.withTaskLease(sub.taskId, async (lease): Promise<Disposition> => {
+    const done = await this.withTaskLease(sub.taskId, async (lease): Promise<SubmissionOutcome> => {
       const now = Date.now();
       const created = await this.o.tasks.createTask({
         lease,
@@ -229,23 +187,18 @@ export class Scheduler {
       if (!created.created) {
         if (created.client !== client) {
           // Another client's task id: never merged into it (its events are not this client's to see).
-          await refuse(new TriadError(ErrorCode.InvalidState, `submission ${sub.taskId}: the task id is taken by another client; submit with a new task id`), { answerReplyTo: true, reason: 'task_id_taken' });
-          return { deadLetter: `task id ${sub.taskId} is taken by client ${created.client}, submitted again by ${client}` };
+          const r = await refuse(new TriadError(ErrorCode.InvalidState, `submission ${sub.taskId}: the task id is taken by another client; submit with a new task id`), { answerReplyTo: true, reason: 'task_id_taken' });
+          return { ...r, disposition: { deadLetter: `task id ${sub.taskId} is taken by client ${created.client}, submitted again by ${client}` } };
         }
-        this.metrics.submissionsDuplicate++;
-        triadMetrics().tasksDuplicate.inc({ namespace: this.o.bus.names.namespace });
-        span.setAttribute('triad.outcome', 'duplicate');
         // A redelivery after a crash between the transition and its publishes: send the in-flight
         // step requests again (message ids make this harmless if they did go out).
         if (deliveryCount > 1 && !isTerminal(created.status)) await this.redispatch(sub.taskId);
-        return 'ack';
+        return { ...seen, outcome: 'duplicate', disposition: 'ack' };
       }
-      this.metrics.submissionsAccepted++;
-      triadMetrics().tasksSubmitted.inc({ namespace: this.o.bus.names.namespace, workflow: wf.name });
-      span.setAttribute('triad.outcome', 'accepted');
       await this.dispatcher.publish(sub.taskId, wf, created.transition, now);
-      return 'ack';
+      return { ...seen, outcome: 'accepted', disposition: 'ack' };
     });
+    return 'nakDelayMs' in done ? { ...seen, outcome: 'busy', disposition: done } : done;
   }
 
   /** 0 when the client's rate limit (if any) lets this submission through now, else how long to put it back. */
@@ -281,8 +234,7 @@ export class Scheduler {
       result = await fn(lease);
     } catch (e) {
       if (isLeaseBusy(e)) {
-        this.metrics.leaseBusy++;
-        triadMetrics().leaseBusy.inc({ namespace: this.o.bus.names.namespace });
+        this.metrics.leaseBusy.inc();
         return { nakDelayMs: 20 + Math.floor(Math.random() * 50) };
       }
       void this.o.leases.release(lease);
@@ -304,25 +256,20 @@ export class Scheduler {
     // The agent type the result claims to come from is the subject it was allowed to publish on.
     const agentType = this.o.bus.names.resultAgent(subject);
     if (!agentType) {
-      this.metrics.deadLettered++;
       return { deadLetter: `result on ${subject}: the subject must name the agent type (triad.<ns>.result.<agent>)` };
     }
     const d = decodeResults(data);
-    if (!d.ok) {
-      this.metrics.deadLettered++;
-      return { deadLetter: d.error.message };
-    }
+    if (!d.ok) return { deadLetter: d.error.message };
     const { single, items } = d.value;
     const first = items[0];
     // A single result continues the trace of the attempt that sent it (its `traceparent` header); each
     // result of a batch continues its own, from the batch's `traceparents` (decision 0013).
-    if (single && first?.ok) return this.applyResultInSpan(first.value, first.bytes, agentType, deliveryCount, contextFromHeaders(headers), false);
+    if (single && first?.ok) return (await this.handleResult({ result: first.value, bytes: first.bytes, agentType, deliveryCount, parent: contextFromHeaders(headers), batched: false })).disposition;
     const settled = await Promise.allSettled(items.map((item) => this.applyBatched(item, agentType, subject, deliveryCount)));
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     // Redelivered whole: the results applied meanwhile are then rejected as stale, never applied twice.
     if (failed) throw failed.reason;
-    this.metrics.resultBatches++;
-    triadMetrics().resultBatches.inc({ namespace: this.o.bus.names.namespace });
+    this.metrics.resultBatches.inc();
     return 'ack';
   }
 
@@ -333,13 +280,12 @@ export class Scheduler {
       if (!(await deadLetter(bus, 'result', reason, item.bytes, deliveryCount, { subject }))) throw new Error(`the dead letter of a batched result was not stored: ${reason}`);
     };
     if (!item.ok) {
-      this.metrics.deadLettered++;
       await deadLettered(item.error.message);
       return;
     }
     for (let tries = 0; ; tries++) {
       const parent = item.traceparent ? contextFromHeaders({ get: (k) => (k === 'traceparent' ? (item.traceparent ?? '') : '') }) : ROOT_CONTEXT;
-      const d = await this.applyResultInSpan(item.value, item.bytes, agentType, deliveryCount, parent, true);
+      const { disposition: d } = await this.handleResult({ result: item.value, bytes: item.bytes, agentType, deliveryCount, parent, batched: true });
       if (d === 'ack' || d === 'defer') return;
       if ('deadLetter' in d) {
         await deadLettered(d.deadLetter);
@@ -353,34 +299,9 @@ export class Scheduler {
     }
   }
 
-  private applyResultInSpan(r: StepResult, bytes: Uint8Array, agentType: string, deliveryCount: number, parent: ReturnType<typeof contextFromHeaders>, batched: boolean): Promise<Disposition> {
-    const attributes = {
-      'triad.namespace': this.o.bus.names.namespace,
-      'triad.task_id': r.taskId,
-      'triad.step': r.step,
-      'triad.kind': r.kind,
-      'triad.attempt': r.attempt,
-      'triad.agent': agentType,
-      'triad.ok': r.ok,
-      'triad.batched': batched,
-    };
-    return inSpan('triad.result.apply', { kind: SpanKind.CONSUMER, attributes }, async (span) => {
-      const d = await this.applyResult(r, bytes, agentType, deliveryCount);
-      span.setAttribute('triad.disposition', typeof d === 'string' ? d : 'deadLetter' in d ? 'dead_letter' : 'retry_later');
-      return d;
-    }, parent);
-  }
-
-  private countResult(result: 'applied' | 'stale' | 'forged', agentType: string): void {
-    const m = triadMetrics();
-    const namespace = this.o.bus.names.namespace;
-    m.results.inc({ namespace, result });
-    if (result === 'stale') m.stepsEnded.inc({ namespace, agent: agentType, outcome: 'stale' });
-  }
-
   /** `bytes`: the result as the agent encoded it; its output is stored as those bytes, not encoded again. */
-  private async applyResult(r: StepResult, bytes: Uint8Array, agentType: string, deliveryCount: number): Promise<Disposition> {
-    return this.withTaskLease(r.taskId, async (lease): Promise<Disposition> => {
+  private async applyResult({ result: r, bytes, agentType, deliveryCount }: ResultInput): Promise<ResultOutcome> {
+    const done = await this.withTaskLease(r.taskId, async (lease): Promise<ResultOutcome> => {
       const now = Date.now();
       const outcome = await this.o.tasks
         .applyResult({
@@ -410,30 +331,21 @@ export class Scheduler {
           throw e;
         });
       if (!outcome.applied) {
-        if ('unknown' in outcome) {
-          this.metrics.deadLettered++;
-          return { deadLetter: outcome.reason };
-        }
+        if ('unknown' in outcome) return { result: 'unknown', disposition: { deadLetter: outcome.reason } };
         if (outcome.forged) {
-          this.metrics.resultsForged++;
-          this.countResult('forged', agentType);
-          this.metrics.deadLettered++;
           this.log.warn({ taskId: r.taskId, step: r.step, attempt: r.attempt, agentType, agentId: r.agentId, reason: outcome.reason }, 'forged result rejected');
-          return { deadLetter: `forged result rejected: ${outcome.reason}` };
+          return { result: 'forged', disposition: { deadLetter: `forged result rejected: ${outcome.reason}` } };
         }
-        this.metrics.resultsStale++;
-        this.countResult('stale', agentType);
         this.log.warn({ taskId: r.taskId, step: r.step, attempt: r.attempt, agentId: r.agentId, reason: outcome.reason }, 'stale result rejected');
         if (deliveryCount > 1) await this.redispatch(r.taskId);
-        return 'ack';
+        return { result: 'stale', disposition: 'ack' };
       }
-      this.metrics.resultsApplied++;
-      this.countResult('applied', agentType);
       const wf = await this.workflow(outcome.transition.workflow, outcome.transition.version);
       if (!wf) throw new Error(`workflow ${outcome.transition.workflow} v${outcome.transition.version} of task ${r.taskId} is not registered`);
       await this.dispatcher.publish(r.taskId, wf, outcome.transition, now);
-      return 'ack';
+      return { result: 'applied', disposition: 'ack' };
     });
+    return 'nakDelayMs' in done ? { result: 'busy', disposition: done } : done;
   }
 
   /**
@@ -442,14 +354,8 @@ export class Scheduler {
    */
   async onCommand(data: Uint8Array, headers?: MsgHdrs): Promise<Disposition> {
     const d = decode(data, SupervisorCommandSchema, 'supervisor command');
-    if (!d.ok) {
-      this.metrics.deadLettered++;
-      return { deadLetter: d.error.message };
-    }
-    const cmd = d.value;
-    // Continues the trace of the supervisor's action (its `traceparent`): the retried attempt stays in the task's trace.
-    const attributes = { 'triad.namespace': this.o.bus.names.namespace, 'triad.task_id': cmd.taskId, 'triad.step': cmd.step, 'triad.kind': cmd.kind, 'triad.attempt': cmd.attempt, 'triad.epoch': cmd.epoch };
-    return inSpan(`triad.command.${cmd.type}`, { kind: SpanKind.CONSUMER, attributes }, () => this.runCommand(cmd), contextFromHeaders(headers));
+    if (!d.ok) return { deadLetter: d.error.message };
+    return this.handleCommand({ command: d.value, headers });
   }
 
   /**

@@ -11,8 +11,9 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
 import { encode, errorMessage, isTriadError, silentLogger, type Logger, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
-import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type LeadershipState, type PendingAlert, type RedisClient, type TaskStore } from '@triad/store';
-import { ROOT_CONTEXT, SpanKind, contextFromHeaders, countTaskEnd, inSpan, spanContextOf, tracingEnabled, triadMetrics, type Context, type Link } from '@triad/telemetry';
+import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type LeadershipState, type PendingAlert, type RedisClient, type TaskStore } from '@triad/store';
+import { countTaskEnd, intercept, type Next } from '@triad/telemetry';
+import { countAction, countSweep, supervisorMetrics, traceAction, type ActionInput, type SupervisorMetrics, type SweepOutcome } from './telemetry.js';
 
 /** Expired steps handled at once within a sweep. */
 const SWEEP_CONCURRENCY = 16;
@@ -60,6 +61,10 @@ export class Supervisor {
   readonly health: SupervisorHealth;
   private readonly log: Logger;
   private readonly leadership: Leadership;
+  private readonly metrics: SupervisorMetrics;
+  /** The handlers inside their interceptors (tracing, metrics). */
+  private readonly handleAction: Next<ActionInput, void>;
+  private readonly handleSweep: Next<number, SweepOutcome>;
   private readonly intervalMs: number;
   private readonly leaseMs: number;
   private sweepTimer: NodeJS.Timeout | undefined;
@@ -78,6 +83,9 @@ export class Supervisor {
     this.log = o.logger ?? silentLogger;
     this.intervalMs = o.intervalMs ?? 1_000;
     this.leaseMs = o.leaseMs ?? 5_000;
+    this.metrics = supervisorMetrics(o.bus.names.namespace);
+    this.handleAction = intercept((i) => this.act(i), traceAction(o.bus, this.log), countAction(this.metrics));
+    this.handleSweep = intercept((now) => this.sweepExpired(now), countSweep(this.metrics));
     this.leadership = new Leadership({
       redis: o.leaderRedis,
       ...(o.lockRedis ? { lockServers: o.lockRedis } : {}),
@@ -161,11 +169,10 @@ export class Supervisor {
 
   /** Leadership changed (elected, deposed, another seen leading): health, metrics and the log follow. */
   private onLeadership(s: LeadershipState): void {
-    const m = triadMetrics();
-    const labels = { namespace: this.o.bus.names.namespace };
+    const m = this.metrics;
     if (s.leading && (!this.health.leading || s.epoch !== this.health.epoch)) {
       this.log.info({ supervisorId: this.id, epoch: s.epoch }, 'leading');
-      m.leadershipChanges.inc(labels);
+      m.leadershipChanges.inc();
       // A new leader sweeps at once rather than at its next follower's tick.
       if (!this.sweeping && this.sweepTimer !== undefined) {
         clearTimeout(this.sweepTimer);
@@ -176,8 +183,8 @@ export class Supervisor {
     if (s.replicated === false) {
       this.log.warn({ supervisorId: this.id, epoch: s.epoch }, 'leading, but no Redis replica acknowledged the election (TRIAD_REDIS_WAIT_REPLICAS): a failover of its primary now could issue this epoch again');
     }
-    m.leading.set(labels, s.leading ? 1 : 0);
-    m.epoch.set(labels, s.epoch);
+    m.leading.set(s.leading ? 1 : 0);
+    m.epoch.set(s.epoch);
     this.health.leading = s.leading;
     this.health.epoch = s.epoch;
     if (s.leading) this.health.leader = this.id;
@@ -196,41 +203,8 @@ export class Supervisor {
     const now = Date.now();
     const epoch = this.leadership.currentEpoch();
     const batch = this.o.batchSize ?? 500;
-    const expired = await this.o.tasks.expiredSteps(now, batch);
-    this.behind = expired.length >= batch;
-    const m = triadMetrics();
-    const labels = { namespace: this.o.bus.names.namespace };
-    m.sweeps.inc(labels);
-    // Lag: how long the most overdue step waited past its deadline before this sweep found it.
-    m.sweepLag.set(labels, expired.reduce((lag, e) => Math.max(lag, now - e.completeBy), 0) / 1000);
-    // A few steps at a time: each is its own transition (different tasks never conflict), and a mass
-    // failure is worked off at Redis' pace rather than one round trip after another.
-    let deposed = false;
-    for (let i = 0; i < expired.length && !deposed; i += SWEEP_CONCURRENCY) {
-      // Stop at once if the lease lapsed mid-sweep (a pause, a partition): the epoch fences us anyway.
-      if (this.stopped || !this.leadership.isLeader()) break;
-      await Promise.all(
-        expired.slice(i, i + SWEEP_CONCURRENCY).map(async ({ taskId, step }) => {
-          try {
-            const x = step === TASK_DEADLINE_STEP ? await this.o.tasks.expireTask(taskId, now, epoch) : await this.o.tasks.expireStep(taskId, step, now, epoch);
-            await this.act(taskId, step, epoch, x, now);
-            this.health.handled++;
-          } catch (e) {
-            if (isTriadError(e, 'STALE')) {
-              this.health.fencedWrites++;
-              m.fencedWrites.inc(labels);
-              deposed = true;
-              this.log.warn({ taskId, step, epoch }, 'write rejected: a newer supervisor epoch exists; stepping down');
-              return;
-            }
-            this.log.error({ err: errorMessage(e), taskId, step }, 'could not handle an expired step; retrying next sweep');
-          }
-        }),
-      );
-    }
-    if (!deposed) await this.publishAlerts();
+    const { expired } = await this.handleSweep(now);
     this.health.sweepMs = performance.now() - started;
-    m.sweepDuration.observe(labels, this.health.sweepMs / 1000);
     // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above);
     // then those that can never be retried and are past the compaction delay get their compact record
     // (after the purge, so nothing about to be deleted is compacted first). Both read their index in O(due).
@@ -253,12 +227,48 @@ export class Supervisor {
     }
     this.health.lastSweepAt = now;
     // Reported once per interval, or when this sweep had work (so the counters are fresh after a retry).
-    if (expired.length > 0 || now - this.lastReportAt >= this.intervalMs) {
+    if (expired > 0 || now - this.lastReportAt >= this.intervalMs) {
       this.lastReportAt = now;
       this.health.expiredWaiting = await this.o.tasks.countExpired(Date.now()).catch(() => this.health.expiredWaiting);
-      m.expiredWaiting.set(labels, this.health.expiredWaiting);
+      this.metrics.expiredWaiting.set(this.health.expiredWaiting);
       await this.publishHealth();
     }
+  }
+
+  /** The expired steps of one sweep, each through its fenced transition and then its action; then the alerts. */
+  private async sweepExpired(now: number): Promise<SweepOutcome> {
+    const epoch = this.leadership.currentEpoch();
+    const batch = this.o.batchSize ?? 500;
+    const expired = await this.o.tasks.expiredSteps(now, batch);
+    this.behind = expired.length >= batch;
+    // A few steps at a time: each is its own transition (different tasks never conflict), and a mass
+    // failure is worked off at Redis' pace rather than one round trip after another.
+    let deposed = false;
+    for (let i = 0; i < expired.length && !deposed; i += SWEEP_CONCURRENCY) {
+      // Stop at once if the lease lapsed mid-sweep (a pause, a partition): the epoch fences us anyway.
+      if (this.stopped || !this.leadership.isLeader()) break;
+      await Promise.all(
+        expired.slice(i, i + SWEEP_CONCURRENCY).map(async ({ taskId, step }) => {
+          try {
+            const expiry = step === TASK_DEADLINE_STEP ? await this.o.tasks.expireTask(taskId, now, epoch) : await this.o.tasks.expireStep(taskId, step, now, epoch);
+            await this.handleAction({ taskId, step, epoch, expiry, now });
+            this.health.handled++;
+          } catch (e) {
+            if (isTriadError(e, 'STALE')) {
+              this.health.fencedWrites++;
+              this.metrics.fencedWrites.inc();
+              deposed = true;
+              this.log.warn({ taskId, step, epoch }, 'write rejected: a newer supervisor epoch exists; stepping down');
+              return;
+            }
+            this.log.error({ err: errorMessage(e), taskId, step }, 'could not handle an expired step; retrying next sweep');
+          }
+        }),
+      );
+    }
+    if (!deposed) await this.publishAlerts();
+    // Lag: how long the most overdue step waited past its deadline before this sweep found it.
+    return { expired: expired.length, lagMs: expired.reduce((lag, e) => Math.max(lag, now - e.completeBy), 0), leading: true };
   }
 
   /** One retention stage, leader only, fenced by the epoch; a failure waits for the next pass. */
@@ -272,51 +282,8 @@ export class Supervisor {
     }
   }
 
-  /**
-   * Acts on one expired step inside a span of the task's trace, linked to the step it acts on
-   * (decision 0013); the retry command carries it, so the new attempt continues the same trace.
-   */
-  private async act(taskId: string, step: string, epoch: number, x: Expiry, now: number): Promise<void> {
-    if (x.action === 'noop') return this.actNow(taskId, step, epoch, x, now);
-    triadMetrics().ladderActions.inc({ namespace: this.o.bus.names.namespace, action: x.action });
-    const found = await this.stepContext(taskId, step, x.client);
-    const links: Link[] = found.link ? [{ context: found.link, attributes: { 'triad.link': 'step', 'triad.step': step } }] : [];
-    const attributes = {
-      'triad.namespace': this.o.bus.names.namespace,
-      'triad.task_id': taskId,
-      'triad.step': step,
-      'triad.kind': x.kind,
-      'triad.action': x.action,
-      'triad.epoch': epoch,
-      ...(x.attempt !== undefined ? { 'triad.attempt': x.attempt } : {}),
-      ...(x.failureCount !== undefined ? { 'triad.failure_count': x.failureCount } : {}),
-    };
-    return inSpan(`triad.supervisor.${x.action}`, { kind: SpanKind.INTERNAL, attributes, links }, () => this.actNow(taskId, step, epoch, x, now), found.parent);
-  }
-
-  /**
-   * The task's trace as its latest event carries it (the events stream keeps the `traceparent` of the
-   * transition that published it): the parent of the supervisor's span, and its link — for a step that
-   * failed or timed out, the transition of its last attempt (another step's, when one of the task's
-   * parallel steps moved since). Only read when tracing is configured; a task whose events are gone starts
-   * a new trace.
-   */
-  private async stepContext(taskId: string, step: string, client: string): Promise<{ parent: Context; link?: ReturnType<typeof spanContextOf> }> {
-    if (!tracingEnabled()) return { parent: ROOT_CONTEXT };
-    const bus = this.o.bus;
-    try {
-      const msg = await bus.jsm.streams.getMessage(bus.names.streams.events, { last_by_subj: bus.names.subjects.event(client, taskId) });
-      if (!msg) return { parent: ROOT_CONTEXT };
-      const parent = contextFromHeaders(msg.header);
-      const link = spanContextOf(parent);
-      return link ? { parent, link } : { parent };
-    } catch (e) {
-      this.log.debug({ err: errorMessage(e), taskId, step }, 'trace context of the task not read: the action starts a trace of its own');
-      return { parent: ROOT_CONTEXT };
-    }
-  }
-
-  private async actNow(taskId: string, step: string, epoch: number, x: Expiry, now: number): Promise<void> {
+  /** Carries out what the transition decided for one expired step: its events, its log line, the retry commands. */
+  private async act({ taskId, step, epoch, expiry: x, now }: ActionInput): Promise<void> {
     const bus = this.o.bus;
     // The transition's reply names the task's workflow and createdAt: no read of the record.
     countTaskEnd(bus.names.namespace, x.workflow ?? '', x.events, x.createdAt, now);
@@ -356,7 +323,7 @@ export class Supervisor {
           const { alert } = p;
           await publishDurable(bus, bus.names.subjects.alert, encode(alert), `alert:${alert.id}`);
           done.push(p);
-          triadMetrics().alertsPublished.inc({ namespace: bus.names.namespace });
+          this.metrics.alertsPublished.inc();
           this.log.error({ ...alert }, 'operator alert raised');
         }),
       );

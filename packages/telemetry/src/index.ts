@@ -5,6 +5,7 @@
  * the OpenTelemetry SDK from OTEL_* variables; decision 0013.
  */
 export { triadMetrics, metricsRegistry, deadLetterReasonClass, recordTaskEnded, countTaskEnd, STEP_OUTCOMES, type StepOutcomeLabel, type TriadMetrics } from './metrics.js';
+export { intercept, type Interceptor, type Next } from './interceptors.js';
 export {
   TRACER_NAME,
   TRACE_HEADERS,

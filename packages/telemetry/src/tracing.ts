@@ -25,8 +25,15 @@ export const TRACER_NAME = '@triad/runtime';
 /** The headers trace context travels in (W3C Trace Context). */
 export const TRACE_HEADERS = ['traceparent', 'tracestate'] as const;
 
+let cachedTracer: ReturnType<typeof trace.getTracer> | undefined;
+
+/**
+ * Triad's tracer, got once: with no SDK registered yet the API hands out a proxy that delegates to the
+ * provider registered later, so caching it is safe (and saves a new proxy per span).
+ */
 export function tracer() {
-  return trace.getTracer(TRACER_NAME);
+  cachedTracer ??= trace.getTracer(TRACER_NAME);
+  return cachedTracer;
 }
 
 /** Whether a propagator is registered (an SDK is configured): callers skip work that only feeds traces. */
