@@ -3,7 +3,6 @@
  * lines. No I/O and no colour, so every function is unit-tested directly.
  */
 import type { StepState, TaskEvent, TaskState } from '@triad/protocol';
-import { stepDetail } from './step-detail.js';
 
 /** What an empty or absent cell shows. */
 export const EMPTY = '-';
@@ -83,6 +82,17 @@ export function relative(ms: number, now: number = Date.now()): string {
   return d > 0 ? `in ${duration(d)}` : `${duration(d)} ago`;
 }
 
+/**
+ * What a step waits for, or why it did not run, as one line (decision 0019 §7): the DETAIL of `triad
+ * status` and of the dashboard's task page (its bundle includes this module). Grows kind by kind with
+ * decision 0019's increments: a skipped step's reason, a sleep's wake time.
+ */
+export function stepDetail(s: Pick<StepState, 'status' | 'reason' | 'until'>, now: number = Date.now()): string | undefined {
+  if (s.status === 'skipped') return s.reason ? `skipped: ${s.reason}` : 'skipped';
+  if (s.status === 'sleeping' && s.until !== undefined) return `sleeping until ${clock(s.until).slice(0, 8)} (${relative(s.until, now)})`;
+  return undefined;
+}
+
 /** ISO time and relative time together: "2024-01-02T03:04:05.006Z (in 4.2s)"; "-" when absent. */
 export function when(ms: number | undefined, now: number = Date.now()): string {
   if (ms === undefined || !Number.isFinite(ms)) return EMPTY;
@@ -97,6 +107,7 @@ export function eventLine(ev: TaskEvent): string {
   const parts = [clock(ev.at), `#${ev.seq}`.padEnd(4), ev.type.padEnd(EVENT_TYPE_WIDTH)];
   const where = [ev.step, ev.attempt !== undefined ? `attempt ${ev.attempt}` : undefined].filter((x) => x !== undefined).join(' ');
   if (where) parts.push(where);
+  if (ev.until !== undefined) parts.push(`until ${clock(ev.until).slice(0, 8)}`);
   const reason = ev.reason ?? ev.error?.message;
   if (reason) parts.push(cellText(reason));
   return parts.join('  ').trimEnd();
@@ -126,7 +137,7 @@ export function taskHeader(t: TaskState, now: number = Date.now()): string {
 export function stepsTable(steps: readonly StepState[], now: number = Date.now()): string {
   const rows = steps.map((s) => {
     const c = s.compensation;
-    const detail = stepDetail(s);
+    const detail = stepDetail(s, now);
     if (!c) return [s.name, s.agent, s.status, s.attempt, s.lockedBy, completeByText(s, now), s.failureCount, s.order, detail];
     const deadline = c.completeBy === undefined ? undefined : s.status === 'compensating' ? when(c.completeBy, now) : isoTime(c.completeBy);
     return [s.name, `${c.agent} (undo)`, c.parked ? `${s.status} (parked)` : s.status, c.attempt, c.lockedBy, deadline, c.failureCount, s.order, detail];

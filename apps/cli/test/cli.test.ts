@@ -7,8 +7,7 @@ import { beforeAll, describe, it, expect } from 'vitest';
 import { CommanderError, InvalidArgumentError } from 'commander';
 import type { TriadClient } from '@triad/client';
 import { ErrorCode, TriadError, type StepState, type TaskEvent, type TaskState } from '@triad/protocol';
-import { clock, completeByText, duration, eventLine, finalLine, isoTime, relative, stepsTable, summaryTable, table, taskHeader, taskJson, truncate, when } from '../src/format.js';
-import { stepDetail } from '../src/step-detail.js';
+import { clock, completeByText, duration, eventLine, finalLine, isoTime, relative, stepDetail, stepsTable, summaryTable, table, taskHeader, taskJson, truncate, when } from '../src/format.js';
 import { CliError, INPUT_EXAMPLE, TASK_STATUSES, intArg, parseJson, parseStatus, taskInput } from '../src/io.js';
 import { errorLines, exitCodeOf } from '../src/errors.js';
 import { resolveConnection } from '../src/runtime.js';
@@ -219,11 +218,12 @@ describe('formatting', () => {
     const ev: TaskEvent = { taskId: 't1', seq: 5, type: 'step_failed', step: 'charge', attempt: 2, at, reason: 'card declined' };
     expect(eventLine(ev)).toBe('03:04:05.006  #5    step_failed           charge attempt 2  card declined');
     expect(eventLine({ taskId: 't1', seq: 12, type: 'completed', status: 'completed', at })).toBe('03:04:05.006  #12   completed');
+    expect(eventLine({ taskId: 't1', seq: 3, type: 'step_sleeping', step: 'cool-off', at, until: new Date(2024, 0, 2, 3, 5, 0).getTime() })).toBe('03:04:05.006  #3    step_sleeping         cool-off  until 03:05:00');
   });
 
   it('shows an event type and a step status this version does not know as they are (protocol §9)', () => {
     const at = new Date(2024, 0, 2, 3, 4, 5, 6).getTime();
-    expect(eventLine({ taskId: 't1', seq: 6, type: 'step_sleeping', step: 'cool-off', at })).toBe('03:04:05.006  #6    step_sleeping         cool-off');
+    expect(eventLine({ taskId: 't1', seq: 6, type: 'step_napping', step: 'cool-off', at })).toBe('03:04:05.006  #6    step_napping          cool-off');
     const rows = stepsTable([step({ name: 'approval', status: 'waiting_for_godot' })], Date.UTC(2024, 0, 1)).split('\n');
     expect(rows[1]).toMatch(/^approval\s+\S+\s+waiting_for_godot\s/);
   });
@@ -236,6 +236,9 @@ describe('formatting', () => {
     expect(summaryTable([skipped]).split('\n')[1]).toMatch(/skipped: amount 10 is not > 1000$/);
     expect((taskJson(task({ steps: [skipped] }))['steps'] as Record<string, unknown>[])[0]).toMatchObject({ status: 'skipped', reason: 'amount 10 is not > 1000', error: null });
     expect(stepDetail({ status: 'processed' })).toBeUndefined();
+    const now = new Date(2024, 0, 2, 12, 0, 0).getTime();
+    expect(stepDetail({ status: 'sleeping', until: new Date(2024, 0, 2, 12, 3, 0).getTime() }, now)).toBe('sleeping until 12:03:00 (in 3m00s)');
+    expect(stepDetail({ status: 'sleeping', until: now + 1_200 }, now)).toBe('sleeping until 12:00:01 (in 1.2s)');
   });
 
   it('shows the task header and the steps table with the complete-by time relative while in flight', () => {

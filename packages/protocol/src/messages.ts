@@ -148,6 +148,8 @@ export const StepStatusSchema = z.enum([
   'compensation_failed',
   /** Its `when` was false when it became ready (decision 0019): done, with no output and no effect; `reason` says why. */
   'skipped',
+  /** A durable sleep waits for its time (`until`); no agent takes part (decision 0019). */
+  'sleeping',
 ]);
 export type StepStatus = z.output<typeof StepStatusSchema>;
 
@@ -163,6 +165,8 @@ export const TaskEventTypeSchema = z.enum([
   'step_abandoned',
   /** A step's `when` was false: it is skipped, `reason` says why (decision 0019). */
   'step_skipped',
+  /** A sleep step began to sleep until `until` (decision 0019). */
+  'step_sleeping',
   'completed',
   'failed',
   'compensating',
@@ -188,6 +192,8 @@ export const TaskEventSchema = z
     /** Why (an error message, a rejection reason). */
     reason: optional(z.string().max(4000)),
     error: optional(WireErrorSchema),
+    /** What a waiting step waits until (epoch ms): a sleep's wake time (decision 0019). */
+    until: optional(epochMs),
   });
 export type TaskEvent = z.output<typeof TaskEventSchema>;
 
@@ -307,6 +313,8 @@ export type ClientLimit = z.output<typeof ClientLimitSchema>;
 /** The state of one step as reported to clients. */
 export const StepStateSchema = z.object({
   name: z.string(),
+  /** What the step does (decision 0019): absent or `agent` = calls an agent (`agent` names it); `sleep`, `signal` (waitFor), `child`. */
+  kind: optional(tolerant(z.enum(['agent', 'sleep', 'signal', 'child']))),
   agent: z.string(),
   status: tolerant(StepStatusSchema),
   attempt: z.number().int().nonnegative(),
@@ -319,6 +327,8 @@ export const StepStateSchema = z.object({
   error: optional(z.string()),
   /** Why a skipped step was skipped (its condition, as it evaluated: "amount 10 is not > 1000"). */
   reason: optional(z.string()),
+  /** What a waiting step waits until (epoch ms): a sleeping step's wake time. */
+  until: optional(z.number()),
   dependsOn: z.array(z.string()),
   /** The step's completion order (compensations run in its reverse). */
   order: optional(z.number().int()),

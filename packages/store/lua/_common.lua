@@ -118,9 +118,10 @@ local function flush(ctx)
 end
 
 -- Appends an event; the per-task sequence number is assigned here, atomically with the transition.
-local function push_event(ctx, etype, step, attempt, reason, status)
+-- `untilTs`: what a waiting step waits until (epoch ms; decision 0019's `until`).
+local function push_event(ctx, etype, step, attempt, reason, status, untilTs)
   local seq = redis.call('HINCRBY', ctx.taskKey, 'seq', 1)
-  ctx.events[#ctx.events + 1] = { type = etype, seq = seq, step = step, attempt = attempt, reason = reason, status = status }
+  ctx.events[#ctx.events + 1] = { type = etype, seq = seq, step = step, attempt = attempt, reason = reason, status = status, ['until'] = untilTs }
 end
 
 -- Takes the task for this scheduler; the lock epoch grows on every hand-over between schedulers.
@@ -296,8 +297,15 @@ local function begin_undo(ctx, endAs, reason)
   local recs = recs_of(ctx)
   for _, s in ipairs(plan_of(ctx)) do
     local rec = recs[s.n]
+    if rec.status == 'sleeping' then
+      -- A sleep stops at once (decision 0019 U1): nothing ran, nothing to undo (effect none).
+      rec.status = 'abandoned'
+      rec.finishedAt = ctx.now
+      redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, s.n))
+      push_event(ctx, 'step_abandoned', s.n, nil, 'stopped sleeping: the task is being undone')
+      touch(ctx, s.n)
     -- Parked, or reported failed with its retry not yet decided: no attempt of it is in flight.
-    if rec.status == 'parked' or (rec.status == 'processing' and rec.reported) then
+    elseif rec.status == 'parked' or (rec.status == 'processing' and rec.reported) then
       rec.status = 'abandoned'
       rec.finishedAt = ctx.now
       redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, s.n))
@@ -327,12 +335,13 @@ local function abandon_in_flight(ctx, reason)
   local recs = recs_of(ctx)
   for _, s in ipairs(plan_of(ctx)) do
     local rec = recs[s.n]
-    if rec.status == 'processing' or rec.status == 'parked' then
+    if rec.status == 'processing' or rec.status == 'parked' or rec.status == 'sleeping' then
       if rec.status == 'processing' and not rec.reported then note_effect(rec, 'unknown') end
+      local why = rec.status == 'sleeping' and ('stopped sleeping: ' .. reason) or reason
       rec.status = 'abandoned'
       rec.finishedAt = ctx.now
       redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, s.n))
-      push_event(ctx, 'step_abandoned', s.n, rec.attempt, reason)
+      push_event(ctx, 'step_abandoned', s.n, (rec.attempt or 0) > 0 and rec.attempt or nil, why)
       touch(ctx, s.n)
     end
   end
@@ -342,8 +351,9 @@ end
 -- permanently). `why` completes "step <name> …" ("failed 3 times: …"); `lastError` is what the step
 -- shows. A run: the step is `error` (`failed` when permanent) and the task follows its policy — undone
 -- (onFailure=compensate), or failed with an alert. A compensation: the task ends compensation_failed
--- with an alert. Needs ctx.alertsKey/outboxKey. Returns the action taken.
-local function give_up(ctx, spec, rec, kind, why, lastError, permanent)
+-- with an alert. Needs ctx.alertsKey/outboxKey. Returns the action taken. `alertAttempt` names the
+-- give-up in the alert id when it is not the phase's attempt (a failure at a step's start).
+local function give_up(ctx, spec, rec, kind, why, lastError, permanent, alertAttempt)
   local ph = phase(rec, kind)
   ph.finishedAt = ctx.now
   ph.error = lastError
@@ -366,7 +376,7 @@ local function give_up(ctx, spec, rec, kind, why, lastError, permanent)
   end
   abandon_in_flight(ctx, reason)
   finish_task(ctx, 'failed', reason)
-  record_alert(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.failureCount, lastError, ph.attempt)
+  record_alert(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.failureCount, lastError, alertAttempt or ph.attempt)
   return 'error'
 end
 
@@ -424,6 +434,46 @@ local function step_condition(ctx, spec, rec)
   end)
 end
 
+-- When a ready sleep step wakes (decision 0019 R2/R4): now + ms, or the epoch ms its input path holds.
+-- Returns the time, or nil and why it cannot sleep (the step then fails for good).
+local function sleep_until(ctx, spec)
+  local sl = spec.sl
+  if sl.ms then return ctx.now + sl.ms end
+  local path = table.concat(sl.p, '.')
+  local what = 'sleep.untilInput: input field ' .. path
+  local input = task_input(ctx)
+  if not input then return nil, what .. ' is absent: the task has no input (expected epoch ms)' end
+  local pos, err = mp_locate(input, 1, sl.p)
+  if pos == nil then return nil, 'the task input is not valid msgpack at ' .. path .. ' (' .. err .. ')' end
+  if not pos then return nil, what .. ' is absent (expected epoch ms)' end
+  local kind, v = mp_scalar(input, pos)
+  if kind ~= 'int' and kind ~= 'float' then return nil, what .. ' is ' .. when_render(kind, v) .. ', not a number (expected epoch ms)' end
+  if v ~= v or v < 0 or v == math.huge then return nil, what .. ' is ' .. when_number(v) .. ', not a time (expected epoch ms)' end
+  if v > ctx.now + sl.mx then
+    return nil, what .. ' is ' .. when_number(v) .. ', more than maxMs ' .. when_number(sl.mx) .. ' ms ahead (the step may sleep at most that long)'
+  end
+  return math.floor(v)
+end
+
+-- A step that needs no agent is done (a sleep that woke): processed, in completion order, no output.
+local function complete_without_agent(ctx, spec, rec)
+  rec.status = 'processed'
+  rec.finishedAt = ctx.now
+  rec.wakeAt = nil
+  rec.order = redis.call('HINCRBY', ctx.taskKey, 'doneSeq', 1)
+  touch(ctx, spec.n)
+  push_event(ctx, 'step_done', spec.n)
+end
+
+-- A step that cannot start (its condition cannot be read, its wake time cannot be used) fails for good at
+-- once. No attempt of it ran, so its alert is named by how many times it failed at its start
+-- (`<task>:<step>:step_failed:start-<n>`): an operator's retry that fails the same way raises a new
+-- alert, never one JetStream would drop as a repeat of the first.
+local function fail_at_start(ctx, spec, rec, why, lastError)
+  rec.startFailures = (rec.startFailures or 0) + 1
+  give_up(ctx, spec, rec, 'run', why, lastError, true, 'start-' .. rec.startFailures)
+end
+
 -- Readiness (decision 0019 §2.4 R1): a pending step whose dependencies are all done is skipped when its
 -- `when` is false (with the reason), fails when its condition cannot be read (the bytes are not msgpack:
 -- a permanent failure, so the task's onFailure applies), and starts otherwise. A pass that skipped a step
@@ -444,8 +494,26 @@ local function start_ready(ctx)
         if ready then
           local holds, reason = step_condition(ctx, s, rec)
           if holds == nil then
-            give_up(ctx, s, rec, 'run', 'failed: its condition could not be evaluated: ' .. reason, reason, true)
+            fail_at_start(ctx, s, rec, 'failed: its condition could not be evaluated: ' .. reason, reason)
             return false
+          elseif holds and s.k == 's' then
+            -- A durable sleep (R2-R4): a deadline in the index; one already due completes now.
+            local wakeAt, why = sleep_until(ctx, s)
+            if not wakeAt then
+              fail_at_start(ctx, s, rec, 'failed: ' .. why, why)
+              return false
+            end
+            rec.startedAt = ctx.now
+            if wakeAt <= ctx.now then
+              complete_without_agent(ctx, s, rec)
+              changed = true
+            else
+              rec.status = 'sleeping'
+              rec.wakeAt = wakeAt
+              touch(ctx, s.n)
+              redis.call('ZADD', ctx.deadlinesKey, wakeAt, deadline_member(ctx.taskId, s.n))
+              push_event(ctx, 'step_sleeping', s.n, nil, nil, nil, wakeAt)
+            end
           elseif holds then
             start_attempt(ctx, s, rec, 'run')
             push_event(ctx, 'step_started', s.n, rec.attempt)

@@ -56,6 +56,11 @@ do
   for _, s in ipairs(plan) do
     if s.n == stepName then expected = (kind == 'compensate' and type(s.c) == 'table') and s.c.a or s.a end
   end
+  if expected == nil then
+    -- A step that calls no agent (a sleep, a wait, a child step: decision 0019): no result is its.
+    redis.call('HINCRBY', taskKey, 'forgedResults', 1)
+    return { FORGED, cjson.encode({ reason = 'step ' .. stepName .. ' calls no agent, but a result for it came on agent ' .. ARGV[15] .. "'s subject" }) }
+  end
   if expected ~= ARGV[15] then
     redis.call('HINCRBY', taskKey, 'forgedResults', 1)
     return { FORGED, cjson.encode({ reason = 'the ' .. kind .. ' of step ' .. stepName .. ' is agent ' .. tostring(expected) .. "'s, but the result came on agent " .. ARGV[15] .. "'s subject" }) }

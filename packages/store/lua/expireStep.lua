@@ -17,11 +17,14 @@
   compensation → task compensation_failed + alert. Alerts are recorded here (the outbox), never by a caller.
   A run step still in flight when its task began to be undone (a drain) → abandoned (effect unknown),
   and the undo goes on.
+  A sleeping step whose wake time has come (decision 0019 R5) → processed; the steps it made ready
+  start (their requests are the reply's dispatch: the supervisor asks a scheduler to send them, as for a
+  retry), and the task completes when every step is done → action 'wake'.
   Anything else (task finished, step done, deadline moved) → action 'noop', nothing written but the index
   entry, which is dropped or moved to the live deadline.
   Returns { OK, json{action, kind, events, dispatch, replyTo, client, failureCount, lastError, attempt, workflow, createdAt} }
           | { STALE_EPOCH, json{epoch} } | { UNKNOWN_TASK, '{}' } (index entry removed)
-  action: retry | park | error | compensate | abandon | noop
+  action: retry | park | error | compensate | abandon | wake | noop
 ]]
 --@include _common
 
@@ -34,6 +37,28 @@ if refused then return refused end
 local rec = decode_step(redis.call('HGET', taskKey, 's:' .. stepName))
 local taskStatus = redis.call('HGET', taskKey, 'status')
 local noop = cjson.encode({ action = 'noop' })
+
+local function reply_with(ctx, action, kind, ph)
+  flush(ctx)
+  return { OK, cjson.encode({ action = action, kind = kind, events = ctx.events, dispatch = ctx.dispatch, attempt = ph and ph.attempt,
+    replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'), failureCount = ph and ph.failureCount, lastError = ph and ph.error,
+    workflow = redis.call('HGET', taskKey, 'workflow'), createdAt = tonumber(redis.call('HGET', taskKey, 'createdAt')) }) }
+end
+
+if rec and taskStatus == 'running' and rec.status == 'sleeping' then
+  local now = tonumber(ARGV[3])
+  if rec.wakeAt > now then
+    redis.call('ZADD', deadlinesKey, rec.wakeAt, member)
+    return { OK, noop }
+  end
+  local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5] }, taskId, task_now(taskKey, now))
+  ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
+  redis.call('HSET', taskKey, 'updatedAt', ctx.now)
+  redis.call('ZREM', deadlinesKey, member)
+  complete_without_agent(ctx, spec_of(ctx, stepName), recs_of(ctx)[stepName])
+  if start_ready(ctx) then finish_task(ctx, 'completed') end
+  return reply_with(ctx, 'wake', 'run', nil)
+end
 
 local kind, drain
 if rec and taskStatus == 'running' and (rec.status == 'processing' or rec.status == 'parked') then
@@ -87,7 +112,4 @@ else
   action = ladder_after_failure(ctx, spec, rec, kind)
 end
 
-flush(ctx)
-return { OK, cjson.encode({ action = action, kind = kind, events = ctx.events, dispatch = ctx.dispatch, attempt = ph.attempt,
-  replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'), failureCount = ph.failureCount, lastError = ph.error,
-  workflow = redis.call('HGET', taskKey, 'workflow'), createdAt = tonumber(redis.call('HGET', taskKey, 'createdAt')) }) }
+return reply_with(ctx, action, kind, ph)

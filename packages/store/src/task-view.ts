@@ -39,6 +39,10 @@ export interface StepRecord {
   error?: string;
   /** Why a skipped step was skipped (decision 0019). */
   reason?: string;
+  /** A sleeping step's wake time (decision 0019). */
+  wakeAt?: number;
+  /** How many times the step failed at its start, before any attempt (its alert ids count them). */
+  startFailures?: number;
   order?: number;
   circuitCount?: number;
   giveUpAt?: number;
@@ -67,8 +71,11 @@ function reader(h: TaskHash) {
 
 /** The state of a task from its full record. */
 /** What a step's state has in both record forms: its place in the plan, counters, times, output. */
+/** The wire kind of a plan step (decision 0019 §7): agent calls carry none (older readers: agent). */
+const KIND_OF: Record<NonNullable<PlanStep['k']>, NonNullable<StepState['kind']>> = { s: 'sleep', w: 'signal', c: 'child' };
+
 function stepState(
-  p: Pick<PlanStep, 'n' | 'a' | 'd'>,
+  p: Pick<PlanStep, 'n' | 'a' | 'd' | 'k'>,
   rec: { status: StepStatus; attempt: number; failureCount: number; startedAt?: number; finishedAt?: number; order?: number },
   output: Buffer | undefined,
 ): StepState {
@@ -80,6 +87,7 @@ function stepState(
     failureCount: rec.failureCount,
     dependsOn: Array.isArray(p.d) ? p.d : [],
   };
+  if (p.k !== undefined && KIND_OF[p.k]) s.kind = KIND_OF[p.k];
   if (rec.startedAt !== undefined) s.startedAt = rec.startedAt;
   if (rec.finishedAt !== undefined) s.finishedAt = rec.finishedAt;
   if (rec.order !== undefined) s.order = rec.order;
@@ -98,6 +106,7 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
     if (rec.completeBy !== undefined) s.completeBy = rec.completeBy;
     if (rec.error) s.error = rec.error;
     if (rec.reason) s.reason = rec.reason;
+    if (rec.status === 'sleeping' && rec.wakeAt !== undefined) s.until = rec.wakeAt;
     if (rec.circuitCount) s.circuitCount = rec.circuitCount;
     if (rec.giveUpAt !== undefined) s.giveUpAt = rec.giveUpAt;
     s.effect = rec.effect ?? 'none';
@@ -204,7 +213,7 @@ export function compactTaskView(taskId: string, h: TaskHash, plan: readonly Plan
   const { str, num } = reader(h);
   const createdAt = num('createdAt') ?? 0;
   const finishedAt = num('finishedAt');
-  const specs: readonly Pick<PlanStep, 'n' | 'a' | 'd' | 'c'>[] =
+  const specs: readonly Pick<PlanStep, 'n' | 'a' | 'd' | 'c' | 'k'>[] =
     plan ??
     Object.keys(h)
       .filter((f) => f.startsWith('k:'))

@@ -8,6 +8,8 @@ export interface TransitionEvent {
   attempt?: number;
   reason?: string;
   status?: TaskStatus;
+  /** What a waiting step waits until (epoch ms; decision 0019). */
+  until?: number;
 }
 
 /** A step the transition started: the caller must send its request to the agent. */
@@ -101,15 +103,16 @@ export function toTaskEvent(taskId: string, e: TransitionEvent, at: number): Tas
   if (e.step) ev.step = e.step;
   if (e.attempt) ev.attempt = e.attempt;
   if (e.reason) ev.reason = e.reason.slice(0, 4000);
+  if (typeof e.until === 'number') ev.until = e.until;
   return ev;
 }
 
 /**
  * What the supervisor's transition did: a new attempt (retry), a park, a give-up that ended the task
  * with an alert (error) or began its undo (compensate), a step in flight during an undo abandoned
- * (abandon), or nothing (noop).
+ * (abandon), a sleep that ended and the steps it made ready started (wake, decision 0019), or nothing (noop).
  */
-export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'noop';
+export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'noop';
 
 export interface Expiry {
   action: ExpireAction;

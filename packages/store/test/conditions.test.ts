@@ -172,8 +172,8 @@ describe('conditions (when)', () => {
       ['step_failed', 'gate', why],
       ['failed', undefined, `step gate failed: its condition could not be evaluated: ${why}`],
     ]);
-    expect(await store.openAlerts()).toEqual([expect.objectContaining({ id: 'bad1:gate:step_failed:0', kind: 'step_failed', taskId: 'bad1', step: 'gate', lastError: why })]);
-    expect((await store.pendingAlerts(10)).map((a) => a.alert.id)).toEqual(['bad1:gate:step_failed:0']);
+    expect(await store.openAlerts()).toEqual([expect.objectContaining({ id: 'bad1:gate:step_failed:start-1', kind: 'step_failed', taskId: 'bad1', step: 'gate', lastError: why })]);
+    expect((await store.pendingAlerts(10)).map((a) => a.alert.id)).toEqual(['bad1:gate:step_failed:start-1']);
 
     const retried = await store.retryStep({ lease: HELD, taskId: 'bad1', step: 'gate', input: encode({ amount: 0 }), now: T0 + 50, schedulerId: 'sched-1' });
     expect(retried.status).toBe('completed');
@@ -192,8 +192,10 @@ describe('conditions (when)', () => {
     await created(store, 'bad2', p, broken);
     const retried = await store.retryStep({ lease: HELD, taskId: 'bad2', step: 'gate', now: T0 + 50, schedulerId: 'sched-1' });
     expect(retried.status).toBe('failed');
-    expect(await store.openAlerts()).toEqual([expect.objectContaining({ id: 'bad2:gate:step_failed:0', lastError: 'the task input is not valid msgpack at amount (byte 0xc1 starts no msgpack value)' })]);
+    expect(await store.openAlerts()).toEqual([expect.objectContaining({ id: 'bad2:gate:step_failed:start-2', lastError: 'the task input is not valid msgpack at amount (byte 0xc1 starts no msgpack value)' })]);
     expect((await store.getTask('bad2'))?.status).toBe('failed');
+    // Each failure at the start is its own alert (JetStream would drop a repeated id as a duplicate).
+    expect((await store.pendingAlerts(10)).map((a) => a.alert.id)).toEqual(['bad2:gate:step_failed:start-1', 'bad2:gate:step_failed:start-2']);
   });
 
   it('keeps a skipped step and its reason through compaction', async () => {

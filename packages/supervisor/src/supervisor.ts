@@ -289,7 +289,8 @@ export class Supervisor {
     countTaskEnd(bus.names.namespace, x.workflow ?? '', x.events, x.createdAt, now);
     const work: Promise<unknown>[] = [publishTaskEvents(bus, x.client, taskId, x.events.map((e) => toTaskEvent(taskId, e, now)), x.replyTo)];
     // Inside the action's span: the line carries the task's trace id (decision 0013).
-    if (x.action !== 'error' && x.action !== 'noop') this.log.info({ taskId, step, kind: x.kind, attempt: x.attempt, failureCount: x.failureCount, lastError: x.lastError }, `failure ladder: ${x.action}`);
+    if (x.action === 'wake') this.log.info({ taskId, step, started: x.dispatch.map((d) => d.step) }, 'sleep ended');
+    else if (x.action !== 'error' && x.action !== 'noop') this.log.info({ taskId, step, kind: x.kind, attempt: x.attempt, failureCount: x.failureCount, lastError: x.lastError }, `failure ladder: ${x.action}`);
     if (x.action === 'retry') this.health.retries++;
     else if (x.action === 'compensate') this.health.undos++;
     else if (x.action === 'park') this.health.parked++;

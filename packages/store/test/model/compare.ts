@@ -53,6 +53,8 @@ function compareStep(out: string[], t: TaskM, s: StepM, real: RealTask): void {
   diff(out, `${where} run`, realPhaseFields(rec, runActive, rec.status === 'parked'), phaseFields(s.run, runActive));
   if (s.run.attempt > 0) diff(out, `${where} startedAt`, rec.startedAt, s.run.startedAt);
   if (s.status === 'processed') diff(out, `${where} processed at, order`, [rec.finishedAt, rec.order], [s.processedAt, s.order]);
+  if (s.spec.sleep && s.sleptAt !== undefined) diff(out, `${where} sleep started at`, rec.startedAt, s.sleptAt);
+  if (s.status === 'sleeping') diff(out, `${where} wake at (record and view)`, [rec.wakeAt, view.until, view.kind], [s.wakeAt, s.wakeAt, 'sleep']);
   if (s.status === 'skipped') diff(out, `${where} skipped at, reason (record and view)`, [rec.finishedAt, rec.reason, view.reason], [s.skippedAt, s.reason, s.reason]);
   if (!s.comp) {
     if (rec.comp) out.push(`${where}: the real step has a compensation phase ${JSON.stringify(rec.comp)}, the model none`);

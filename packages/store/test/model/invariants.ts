@@ -33,7 +33,7 @@ function expectedAlerts(t: RealTask): string[] {
   for (const [name, rec] of t.recs) {
     if (t.view.status === 'compensation_failed' && rec.status === 'compensation_failed') out.push(`${id}:${name}:compensation_failed:${rec.comp?.attempt ?? 0}`);
     if (t.view.status === 'failed' && rec.status === 'error') out.push(`${id}:${name}:step_error:${rec.attempt}`);
-    if (t.view.status === 'failed' && rec.status === 'failed') out.push(`${id}:${name}:step_failed:${rec.attempt}`);
+    if (t.view.status === 'failed' && rec.status === 'failed') out.push(`${id}:${name}:step_failed:${rec.attempt === 0 && rec.startFailures ? `start-${rec.startFailures}` : rec.attempt}`);
   }
   if (out.length === 0 && t.view.status === 'failed') out.push(`${id}:#task:task_deadline:0`);
   return out;

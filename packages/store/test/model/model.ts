@@ -19,7 +19,9 @@ export type StepStatus =
   | 'compensated'
   | 'compensation_failed'
   /** Its `when` was false when it became ready (decision 0019 R1): done, no output, effect none. */
-  | 'skipped';
+  | 'skipped'
+  /** A durable sleep waits for `wakeAt` (decision 0019 R2): no agent, effect none. */
+  | 'sleeping';
 export type TaskStatus = 'running' | 'completed' | 'failed' | 'compensating' | 'compensated' | 'cancelled' | 'compensation_failed';
 export type AlertKind = 'step_error' | 'step_failed' | 'compensation_failed' | 'task_deadline';
 
@@ -44,6 +46,12 @@ export interface StepSpec {
   comp?: PhaseSpec & { agent: string };
   /** Its condition (decision 0019 §1.4): evaluated over the task input and the outputs when the step becomes ready. */
   when?: Predicate;
+  /**
+   * A durable sleep instead of an agent call (decision 0019 §2.4 R2–R5): a fixed time, or the epoch ms
+   * at an input field, at most maxMs ahead. Its `agent` is '' (no agent may answer it) and its run phase
+   * is never started.
+   */
+  sleep?: { ms: number } | { field: string; maxMs: number };
 }
 
 export interface TaskSpec {
@@ -91,6 +99,12 @@ export interface StepM {
   /** Skipped: when, and why (the condition's reason). */
   skippedAt?: number;
   reason?: string;
+  /** Failures at its start (a wake time that cannot be used): they name its alerts, `start-<n>`. */
+  startFailures?: number;
+  /** Sleeping: when it began and when it wakes; a sleep stopped by an undo: when. */
+  sleptAt?: number;
+  wakeAt?: number;
+  abandonedAt?: number;
 }
 
 export interface Alert {
@@ -136,7 +150,7 @@ export interface Dispatch {
   effect?: 'applied' | 'unknown';
 }
 
-export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon';
+export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake';
 
 /** What a transition did: applied (with its dispatches and alerts), or rejected in one of the ways that write nothing. */
 export type Outcome =
@@ -301,8 +315,9 @@ export class Model {
     const t = this.task(taskId);
     const s = t.steps.get(step);
     if (!s) return { code: 'invalid' };
-    // Only the agent type the plan names for the phase may report it, whatever the attempt (decision 0010).
-    if (agentType !== expectedAgent(s, kind)) {
+    // Only the agent type the plan names for the phase may report it, whatever the attempt (decision 0010);
+    // a step that calls no agent (a sleep) no one may.
+    if (s.spec.sleep || agentType !== expectedAgent(s, kind)) {
       t.forgedResults++;
       return { code: 'forged' };
     }
@@ -356,6 +371,15 @@ export class Model {
     const t = this.tasks.get(taskId);
     const s = t?.steps.get(step);
     if (!t || !s) return { code: 'noop' };
+    // A sleep's deadline (decision 0019 R5): at its time it is done and what it made ready starts; before
+    // it, nothing changes (the index keeps it at its time).
+    if (t.status === 'running' && s.status === 'sleeping') {
+      if (s.wakeAt! > now) return { code: 'noop' };
+      const tx = this.tx(t, now);
+      this.completeWithoutAgent(tx, s);
+      this.startReady(tx);
+      return this.applied(tx, 'wake');
+    }
     let kind: Kind;
     let drain = false;
     if (t.status === 'running' && (s.status === 'processing' || s.status === 'parked')) kind = 'run';
@@ -448,6 +472,8 @@ export class Model {
       if (!ok) return { code: 'invalid' };
     }
     const tx = this.tx(t, now);
+    // Its open alerts close first: a step that fails again at its start raises a new one, which stands.
+    for (const id of [...this.openAlerts.keys()]) if (id.startsWith(`${t.id}:`)) this.openAlerts.delete(id);
     const fresh = (ph: Phase): void => {
       ph.failureCount = 0;
       ph.circuitCount = 0;
@@ -473,7 +499,6 @@ export class Model {
       this.startReady(tx);
     }
     if (t.status === 'compensating') delete t.finishedAt;
-    for (const id of [...this.openAlerts.keys()]) if (id.startsWith(`${t.id}:`)) this.openAlerts.delete(id);
     return this.applied(tx);
   }
 
@@ -560,7 +585,7 @@ export class Model {
    * Giving up (decision 0009 §1): a run becomes error (permanent: failed) and the task follows its
    * policy; a compensation becomes compensation_failed and so does the task, with an alert.
    */
-  private giveUp(tx: Tx, s: StepM, kind: Kind, permanent: boolean): ExpireAction {
+  private giveUp(tx: Tx, s: StepM, kind: Kind, permanent: boolean, alertAttempt?: string): ExpireAction {
     if (kind === 'compensate') {
       const ph = s.comp!;
       ph.parked = false;
@@ -579,7 +604,7 @@ export class Model {
     }
     this.stopInFlight(tx);
     this.finish(tx, 'failed');
-    this.alert(tx, permanent ? 'step_failed' : 'step_error', s.spec.name, s.run.failureCount, s.run.attempt);
+    this.alert(tx, permanent ? 'step_failed' : 'step_error', s.spec.name, s.run.failureCount, alertAttempt ?? s.run.attempt);
     return 'error';
   }
 
@@ -591,12 +616,23 @@ export class Model {
    */
   private stopInFlight(tx: Tx): void {
     for (const s of tx.t.steps.values()) {
+      if (s.status === 'sleeping') {
+        this.stopSleep(tx, s);
+        continue;
+      }
       if (s.status !== 'processing' && s.status !== 'parked') continue;
       if (s.status === 'processing' && !s.run.reported) raise(s, 'unknown');
       s.status = 'abandoned';
       s.run.parked = false;
       s.run.reported = false;
     }
+  }
+
+  /** A sleep stops at once when its task is undone or fails (decision 0019 U1): abandoned, effect none. */
+  private stopSleep(tx: Tx, s: StepM): void {
+    s.status = 'abandoned';
+    s.abandonedAt = tx.now;
+    delete s.wakeAt;
   }
 
   /**
@@ -611,7 +647,8 @@ export class Model {
     t.status = 'compensating';
     t.endAs = endAs;
     for (const s of t.steps.values()) {
-      if (s.status === 'parked' || (s.status === 'processing' && s.run.reported)) {
+      if (s.status === 'sleeping') this.stopSleep(tx, s);
+      else if (s.status === 'parked' || (s.status === 'processing' && s.run.reported)) {
         s.status = 'abandoned';
         s.run.parked = false;
         s.run.reported = false;
@@ -657,7 +694,24 @@ export class Model {
         if (s.status !== 'pending' || !s.spec.dependsOn.every((d) => done(t.steps.get(d)))) continue;
         // A condition decides once, before the first attempt: a step that ran (a retry of it) runs again.
         const verdict = s.spec.when && s.run.attempt === 0 ? evaluate(s.spec.when, t.input, outputsOf(t)) : { holds: true };
-        if (verdict.holds) {
+        if (verdict.holds && s.spec.sleep) {
+          const wake = this.wakeTime(t, s.spec.sleep, tx.now);
+          if (typeof wake === 'string') {
+            // A wake time that cannot be used: the step fails for good at its start (R4); no attempt
+            // ran, so its alert is named by its failures at start.
+            s.startFailures = (s.startFailures ?? 0) + 1;
+            this.giveUp(tx, s, 'run', true, `start-${s.startFailures}`);
+            return;
+          }
+          s.sleptAt = tx.now;
+          if (wake <= tx.now) {
+            this.completeWithoutAgent(tx, s);
+            skipped = true; // done at once: it may make others ready, as a skip does
+          } else {
+            s.status = 'sleeping';
+            s.wakeAt = wake;
+          }
+        } else if (verdict.holds) {
           this.start(tx, s, 'run');
         } else {
           s.status = 'skipped';
@@ -671,6 +725,25 @@ export class Model {
     if (steps.every(done)) this.finish(tx, 'completed');
   }
 
+  /** A sleep's wake time (R2), or why it cannot sleep (R4): read from the task input, as decision 0019 §1.2 says. */
+  private wakeTime(t: TaskM, sl: NonNullable<StepSpec['sleep']>, now: number): number | string {
+    if ('ms' in sl) return now + sl.ms;
+    const v = (t.input as Record<string, unknown> | undefined)?.[sl.field];
+    if (v === undefined) return 'absent';
+    if (typeof v !== 'number') return 'not a number';
+    if (!Number.isFinite(v) || v < 0) return 'not a time';
+    if (v > now + sl.maxMs) return 'beyond maxMs';
+    return Math.floor(v);
+  }
+
+  /** A step that needs no agent is done: processed, in completion order, no output, no effect. */
+  private completeWithoutAgent(tx: Tx, s: StepM): void {
+    s.status = 'processed';
+    s.processedAt = tx.now;
+    s.order = ++tx.t.doneSeq;
+    delete s.wakeAt;
+  }
+
   private finish(tx: Tx, status: TaskStatus): void {
     tx.t.status = status;
     tx.t.finishedAt = tx.now;
@@ -681,7 +754,7 @@ export class Model {
    * §4). Its id names the attempt of the phase that gave up (0 for the task deadline), so it is unique per
    * give-up: a step an operator retried that fails again raises a new alert.
    */
-  private alert(tx: Tx, kind: AlertKind, step: string | undefined, failureCount: number, attempt: number): void {
+  private alert(tx: Tx, kind: AlertKind, step: string | undefined, failureCount: number, attempt: number | string): void {
     const a: Alert = { id: `${tx.t.id}:${step ?? '#task'}:${kind}:${attempt}`, kind, taskId: tx.t.id, failureCount, raisedAt: tx.now };
     if (step !== undefined) a.step = step;
     this.openAlerts.set(a.id, a);
@@ -702,6 +775,7 @@ export class Model {
       if (TERMINAL.has(t.status)) continue;
       for (const s of t.steps.values()) {
         if (s.status === 'processing' || s.status === 'parked') out.set(`${t.id}|${s.spec.name}`, s.run.completeBy!);
+        else if (s.status === 'sleeping') out.set(`${t.id}|${s.spec.name}`, s.wakeAt!);
         else if (s.status === 'compensating') out.set(`${t.id}|${s.spec.name}`, s.comp!.completeBy!);
       }
     }

@@ -94,6 +94,8 @@ function phases(w: World): Target[] {
   const out: Target[] = [];
   for (const task of tasks(w)) {
     for (const step of task.steps.values()) {
+      // A sleep has no phase an agent runs (any result for it is forged: packages/store/test/sleep.test.ts).
+      if (step.spec.sleep) continue;
       out.push({ task, step, kind: 'run', attempt: step.run.attempt });
       if (step.comp) out.push({ task, step, kind: 'compensate', attempt: step.comp.attempt });
     }
@@ -264,10 +266,12 @@ const choiceArb: fc.Arbitrary<PlanChoice> = fc
     giveUpMs: fc.option(fc.constantFrom(250, 600), { nil: undefined }),
     compGiveUpMs: fc.option(fc.constantFrom(200, 500), { nil: undefined }),
     amount: fc.option(fc.constantFrom(10, 1000, 2000), { nil: undefined }),
+    remindIn: fc.option(fc.constantFrom<number | 'soon'>(-100, 150, 600, 5_000, 'soon'), { nil: undefined }),
   })
   .map((c) => {
     const out: PlanChoice = { shape: c.shape, run: c.run, comp: c.comp };
     if (c.amount !== undefined) out.amount = c.amount;
+    if (c.remindIn !== undefined) out.remindIn = c.remindIn;
     if (c.giveUpMs !== undefined) out.giveUpMs = c.giveUpMs;
     if (c.compGiveUpMs !== undefined) out.compGiveUpMs = c.compGiveUpMs;
     return out;

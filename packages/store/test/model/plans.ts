@@ -17,16 +17,24 @@ export interface PlanChoice {
   compGiveUpMs?: number;
   /** The task input's amount (conditions read it); absent: the input is {}. */
   amount?: number;
+  /** The input's remindAt (a sleep reads it), as ms after the submission (or a value that is no time). */
+  remindIn?: number | 'soon';
 }
 
-/** The task input a submission of `choice` carries. */
-export function taskInput(choice: PlanChoice): Record<string, unknown> {
-  return choice.amount !== undefined ? { amount: choice.amount } : {};
+/** The task input a submission of `choice` at `now` carries. */
+export function taskInput(choice: PlanChoice, now: number): Record<string, unknown> {
+  const input: Record<string, unknown> = {};
+  if (choice.amount !== undefined) input['amount'] = choice.amount;
+  if (choice.remindIn !== undefined) input['remindAt'] = choice.remindIn === 'soon' ? 'soon' : now + choice.remindIn;
+  return input;
 }
+
+/** A sleep step of a shape: a fixed time, or the input's remindAt at most maxMs ahead. */
+type ShapeSleep = { ms: number } | { field: 'remindAt'; maxMs: number };
 
 interface Shape {
   name: string;
-  steps: { name: string; dependsOn: string[]; compensate: boolean; when?: Predicate }[];
+  steps: { name: string; dependsOn: string[]; compensate: boolean; when?: Predicate; sleep?: ShapeSleep }[];
   onFailure: 'error' | 'compensate';
   deadlineMs?: number;
 }
@@ -112,6 +120,28 @@ export const SHAPES: readonly Shape[] = [
       { name: 'd', dependsOn: [], compensate: false, when: { any: [{ input: 'amount', lte: 1000 }, { input: 'amount', exists: false }] } },
     ],
   },
+  // Durable sleeps (decision 0019 §9.1): a fixed sleep first (then an undoable step), and a sleep until
+  // the input's remindAt — past, future, beyond maxMs or not a time — between two steps, under a task
+  // deadline that may stop it; a condition on a sleep.
+  {
+    name: 'sleep-then',
+    onFailure: 'compensate',
+    steps: [
+      { name: 'nap', dependsOn: [], compensate: false, sleep: { ms: 50 } },
+      { name: 'a', dependsOn: ['nap'], compensate: true },
+      { name: 'b', dependsOn: ['a'], compensate: false },
+    ],
+  },
+  {
+    name: 'sleep-input',
+    onFailure: 'error',
+    deadlineMs: 1_500,
+    steps: [
+      { name: 'a', dependsOn: [], compensate: false },
+      { name: 'remind', dependsOn: ['a'], compensate: false, sleep: { field: 'remindAt', maxMs: 2_000 }, when: { input: 'amount', ne: 1000 } },
+      { name: 'b', dependsOn: ['remind'], compensate: true },
+    ],
+  },
 ];
 
 /** The agent types of a step's run and compensation: one per phase, so a result on another's subject is forged. */
@@ -128,7 +158,10 @@ export function definition(choice: PlanChoice): WorkflowDefinitionInput {
     name: shape.name,
     onFailure: shape.onFailure,
     ...(shape.deadlineMs !== undefined ? { deadlineMs: shape.deadlineMs } : {}),
-    steps: shape.steps.map((s) => ({
+    steps: shape.steps.map((s) => {
+      const when = s.when ? { when: s.when } : {};
+      if (s.sleep) return { name: s.name, dependsOn: s.dependsOn, ...when, sleep: 'ms' in s.sleep ? { ms: s.sleep.ms } : { untilInput: s.sleep.field, maxMs: s.sleep.maxMs } };
+      return {
       name: s.name,
       agent: runAgent(s.name),
       budgetMs: RUN_BUDGET_MS,
@@ -146,7 +179,8 @@ export function definition(choice: PlanChoice): WorkflowDefinitionInput {
             },
           }
         : {}),
-    })),
+      };
+    }),
   };
 }
 
@@ -176,8 +210,10 @@ export function modelSpec(choice: PlanChoice): TaskSpec {
     steps: shape.steps.map((s) => ({
       name: s.name,
       dependsOn: [...s.dependsOn],
-      agent: runAgent(s.name),
+      // A sleep calls no agent: no agent type may answer it.
+      agent: s.sleep ? '' : runAgent(s.name),
       ...(s.when ? { when: s.when } : {}),
+      ...(s.sleep ? { sleep: s.sleep } : {}),
       run: phase(RUN_BUDGET_MS, choice.run, choice.giveUpMs),
       ...(s.compensate ? { comp: { ...phase(COMP_BUDGET_MS, choice.comp, choice.compGiveUpMs), agent: compAgent(s.name) } } : {}),
     })),

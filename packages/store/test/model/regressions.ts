@@ -86,6 +86,22 @@ export const REGRESSIONS: Regression[] = [
     },
   },
   {
+    name: 'a step that fails at its start again, after a retry, raises a new alert',
+    why: 'found (FC_SEED=2) when decision 0019 increment 4 began: a sleep whose untilInput is absent fails at its start with attempt 0; the operator retries at once and it fails the same way — the alert id named attempt 0 both times (JetStream would drop the second as a repeat) and the model closed the new alert after readiness raised it. Failures at a start now name their alert start-<n>, and a retry closes the old alerts before readiness',
+    ops: [
+      { t: 'submit', choice: { shape: 9, run: [0, 100, 1, 0], comp: [0, 100, 1, 0] }, publish: true, client: 0 },
+      { t: 'result', pick: 0, outcome: { type: 'ok' }, lag: 0, publish: true, agent: 0 },
+      { t: 'retry', pick: 0, step: null, any: false, lag: 0, publish: true },
+    ],
+    expect: async (env) => {
+      const alerts = await readAlerts(env.sys);
+      return [
+        ...want('outbox ids', alerts.outbox.map((e) => e.alert.id).sort(), ['t1:remind:step_failed:start-1', 't1:remind:step_failed:start-2']),
+        ...want('open alert ids', [...alerts.open.keys()], ['t1:remind:step_failed:start-2']),
+      ];
+    },
+  },
+  {
     name: 'a duplicate of a reported failure is stale',
     why: 'store bug found by the model (was known-bugs.ts "duplicate-of-reported-result"): applyResult.lua accepted a second delivery of a result whose attempt had already reported a retryable failure — completeBy moved, circuitCount grew again, a second step_failed event. Fixed on main: the phase being `reported` fences it out (STALE, decision 0001 "a duplicate delivery")',
     ops: [

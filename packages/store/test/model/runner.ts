@@ -218,7 +218,7 @@ function createTask(env: Env, id: string, op: { choice: PlanChoice }, client: st
     taskId: id,
     workflow: 'w',
     version: 1,
-    input: encode(taskInput(op.choice)),
+    input: encode(taskInput(op.choice, now)),
     plan: real.plan,
     onFailure: real.onFailure,
     ...(real.deadlineMs !== undefined ? { deadlineMs: real.deadlineMs } : {}),
@@ -246,6 +246,7 @@ export async function execute(env: Env, op: Op): Promise<void> {
       // Core's default give-up time is the decision's formula (checked here once per plan, not assumed).
       for (const [i, p] of real.plan.entries()) {
         const s = spec.steps[i]!;
+        if (s.sleep) continue; // no agent, no ladder
         if (p.g !== s.run.giveUpAfterMs || p.c?.g !== s.comp?.giveUpAfterMs) {
           fail(env, `the compiled plan's give-up time of ${p.n} (${p.g}, compensation ${p.c?.g}) is not decision 0009's (${s.run.giveUpAfterMs}, ${s.comp?.giveUpAfterMs})`);
         }
@@ -261,7 +262,7 @@ export async function execute(env: Env, op: Op): Promise<void> {
           if (!res.created) throw new Error(`createTask ${id}: the task already existed (${res.status}, client ${res.client})`);
           return { code: 'applied', dispatch: res.transition.dispatch, client: res.transition.client };
         },
-        () => model.create(id, client, spec, now, taskInput(op.choice)),
+        () => model.create(id, client, spec, now, taskInput(op.choice, now)),
         op.publish,
       );
       return;

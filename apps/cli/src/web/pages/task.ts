@@ -7,7 +7,7 @@ import { useState } from 'preact/hooks';
 import { attemptsFromEvents, TERMINAL_TASK, type Identity } from '../../dashboard/view.js';
 import { api, dateTime, ms, time, type Live } from '../api.js';
 import { Dag } from '../dag.js';
-import { stepDetail } from '../../step-detail.js';
+import { stepDetail } from '../../format.js';
 
 const RETRYABLE_STEP = new Set(['failed', 'error', 'parked', 'abandoned']);
 
