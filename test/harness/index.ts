@@ -25,7 +25,7 @@
 // Every child the harness spawns is also SIGKILLed, and every server dir removed, when the worker ends,
 // however it ends: exit, uncaught error, SIGTERM from vitest, or SIGKILL (see children.ts in @triad/launcher).
 
-export { findBinary, listening, requireBinary, type ServerBinary } from '@triad/launcher';
+export { findBinary, listening, natsServerArgs, redisServerArgs, requireBinary, type ServerBinary } from '@triad/launcher';
 export { HarnessTimeoutError, RedisReplyError } from './errors.js';
 export { natsInfo, natsRequest, type NatsProtocolOptions, type NatsServerInfo } from './nats-protocol.js';
 export { startNats, type NatsServer, type StartNatsOptions } from './nats.js';

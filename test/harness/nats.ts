@@ -4,7 +4,7 @@ import { get } from 'node:http';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePorts, requireBinary } from '@triad/launcher';
+import { freePorts, natsServerArgs, requireBinary } from '@triad/launcher';
 import { uniqueNamespace } from './namespace.js';
 import { natsInfo } from './nats-protocol.js';
 import { type ServerControl, ManagedServer } from './server.js';
@@ -72,10 +72,8 @@ export async function startNats(opts: StartNatsOptions = {}): Promise<NatsServer
         return { port, monitorPort };
       },
       // -a also binds the monitoring listener (its host defaults to the client host), so nothing listens beyond loopback.
-      args: ({ port, monitorPort }, dir) => [
-        '-a', '127.0.0.1', '-p', String(port), '-m', String(monitorPort),
-        ...(opts.config !== undefined ? ['-c', configFile] : ['--server_name', serverName, '-sd', dir, ...(jetstream ? ['-js'] : [])]),
-      ],
+      args: ({ port, monitorPort }, dir) =>
+        opts.config !== undefined ? natsServerArgs({ port, monitorPort, configFile }) : natsServerArgs({ port, monitorPort, serverName, storeDir: dir, jetstream }),
       probe: async ({ port, monitorPort }) => {
         const info = await natsInfo(`nats://127.0.0.1:${port}`, { timeoutMs: PROBE_TIMEOUT_MS });
         if (info.server_name !== serverName) return false;

@@ -3,7 +3,7 @@
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, requireBinary } from '@triad/launcher';
+import { freePort, redisServerArgs, requireBinary } from '@triad/launcher';
 import { redisReply } from './resp.js';
 import { type ServerControl, ManagedServer } from './server.js';
 import type { Teardown } from './teardown.js';
@@ -49,12 +49,10 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
   const aof = opts.aof ?? true;
   const dir = await mkdtemp(join(tmpdir(), 'triad-redis-'));
   const scheme = opts.tls === undefined ? 'redis' : 'rediss';
-  const security: string[] = [];
-  if (opts.password !== undefined) security.push('--requirepass', opts.password);
+  let aclFile: string | undefined;
   if (opts.aclUsers !== undefined) {
-    const aclFile = join(dir, 'users.acl');
+    aclFile = join(dir, 'users.acl');
     await writeFile(aclFile, `${opts.aclUsers.join('\n')}\n`, { mode: 0o600 });
-    security.push('--aclfile', aclFile);
   }
   const probe = {
     ...(opts.probeAuth !== undefined ? { auth: opts.probeAuth } : opts.password !== undefined ? { auth: { password: opts.password } } : {}),
@@ -66,15 +64,16 @@ export async function startRedis(opts: StartRedisOptions = {}): Promise<RedisSer
       binary,
       readyTimeoutMs: opts.readyTimeoutMs ?? 20_000,
       allocatePorts: async () => ({ port: await freePort() }),
-      args: ({ port }, serverDir) => [
-        ...(opts.tls === undefined
-          ? ['--port', String(port)]
-          : ['--port', '0', '--tls-port', String(port), '--tls-cert-file', opts.tls.certFile, '--tls-key-file', opts.tls.keyFile,
-             '--tls-ca-cert-file', opts.tls.caFile, '--tls-auth-clients', 'no']),
-        '--bind', '127.0.0.1', '--dir', serverDir, '--save', '',
-        '--appendonly', aof ? 'yes' : 'no', ...(aof ? ['--appendfsync', 'always'] : []), '--daemonize', 'no', ...security,
-        ...(opts.extraArgs ?? []),
-      ],
+      args: ({ port }, serverDir) =>
+        redisServerArgs({
+          port,
+          dir: serverDir,
+          aof: aof ? 'always' : false,
+          ...(opts.password !== undefined ? { password: opts.password } : {}),
+          ...(aclFile !== undefined ? { aclFile } : {}),
+          ...(opts.tls !== undefined ? { tls: opts.tls } : {}),
+          ...(opts.extraArgs !== undefined ? { extra: opts.extraArgs } : {}),
+        }),
       probe: async ({ port }, pid) => {
         const url = `${scheme}://127.0.0.1:${port}`;
         // -LOADING while the AOF is replayed: not ready yet.

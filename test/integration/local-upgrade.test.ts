@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RetentionPolicy } from '@nats-io/jetstream';
 import { connectBus, protocolHeaders } from '@triad/bus';
 import { encode, names, type Submission } from '@triad/protocol';
-import { freePorts, listening, requireBinary, startProcess, uniqueNamespace, waitFor, withTeardown, type ActorProcess } from '../harness/index.js';
+import { freePorts, listening, natsServerArgs, requireBinary, startProcess, uniqueNamespace, waitFor, withTeardown, type ActorProcess } from '../harness/index.js';
 import { builtCheckout, shell } from '../support/user-machine.js';
 
 const td = withTeardown(afterAll);
@@ -31,7 +31,7 @@ async function olderNpmStart(namespace: string): Promise<void> {
   const nats = await startProcess({
     name: 'older-nats',
     command: requireBinary('nats-server', { by: 'local-upgrade.test.ts' }),
-    args: ['-a', '127.0.0.1', '-p', String(natsPort), '-js', '-sd', join(dataDir, 'nats')],
+    args: natsServerArgs({ port: natsPort, storeDir: join(dataDir, 'nats') }),
     readyPattern: /Server is ready/,
     teardown: td,
   });

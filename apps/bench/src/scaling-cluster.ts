@@ -13,7 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { TriadClient } from '@triad/client';
 import { compilePlan, validateDefinition } from '@triad/core';
-import { requireBinary, startProcess, type StartedProcess } from '@triad/launcher';
+import { natsServerArgs, redisServerArgs, requireBinary, startProcess, type StartedProcess } from '@triad/launcher';
 import { encode } from '@triad/protocol';
 import { Leases, TaskStore, connectStore, type RedisClient } from '@triad/store';
 import { Actors } from './actors.js';
@@ -195,18 +195,20 @@ async function startClusters(tmpDir: string): Promise<Setup> {
     const clusterName = `bench-${Date.now().toString(36)}`;
     const routes = [2, 5, 8].map((i) => nats[i] as number);
     for (let i = 0; i < 3; i++) {
-      const [port, monitor, route] = [nats[i * 3], nats[i * 3 + 1], nats[i * 3 + 2]] as number[];
+      const [port, monitor, route] = [nats[i * 3], nats[i * 3 + 1], nats[i * 3 + 2]].map((p) => p as number) as [number, number, number];
       const dir = join(tmpDir, `nats-c${i}`);
       mkdirSync(dir, { recursive: true });
       children.push(
         await startProcess({
           name: `nats-c${i}`,
           command: requireBinary('nats-server', BY_SCALING_CLUSTER),
-          args: [
-            '-a', '127.0.0.1', '-p', String(port), '-m', String(monitor), '-js', '-sd', dir, '--server_name', `${clusterName}-${i}`,
-            '--cluster_name', clusterName, '--cluster', `nats://127.0.0.1:${route}`,
-            '--routes', routes.filter((r) => r !== route).map((r) => `nats://127.0.0.1:${r}`).join(','),
-          ],
+          args: natsServerArgs({
+            port,
+            monitorPort: monitor,
+            storeDir: dir,
+            serverName: `${clusterName}-${i}`,
+            extra: ['--cluster_name', clusterName, '--cluster', `nats://127.0.0.1:${route}`, '--routes', routes.filter((r) => r !== route).map((r) => `nats://127.0.0.1:${r}`).join(',')],
+          }),
         }),
       );
     }
@@ -218,10 +220,7 @@ async function startClusters(tmpDir: string): Promise<Setup> {
         await startProcess({
           name: `redis-c${port}`,
           command: requireBinary('redis-server', BY_SCALING_CLUSTER),
-          args: [
-            '--bind', '127.0.0.1', '--port', String(port), '--save', '', '--appendonly', 'no', '--dir', dir,
-            '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000',
-          ],
+          args: redisServerArgs({ port, dir, extra: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000'] }),
         }),
       );
     }

@@ -4,7 +4,7 @@
  */
 import { mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
-import { describeExit, listening, requireBinary, spawnTracked, terminate, waitListening, type TrackedChild } from '@triad/launcher';
+import { describeExit, listening, natsServerArgs, redisServerArgs, requireBinary, spawnTracked, terminate, waitListening, type TrackedChild } from '@triad/launcher';
 
 export function hostPort(url: string, defaultPort: number): { host: string; port: number } {
   const u = new URL(url);
@@ -74,7 +74,7 @@ export function ensureNats(url: string, dataDir: string, configFile?: string, pr
       defaultPort: 4222,
       folder: 'nats',
       orElse: 'set NATS_URL to a running server',
-      args: (host, port, dir) => [...(configFile ? ['-c', configFile] : []), '-a', host, '-p', String(port), '-js', '-sd', dir],
+      args: (host, port, dir) => natsServerArgs({ host, port, storeDir: dir, ...(configFile ? { configFile } : {}) }),
       ...(prepare ? { prepare } : {}),
     },
     dataDir,
@@ -90,7 +90,7 @@ export function ensureRedis(url: string, dataDir: string, aclFile?: string): Pro
       defaultPort: 6379,
       folder: 'redis',
       orElse: 'set REDIS_URL to a running server',
-      args: (host, port, dir) => ['--bind', host, '--port', String(port), '--dir', dir, '--appendonly', 'yes', '--save', '', ...(aclFile ? ['--aclfile', aclFile] : [])],
+      args: (host, port, dir) => redisServerArgs({ host, port, dir, aof: 'everysec', ...(aclFile ? { aclFile } : {}) }),
     },
     dataDir,
   );

@@ -15,27 +15,19 @@ import { DEFAULT_AGENT_CONCURRENCY, type AgentDefinition } from './define.js';
 import { isPermanent } from './errors.js';
 import { ResultSender } from './result-sender.js';
 import { runStep, type StepOutcome } from './run-step.js';
+import { resolveAgentHostSettings, resolveBreakerSettings, type AgentHostSettings, type ResolvedAgentHostSettings } from './options.js';
 import { agentMetrics, countAttempt, traceAttempt, type AgentMetrics, type AttemptInput } from './telemetry.js';
 
 /** An attempt's outcome, with the trace headers (its span) its result is sent with. */
 type Attempted = StepOutcome & { trace: Record<string, string> };
 
-export interface AgentHostOptions {
+export interface AgentHostOptions extends AgentHostSettings {
   bus: Bus;
   agents: readonly AgentDefinition[];
   id?: string;
   logger?: Logger;
-  /** Subtracted from completeBy for clock skew between the scheduler's and this machine's clocks. */
-  safetyMarginMs?: number;
-  /**
-   * How long a step request may go without a sign of life before JetStream gives it to another agent
-   * (the consumer's ack wait); the host signals every third of it while the step runs. Default 5 s.
-   */
-  ackWaitMs?: number;
 }
 
-const DEFAULT_BREAKER = { threshold: 5, halfOpenAfterMs: 5_000 };
-const DEFAULT_ACK_WAIT_MS = 5_000;
 /**
  * Results queued for publishing beyond which a finished step keeps its slot until its result is stored:
  * when NATS is slow, the agent stops taking new steps instead of piling results up in memory.
@@ -44,6 +36,8 @@ const MAX_RESULT_BACKLOG = 1_024;
 
 export class AgentHost {
   readonly id: string;
+  /** The settings, every default applied (options.ts). */
+  readonly settings: ResolvedAgentHostSettings;
   private readonly breakers = new Map<string, { policy: CircuitBreakerPolicy; halfOpenAfterMs: number }>();
   private readonly log: Logger;
   private consumers: RunningConsumer[] = [];
@@ -60,13 +54,14 @@ export class AgentHost {
   private readonly runAttempt: Next<AttemptInput, Attempted>;
 
   constructor(private readonly o: AgentHostOptions) {
+    this.settings = resolveAgentHostSettings(o);
     this.id = o.id ?? `agent-${hostname()}-${process.pid}-${randomUUID().slice(0, 4)}`;
     this.log = o.logger ?? silentLogger;
     this.agents = new Map(o.agents.map((a) => [a.name, a]));
     this.runAttempt = intercept((i) => this.attempt(i), traceAttempt(o.bus.names.namespace, this.id), countAttempt((agent) => this.metricsOf(agent)));
     for (const a of o.agents) {
       this.results.set(a.name, new ResultSender(o.bus, o.bus.names.subjects.result(a.name)));
-      const b = { ...DEFAULT_BREAKER, ...a.breaker };
+      const b = resolveBreakerSettings(a.name, a.breaker);
       // Only retryable failures open the breaker: a permanent one says nothing about the service's health.
       const policy = circuitBreaker(handleWhen((e) => !isPermanent(e)), { halfOpenAfter: b.halfOpenAfterMs, breaker: new ConsecutiveBreaker(b.threshold) });
       policy.onBreak(() => this.log.warn({ agent: a.name, halfOpenAfterMs: b.halfOpenAfterMs }, 'circuit opened: steps are parked until it half-opens'));
@@ -88,7 +83,7 @@ export class AgentHost {
   private async attach(): Promise<void> {
     const { bus } = this.o;
     const n = bus.names;
-    const ackWaitMs = this.o.ackWaitMs ?? DEFAULT_ACK_WAIT_MS;
+    const { ackWaitMs } = this.settings;
     await this.streamsReady();
     if (this.stopped) return;
     for (const agent of this.agents.values()) {
@@ -151,7 +146,7 @@ export class AgentHost {
     if (!d.ok) return { deadLetter: d.error.message };
     const req = d.value;
     if (req.agent !== agent.name) return { deadLetter: `step request names agent "${req.agent}" but arrived on ${agent.name}'s subject` };
-    const margin = this.o.safetyMarginMs ?? 50;
+    const margin = this.settings.safetyMarginMs;
     const m = this.metricsOf(agent.name);
     if (req.completeBy - margin <= Date.now()) {
       m.droppedOnArrival.inc();
@@ -203,7 +198,7 @@ export class AgentHost {
   /** Runs the step inside its attempt's span; the trace headers its result carries are taken there. */
   private async attempt({ agent, req }: AttemptInput): Promise<Attempted> {
     const breaker = this.breakers.get(agent.name);
-    const margin = this.o.safetyMarginMs ?? 50;
+    const margin = this.settings.safetyMarginMs;
     const outcome = await runStep(req, agent, breaker ? { safetyMarginMs: margin, breaker } : { safetyMarginMs: margin });
     return { ...outcome, trace: traceHeaders() };
   }

@@ -6,4 +6,5 @@ export { DEFAULT_AGENT_CONCURRENCY, defineAgent, type AgentDefinition, type Step
 export { PermanentError, RetryableError, isPermanent, isNotApplied, type StepErrorOptions } from './errors.js';
 export { runStep, type StepOutcome, type RunStepOptions } from './run-step.js';
 export { AgentHost, type AgentHostOptions } from './host.js';
+export { AgentHostSettingsSchema, BreakerSettingsSchema, resolveAgentHostSettings, type AgentHostSettings, type ResolvedAgentHostSettings } from './options.js';
 export { ResultSender } from './result-sender.js';

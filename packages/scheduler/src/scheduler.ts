@@ -42,11 +42,12 @@ import {
 } from '@triad/protocol';
 import { IntakeStore, isLeaseBusy, type LeaseClaim, type Leases, type TaskStore } from '@triad/store';
 import { ROOT_CONTEXT, contextFromHeaders, intercept, type Next } from '@triad/telemetry';
+import { resolveSchedulerSettings, type ResolvedSchedulerSettings, type SchedulerSettings } from './options.js';
 import { countResult, countSubmission, schedulerMetrics, traceCommand, traceResult, traceSubmission, type CommandInput, type ResultInput, type ResultOutcome, type SchedulerMetrics, type SubmissionInput, type SubmissionOutcome } from './telemetry.js';
 import { ApiServer, unknownWorkflow } from './api.js';
 import { Dispatcher } from './dispatcher.js';
 
-export interface SchedulerOptions {
+export interface SchedulerOptions extends SchedulerSettings {
   bus: Bus;
   /** The task store; its workflow store (`tasks.workflows`) is the process's one cache of versions and plans. */
   tasks: TaskStore;
@@ -56,11 +57,7 @@ export interface SchedulerOptions {
   intake?: IntakeStore;
   id?: string;
   logger?: Logger;
-  /** Messages handled at once per consumer. */
-  concurrency?: number;
   topology?: TopologyOptions;
-  /** How long a message a scheduler took may stay unacknowledged before another gets it (default 5 s). */
-  ackWaitMs?: number;
 }
 
 export class Scheduler {
@@ -73,12 +70,15 @@ export class Scheduler {
   /** The tail of each task's queue of operations in this process (see withTaskLease). */
   private readonly taskQueues = new Map<string, Promise<void>>();
   private readonly metrics: SchedulerMetrics;
+  /** The settings, every default applied (options.ts). */
+  readonly settings: ResolvedSchedulerSettings;
   /** The handlers inside their interceptors (tracing, metrics). */
   private readonly handleSubmission: Next<SubmissionInput, SubmissionOutcome>;
   private readonly handleResult: Next<ResultInput, ResultOutcome>;
   private readonly handleCommand: Next<CommandInput, Disposition>;
 
   constructor(private readonly o: SchedulerOptions) {
+    this.settings = resolveSchedulerSettings(o);
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
     this.dispatcher = new Dispatcher(o.bus);
@@ -95,14 +95,11 @@ export class Scheduler {
     const { bus } = this.o;
     const n = bus.names;
     await ensureStreams(bus, this.o.topology);
-    // Handlers take milliseconds: a short ack wait means messages a crashed scheduler had pulled come
-    // back quickly to another one (a slow handler's message is merely redelivered, and applied once).
-    const ackWaitMs = this.o.ackWaitMs ?? 5_000;
+    const { ackWaitMs, concurrency } = this.settings;
     await ensureConsumer(bus, { stream: n.streams.submit, durable: n.consumers.scheduler, filterSubject: n.subjects.submitAll, ackWaitMs });
     await ensureConsumer(bus, { stream: n.streams.results, durable: n.consumers.results, filterSubject: n.subjects.resultAll, ackWaitMs });
     await ensureConsumer(bus, { stream: n.streams.commands, durable: n.consumers.commands, filterSubject: n.subjects.command, ackWaitMs });
     this.api.start();
-    const concurrency = this.o.concurrency ?? 64;
     this.consumers = [
       startConsumer(bus, { stream: n.streams.submit, durable: n.consumers.scheduler, source: 'submit', concurrency, logger: this.log }, (d) =>
         this.onSubmission(d.data, d.deliveryCount, d.subject, d.headers),

@@ -4,7 +4,10 @@
  * never outliving the test worker). The store package cannot use the repository's test harness: that
  * workspace depends on this one.
  */
-import { freePort, requireBinary, startProcess, waitListening, type StartedProcess } from '@triad/launcher';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startRedisServer, type LaunchedServer } from '@triad/launcher';
 import { afterAll, beforeAll } from 'vitest';
 import type { Redis } from 'ioredis';
 import { connectRedis } from '../src/index.js';
@@ -16,32 +19,21 @@ const BY = { by: "by the store package's tests" };
  * once the server answers (e.g. to seed keys every test relies on).
  */
 export function usePrivateRedis(connectionName: string, onStart?: (redis: Redis) => Promise<unknown>): () => Redis {
-  let server: StartedProcess | undefined;
+  let server: LaunchedServer | undefined;
   let redis: Redis | undefined;
+  let dir: string | undefined;
 
   beforeAll(async () => {
-    const binary = requireBinary('redis-server', BY);
-    const failures: string[] = [];
-    // A port can be taken between asking and binding: try a few.
-    for (let attempt = 1; attempt <= 3 && !redis; attempt++) {
-      const port = await freePort();
-      const child = await startProcess({ name: `redis-server :${port}`, command: binary, args: ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'] });
-      server = child;
-      try {
-        await waitListening({ host: '127.0.0.1', port, name: child.name, exited: () => (child.isRunning() ? undefined : 'exited during start-up'), detail: () => `; last output:\n${child.tail(2_000)}` });
-        redis = await connectRedis(`redis://127.0.0.1:${port}`, { connectionName });
-      } catch (e) {
-        failures.push(e instanceof Error ? e.message : String(e));
-        await child.stop();
-      }
-    }
-    if (!redis) throw new Error(`redis-server did not start in 3 tries:\n${failures.join('\n')}`);
+    dir = mkdtempSync(join(tmpdir(), 'triad-store-test-'));
+    server = await startRedisServer({ dir, purpose: BY });
+    redis = await connectRedis(server.url, { connectionName });
     if (onStart) await onStart(redis);
   });
 
   afterAll(async () => {
     if (redis) await redis.quit().catch(() => redis?.disconnect());
-    await server?.kill();
+    await server?.process.kill();
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   return () => {

@@ -3,4 +3,5 @@
  * applies each step's failure ladder, asks the scheduler to retry, raises operator alerts; and runs retention
  * (finished tasks removed after their retention time, the never-retried ones compacted before that).
  */
-export { Supervisor, DEFAULT_COMPACT_AFTER_MS, type SupervisorOptions } from './supervisor.js';
+export { Supervisor, sweepDelay, MIN_SWEEP_GAP_MS, type SupervisorOptions } from './supervisor.js';
+export { SupervisorSettingsSchema, SUPERVISOR_DEFAULTS, resolveSupervisorSettings, type SupervisorSettings, type ResolvedSupervisorSettings } from './options.js';

@@ -13,16 +13,29 @@ import { ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bu
 import { encode, errorMessage, isTriadError, silentLogger, type Logger, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type LeadershipState, type PendingAlert, type RedisClient, type TaskStore } from '@triad/store';
 import { countTaskEnd, intercept, type Next } from '@triad/telemetry';
+import { resolveSupervisorSettings, type ResolvedSupervisorSettings, type SupervisorSettings } from './options.js';
 import { countAction, countSweep, supervisorMetrics, traceAction, type ActionInput, type SupervisorMetrics, type SweepOutcome } from './telemetry.js';
 
 /** Expired steps handled at once within a sweep. */
 const SWEEP_CONCURRENCY = 16;
 /** The shortest pause between two sweeps, however close the next deadline. */
-const MIN_SWEEP_GAP_MS = 10;
+export const MIN_SWEEP_GAP_MS = 10;
+
+/**
+ * How long to wait before the next sweep (decision 0004): a follower ticks once per interval; a leader
+ * that is behind (a full batch, retention left over) sweeps again at once; otherwise it sleeps until just
+ * after the earliest deadline, never longer than the interval nor shorter than MIN_SWEEP_GAP_MS.
+ */
+export function sweepDelay(s: { leading: boolean; behind: boolean; nextDeadline: number | undefined; now: number; intervalMs: number }): number {
+  if (!s.leading) return s.intervalMs;
+  if (s.behind) return MIN_SWEEP_GAP_MS;
+  if (s.nextDeadline === undefined) return s.intervalMs;
+  return Math.min(s.intervalMs, Math.max(MIN_SWEEP_GAP_MS, s.nextDeadline - s.now + 1));
+}
 /** Outbox alerts published per sweep (the rest wait for the next one). */
 const ALERTS_PER_SWEEP = 100;
 
-export interface SupervisorOptions {
+export interface SupervisorOptions extends SupervisorSettings {
   bus: Bus;
   tasks: TaskStore;
   /** A dedicated Redis connection to the state store for the election (and the lease, without lockRedis). */
@@ -32,29 +45,9 @@ export interface SupervisorOptions {
    * (TRIAD_REDLOCK_URLS, decision 0004); default: the state store alone.
    */
   lockRedis?: readonly RedisClient[];
-  /** Replicas that must hold an election before the winner leads (TRIAD_REDIS_WAIT_REPLICAS, decision 0015). */
-  waitReplicas?: number;
   id?: string;
   logger?: Logger;
-  /** How often the leader sweeps. */
-  intervalMs?: number;
-  /** The leadership lease; a new leader takes over within this after the old one dies. */
-  leaseMs?: number;
-  /** Expired steps handled per sweep (the rest wait for the next one). */
-  batchSize?: number;
-  /** Finished tasks are removed this long after they finished (default 24 h). */
-  retentionMs?: number;
-  /**
-   * Finished tasks that can never be retried (completed, compensated, cancelled) keep their full record
-   * this long, for operators to inspect, then the leader compacts it (default 10 min; 0 = on the next
-   * sweep). Decision 0007.
-   */
-  compactAfterMs?: number;
 }
-
-/** The default of `compactAfterMs` (TRIAD_COMPACT_AFTER_MS). */
-export const DEFAULT_COMPACT_AFTER_MS = 600_000;
-
 
 export class Supervisor {
   readonly id: string;
@@ -65,8 +58,8 @@ export class Supervisor {
   /** The handlers inside their interceptors (tracing, metrics). */
   private readonly handleAction: Next<ActionInput, void>;
   private readonly handleSweep: Next<number, SweepOutcome>;
-  private readonly intervalMs: number;
-  private readonly leaseMs: number;
+  /** The settings, every default applied (options.ts). */
+  readonly settings: ResolvedSupervisorSettings;
   private sweepTimer: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
   private stopped = false;
@@ -81,8 +74,7 @@ export class Supervisor {
   constructor(private readonly o: SupervisorOptions) {
     this.id = o.id ?? `supervisor-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
-    this.intervalMs = o.intervalMs ?? 1_000;
-    this.leaseMs = o.leaseMs ?? 5_000;
+    this.settings = resolveSupervisorSettings(o);
     this.metrics = supervisorMetrics(o.bus.names.namespace);
     this.handleAction = intercept((i) => this.act(i), traceAction(o.bus, this.log), countAction(this.metrics));
     this.handleSweep = intercept((now) => this.sweepExpired(now), countSweep(this.metrics));
@@ -91,8 +83,8 @@ export class Supervisor {
       ...(o.lockRedis ? { lockServers: o.lockRedis } : {}),
       namespace: o.bus.names.namespace,
       id: this.id,
-      leaseMs: this.leaseMs,
-      waitReplicas: o.waitReplicas ?? 0,
+      leaseMs: this.settings.leaseMs,
+      waitReplicas: this.settings.waitReplicas,
       onChange: (s) => this.onLeadership(s),
       onError: (e) => this.log.warn({ err: errorMessage(e) }, 'leadership: Redis not reached; campaigning on'),
     });
@@ -119,7 +111,7 @@ export class Supervisor {
     await this.leadership.start();
     this.scheduleSweep(0);
     this.log.info(
-      { supervisorId: this.id, intervalMs: this.intervalMs, leaseMs: this.leaseMs, retentionMs: this.o.retentionMs ?? 86_400_000, compactAfterMs: this.o.compactAfterMs ?? DEFAULT_COMPACT_AFTER_MS },
+      { supervisorId: this.id, ...this.settings },
       'supervisor started',
     );
   }
@@ -145,7 +137,7 @@ export class Supervisor {
     if (this.stopped) return;
     this.sweepTimer = setTimeout(() => {
       this.sweeping = (async () => {
-        let next = this.intervalMs;
+        let next = this.settings.intervalMs;
         try {
           await this.sweep();
           next = await this.nextSweepDelay();
@@ -160,11 +152,10 @@ export class Supervisor {
   }
 
   private async nextSweepDelay(): Promise<number> {
-    if (!this.leadership.isLeader()) return this.intervalMs;
-    if (this.behind || this.retentionBehind) return MIN_SWEEP_GAP_MS;
-    const next = await this.o.tasks.nextDeadline();
-    if (next === undefined) return this.intervalMs;
-    return Math.min(this.intervalMs, Math.max(MIN_SWEEP_GAP_MS, next - Date.now() + 1));
+    const leading = this.leadership.isLeader();
+    const behind = this.behind || this.retentionBehind;
+    const next = leading && !behind ? await this.o.tasks.nextDeadline() : undefined;
+    return sweepDelay({ leading, behind, nextDeadline: next, now: Date.now(), intervalMs: this.settings.intervalMs });
   }
 
   /** Leadership changed (elected, deposed, another seen leading): health, metrics and the log follow. */
@@ -202,7 +193,7 @@ export class Supervisor {
     const started = performance.now();
     const now = Date.now();
     const epoch = this.leadership.currentEpoch();
-    const batch = this.o.batchSize ?? 500;
+    const batch = this.settings.batchSize;
     const { expired } = await this.handleSweep(now);
     this.health.sweepMs = performance.now() - started;
     // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above);
@@ -210,16 +201,16 @@ export class Supervisor {
     // (after the purge, so nothing about to be deleted is compacted first). Both read their index in O(due).
     // Each pass walks every bucket with its share of the batch (decision 0015); a bucket left with more
     // due runs the next pass at the next sweep rather than an interval later.
-    if (this.retentionBehind || now - this.lastRetentionAt >= this.intervalMs) {
+    if (this.retentionBehind || now - this.lastRetentionAt >= this.settings.intervalMs) {
       this.lastRetentionAt = now;
       let behind = false;
       await this.retention('purge', async () => {
-        const r = await this.o.tasks.purgeFinishedBuckets(now - (this.o.retentionMs ?? 86_400_000), batch, epoch);
+        const r = await this.o.tasks.purgeFinishedBuckets(now - (this.settings.retentionMs), batch, epoch);
         this.health.purged += r.removed;
         behind ||= r.full;
       });
       await this.retention('compaction', async () => {
-        const r = await this.o.tasks.compactFinishedBuckets(now - (this.o.compactAfterMs ?? DEFAULT_COMPACT_AFTER_MS), batch, epoch);
+        const r = await this.o.tasks.compactFinishedBuckets(now - (this.settings.compactAfterMs), batch, epoch);
         this.health.compacted += r.compacted;
         behind ||= r.full;
       });
@@ -227,7 +218,7 @@ export class Supervisor {
     }
     this.health.lastSweepAt = now;
     // Reported once per interval, or when this sweep had work (so the counters are fresh after a retry).
-    if (expired > 0 || now - this.lastReportAt >= this.intervalMs) {
+    if (expired > 0 || now - this.lastReportAt >= this.settings.intervalMs) {
       this.lastReportAt = now;
       this.health.expiredWaiting = await this.o.tasks.countExpired(Date.now()).catch(() => this.health.expiredWaiting);
       this.metrics.expiredWaiting.set(this.health.expiredWaiting);
@@ -238,7 +229,7 @@ export class Supervisor {
   /** The expired steps of one sweep, each through its fenced transition and then its action; then the alerts. */
   private async sweepExpired(now: number): Promise<SweepOutcome> {
     const epoch = this.leadership.currentEpoch();
-    const batch = this.o.batchSize ?? 500;
+    const batch = this.settings.batchSize;
     const expired = await this.o.tasks.expiredSteps(now, batch);
     this.behind = expired.length >= batch;
     // A few steps at a time: each is its own transition (different tasks never conflict), and a mass

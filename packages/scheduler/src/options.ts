@@ -1,0 +1,28 @@
+/**
+ * The scheduler's settings: one zod schema whose input is what callers pass and whose output is what the
+ * scheduler uses, every default applied here and nowhere else.
+ */
+import { z } from 'zod';
+import { ErrorCode, TriadError } from '@triad/protocol';
+
+export const SchedulerSettingsSchema = z.object({
+  /** Messages handled at once per consumer (submissions, results, commands). */
+  concurrency: z.number().int().min(1).max(10_000).default(64),
+  /**
+   * How long a message a scheduler took may stay unacknowledged before another gets it. Handlers take
+   * milliseconds: a short wait means messages a crashed scheduler had pulled come back quickly to another
+   * one (a slow handler's message is merely redelivered, and applied once).
+   */
+  ackWaitMs: z.number().int().min(100).default(5_000),
+});
+
+export type SchedulerSettings = z.input<typeof SchedulerSettingsSchema>;
+export type ResolvedSchedulerSettings = z.output<typeof SchedulerSettingsSchema>;
+
+/** The settings with their defaults; a TriadError INVALID_CONFIG names every setting that is wrong. */
+export function resolveSchedulerSettings(input: SchedulerSettings): ResolvedSchedulerSettings {
+  const parsed = SchedulerSettingsSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const details = parsed.error.issues.map((i) => `${String(i.path[0])}: ${i.message}`);
+  throw new TriadError(ErrorCode.InvalidConfig, `invalid scheduler settings: ${details.join('; ')}`, { details });
+}

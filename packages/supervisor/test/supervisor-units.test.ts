@@ -1,0 +1,42 @@
+// The supervisor's own pure logic: when it sweeps next, and its settings (every default in one schema).
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_SUPERVISION } from '@triad/core';
+import { ErrorCode } from '@triad/protocol';
+import { MIN_SWEEP_GAP_MS, SUPERVISOR_DEFAULTS, resolveSupervisorSettings, sweepDelay } from '../src/index.js';
+
+describe('sweepDelay', () => {
+  const base = { leading: true, behind: false, now: 10_000, intervalMs: 1_000 };
+
+  it('a follower ticks once per interval; a leader behind sweeps again at once', () => {
+    expect(sweepDelay({ ...base, leading: false, nextDeadline: 10_001 })).toBe(1_000);
+    expect(sweepDelay({ ...base, behind: true, nextDeadline: 50_000 })).toBe(MIN_SWEEP_GAP_MS);
+  });
+
+  it('a leader sleeps until just after the earliest deadline, within [MIN_SWEEP_GAP_MS, interval]', () => {
+    expect(sweepDelay({ ...base, nextDeadline: 10_300 })).toBe(301);
+    expect(sweepDelay({ ...base, nextDeadline: 10_000 })).toBe(MIN_SWEEP_GAP_MS);
+    expect(sweepDelay({ ...base, nextDeadline: 5_000 })).toBe(MIN_SWEEP_GAP_MS);
+    expect(sweepDelay({ ...base, nextDeadline: 60_000 })).toBe(1_000);
+    expect(sweepDelay({ ...base, nextDeadline: undefined })).toBe(1_000);
+  });
+});
+
+describe('supervisor settings', () => {
+  it('fills every default from one schema (interval and lease are the bounds calculator`s defaults too)', () => {
+    expect(SUPERVISOR_DEFAULTS).toEqual({
+      intervalMs: DEFAULT_SUPERVISION.sweepIntervalMs,
+      leaseMs: DEFAULT_SUPERVISION.leaderLeaseMs,
+      batchSize: 500,
+      retentionMs: 86_400_000,
+      compactAfterMs: 600_000,
+      waitReplicas: 0,
+    });
+    expect(resolveSupervisorSettings({ intervalMs: 100, compactAfterMs: 0 })).toEqual({ ...SUPERVISOR_DEFAULTS, intervalMs: 100, compactAfterMs: 0 });
+  });
+
+  it('refuses what cannot work, naming each setting (by the caller`s label)', () => {
+    expect(() => resolveSupervisorSettings({ leaseMs: 50, intervalMs: 1.5 }, (f) => `the ${f} option`)).toThrow(
+      expect.objectContaining({ code: ErrorCode.InvalidConfig, details: [expect.stringMatching(/^the intervalMs option: /), expect.stringMatching(/^the leaseMs option: .*200/)] }),
+    );
+  });
+});
