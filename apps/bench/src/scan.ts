@@ -14,6 +14,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { compilePlan, validateDefinition } from '@triad/core';
+import { SUPERVISOR_DEFAULTS } from '@triad/supervisor';
 import { encode } from '@triad/protocol';
 import { Leases, TaskStore, keys } from '@triad/store';
 import { removeReplicas, replicaId, replicateFinished, type SeedTarget } from './seed.js';
@@ -78,11 +79,8 @@ async function serverUsec(redis: Redis): Promise<number> {
   return us;
 }
 
-const SWEEP_BATCH = 500;
-/** The supervisor's default retention (TRIAD_RETENTION_MS). */
-const RETENTION_MS = 86_400_000;
-/** The supervisor's default compaction delay (TRIAD_COMPACT_AFTER_MS). */
-const COMPACT_AFTER_MS = 600_000;
+/** The supervisor's defaults: its batch, retention (TRIAD_RETENTION_MS) and compaction delay (TRIAD_COMPACT_AFTER_MS). */
+const { batchSize: SWEEP_BATCH, retentionMs: RETENTION_MS, compactAfterMs: COMPACT_AFTER_MS } = SUPERVISOR_DEFAULTS;
 
 interface Samples {
   probes: number[];
