@@ -155,8 +155,13 @@ export async function runChaos(o: ChaosOptions, ctx: RunContext): Promise<ChaosR
     await sleep(250);
   }
   const drainMs = Date.now() - faultsStoppedAt;
-  // A request still sleeping in a slow service applies after it: read the ledgers once none can be left.
-  await sleep(faultsStoppedAt + MAX_LATENCY_MS + 1_000 - Date.now());
+  // A request still waiting out a slow service's latency applies after it: read the ledgers once no
+  // service holds one (a hang is released when its agent gives up at complete-by and closes it).
+  await waitFor(() => services.every((s) => s.waiting().length === 0) || undefined, {
+    timeoutMs: MAX_LATENCY_MS + bound.totalMs + 30_000,
+    intervalMs: 50,
+    what: 'no request left waiting in a service (each service\'s waiting() empty)',
+  });
   const ledgers = Object.fromEntries(services.map((s) => [s.name, s.effects()]));
 
   const verdict = check({

@@ -103,15 +103,23 @@ export async function runConformance(td: Teardown, o: ConformanceOptions): Promi
   }
   log(`conformance: ${[...sent.values()].flat().length} step requests sent for ${cases.length} cases`);
 
-  // A request is acknowledged when it is gone from the work-queue stream.
-  const judgeAt = ctx.t0 + Math.max(3_000, ...cases.map((c) => c.judgeAfterMs));
-  while (Date.now() < judgeAt) {
+  // Judged when there is nothing left to wait for: every case's own window has passed (a silence can only
+  // be judged after it: complete-by plus one ack wait, the protocol's times), every request is acknowledged
+  // (gone from the work-queue stream; an agent acknowledges only once its result is stored, §8.8), and every
+  // result and dead letter stored has been read. A case whose agent never gets there is judged at the
+  // deadline, and its judge says what is missing.
+  const windowsEnd = ctx.t0 + Math.max(0, ...cases.map((c) => c.judgeAfterMs));
+  const deadline = windowsEnd + JUDGE_DEADLINE_MS;
+  for (;;) {
     const pending = [...sent.values()].flat().filter((r) => r.ackedAt === undefined);
     await Promise.all(
       pending.map(async (r) => {
         if ((await bus.jsm.streams.getMessage(n.streams.steps, { seq: r.seq }).catch(() => 'unknown')) === null) r.ackedAt = Date.now();
       }),
     );
+    const acked = [...sent.values()].flat().every((r) => r.ackedAt !== undefined);
+    if (acked && Date.now() >= windowsEnd && (await allRead(bus, deadLetters.length))) break;
+    if (Date.now() >= deadline) break;
     await sleep(100);
   }
   const judgedAt = Date.now();
@@ -203,6 +211,16 @@ async function waitForAgents(bus: Bus, o: ConformanceOptions, agents: ActorProce
     }
     await sleep(100);
   }
+}
+
+/** How long past the cases' windows the kit waits for an agent that has not acknowledged or answered everything. */
+const JUDGE_DEADLINE_MS = 30_000;
+
+/** Whether every result stored has been read (the results consumer has nothing pending) and every dead letter. */
+async function allRead(bus: Bus, deadLettersRead: number): Promise<boolean> {
+  const n = bus.names;
+  const [results, dlq] = await Promise.all([bus.jsm.consumers.info(n.streams.results, n.consumers.results), bus.jsm.streams.info(n.streams.deadLetters)]);
+  return results.num_pending === 0 && results.num_ack_pending === 0 && dlq.state.messages <= deadLettersRead;
 }
 
 async function read(feed: ConsumerMessages, on: (m: JsMsg) => void): Promise<void> {

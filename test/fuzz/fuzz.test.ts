@@ -9,11 +9,11 @@ import { buildCases } from './cases.js';
 import { namesChange } from './expectations.js';
 import { judge, judgeResults, type Verdict } from './oracle.js';
 import { runFuzz } from './run.js';
-import { seedFromEnv } from './seed.js';
+import { FUZZ_SEEDS, seedFromEnv } from './seed.js';
 import { targets, type Target } from './targets.js';
 
 const td = withTeardown(afterAll);
-const seed = seedFromEnv();
+const seed = seedFromEnv(process.env, FUZZ_SEEDS[0]);
 console.log(`fuzz seed ${seed} (FC_SEED=${seed} reproduces this run)`);
 
 /** The verdict of a target's own schema on a message (for results: every item valid). */

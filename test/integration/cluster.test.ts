@@ -8,7 +8,7 @@ import type { TaskState } from '@triad/protocol';
 import { compilePlan, validateDefinition } from '@triad/core';
 import { encode } from '@triad/protocol';
 import { Leases, TaskStore, bucketOf, keys } from '@triad/store';
-import { sleep, waitFor, startNatsCluster, startRedisCluster, uniqueNamespace, withTeardown, type NatsCluster, type RedisCluster } from '../harness/index.js';
+import { waitFor, startNatsCluster, startRedisCluster, uniqueNamespace, withTeardown, type NatsCluster, type RedisCluster } from '../harness/index.js';
 import { checkLedgers } from '../support/ledger.js';
 import { startTriad, type TestTriad } from '../support/triad.js';
 
@@ -146,7 +146,8 @@ describe('on a NATS cluster and a Redis Cluster', () => {
       ...Array.from({ length: 4 }, () => writer(new TaskStore(triad.redis, namespace), ids('nw'), acked.noWait)),
       ...Array.from({ length: 4 }, () => writer(new TaskStore(triad.redis, namespace, { waitReplicas: 1, waitMs: 2_000 }), ids('w'), acked.wait)),
     ];
-    await sleep(500);
+    // Kill once both kinds of writer have had creations acknowledged (not after a guessed time).
+    await waitFor(() => (acked.noWait.length >= 20 && acked.wait.length >= 20) || undefined, { timeoutMs: 30_000, intervalMs: 10, what: '20 acknowledged creations of each kind before the kill' });
     await victim.kill();
     killed = true;
     await redis.waitForHealthy(60_000);

@@ -40,7 +40,6 @@ function recordingAgent<O>(impl: (ctx: StepContext<unknown>) => O | Promise<O>, 
 }
 
 const opts = { safetyMarginMs: 0, random: () => 0 };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('runStep', () => {
   it('succeeds on the first try and passes the request through to the handler', async () => {
@@ -172,16 +171,25 @@ describe('runStep', () => {
 
   it('a handler that ignores the signal and returns late still yields expired (its output is discarded)', async () => {
     // completeBy = now + 150; the injected clock makes the window exactly 150 ms however slow the machine.
+    // The handler returns only when the test lets it, after runStep has answered: no race with a timer.
     const base = Date.now();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
     let finished = false;
     const { agent } = recordingAgent(async () => {
-      await sleep(400);
+      await gate;
       finished = true;
       return 'too late';
     });
     const outcome = await runStep(request({ completeBy: base + 150 }), agent, { safetyMarginMs: 0, now: () => base });
     expect(outcome).toEqual({ kind: 'expired', tries: 1 });
     expect(finished).toBe(false);
+    // Its late return changes nothing.
+    release();
+    await gate;
+    await Promise.resolve();
+    expect(finished).toBe(true);
+    expect(outcome).toEqual({ kind: 'expired', tries: 1 });
   });
 
   it('validates the input with the agent schema: failed, retryable false, the message names the field, handler not called', async () => {

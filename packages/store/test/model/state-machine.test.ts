@@ -4,7 +4,7 @@
 // retries and cancels, lost dispatches — run against the real Lua transitions on a real redis-server and
 // against a pure model written from decisions 0009 and 0010; after every operation the states must agree
 // and the invariants hold; then a calm phase must end every task.
-// Reproduce a run with FC_SEED=<seed> (printed below); FC_RUNS sets the number of runs.
+// The seed is fixed (MODEL_SEEDS, printed below); FC_SEED=<seed> runs another; FC_RUNS sets the number of runs.
 import { describe, it } from 'vitest';
 import fc from 'fast-check';
 import { OP_ARBS, type Op } from './ops.js';
@@ -24,7 +24,13 @@ function intFromEnv(name: string, fallback: number): number {
   return n;
 }
 
-const SEED = intFromEnv('FC_SEED', Date.now() % 2 ** 31);
+/**
+ * The seeds `npm test` runs, fixed so a run proves the same thing every time (printed; FC_SEED replays
+ * another). A seed that finds a bug — here, or in a run with FC_SEED set to a fresh value — is added
+ * to this list, and its counterexample to regressions.ts once fixed.
+ */
+const MODEL_SEEDS = [270_027];
+const SEED = intFromEnv('FC_SEED', MODEL_SEEDS[0] as number);
 // About 5 s alone on this machine (100 runs of up to 50 operations, each checked on a real redis-server).
 const RUNS = intFromEnv('FC_RUNS', 100);
 const MAX_COMMANDS = intFromEnv('FC_MAX_COMMANDS', 50);
