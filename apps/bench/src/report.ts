@@ -9,6 +9,7 @@ import type { LatencyResult } from './latency.js';
 import type { MemoryResult } from './memory.js';
 import type { PeerName, PeerResult } from './peers/peer.js';
 import type { RecoveryResult } from './recovery.js';
+import type { SleepLatenessResult } from './sleep-lateness.js';
 import type { ScalingResult } from './scaling.js';
 import type { ScalingClusterResult } from './scaling-cluster.js';
 import type { ScanResult } from './scan.js';
@@ -24,6 +25,8 @@ export interface Results {
   /** The tools a user would pick instead, measured the same way in the same run (--peers). */
   peers?: PeerResult[];
   recovery?: RecoveryResult;
+  /** How late durable sleeps end (decision 0019). */
+  sleep?: SleepLatenessResult;
   scan?: ScanResult;
   memory?: MemoryResult;
   scaling?: ScalingResult;
@@ -128,6 +131,12 @@ export function rows(r: Results): Row[] {
       add('recovery: max kill → retry decision, ms', fmt(maxDecision, 0), `≤ ${x.boundMs} (budget + interval)`, check(maxDecision <= x.boundMs));
     }
     add('recovery: max kill → step done on retry, ms', fmt(x.maxMs, 0), `≤ ${x.boundMs} (budget + interval)`, check(x.maxMs <= x.boundMs));
+  }
+  if (r.sleep) {
+    const x = r.sleep;
+    const sorted = [...x.latenessMs].sort((a, b) => a - b);
+    add(`sleep: wake time → sleep ended, ms (${x.samples} sleeps of ${x.sleepMs} ms; p50 / max)`, `${fmt(sorted[Math.floor(sorted.length / 2)] ?? 0, 0)} / ${fmt(x.maxMs, 0)}`, `≤ ${x.intervalMs} (one supervisor interval)`, check(x.maxMs <= x.intervalMs));
+    add('sleep: never before its time', fmt(sorted[0] ?? 0, 0), '≥ 0', check((sorted[0] ?? 0) >= 0));
   }
   if (r.scan) {
     for (const s of r.scan.sizes) {
