@@ -3,7 +3,7 @@
 // is the approval's output, and the step after it got it); without it the wait times out and the order is
 // undone (the reservation released); a signal sent before the step waits is kept and taken when it does;
 // a repeat with the same id is harmless; a late one is refused with the reason.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -80,6 +80,8 @@ describe('signals', () => {
 
   it('a signal sent before the step waits is kept and taken when it does', async () => {
     const { taskId } = await t.client.submit('approvals', { delayMs: { reserve: 1_500 } });
+    // A submission is a task once a scheduler took it.
+    await waitFor(async () => (await t.client.getTask(taskId).catch(() => undefined))?.status === 'running', { timeoutMs: 20_000, what: 'the task to exist' });
     const kept = await t.client.signal(taskId, 'approved', { early: true });
     expect(kept.outcome).toBe('buffered');
     expect((await t.client.getTask(taskId)).signals).toEqual([expect.objectContaining({ name: 'approved', signalId: kept.signalId, by: 'operator' })]);
@@ -87,6 +89,16 @@ describe('signals', () => {
     expect(done.status).toBe('completed');
     expect(stepOf(done, 'approval')).toMatchObject({ output: { early: true }, signalId: kept.signalId });
     expect(done.signals).toBeUndefined();
+  });
+
+  it("the README's waiting-and-branching example is a definition this scheduler registers", async () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const block = /\*\*Workflows that wait and branch\*\*[\s\S]*?```json\n([\s\S]*?)```/.exec(readme)?.[1];
+    expect(block, 'the README shows the JSON example').toBeDefined();
+    const r = await t.client.registerWorkflow(JSON.parse(block ?? '{}') as WorkflowDefinitionInput);
+    // Registered (this test runs no inventory or payment agent: the only warnings say so).
+    expect(r.name).toBe('approved-orders');
+    for (const w of r.warnings) expect(w).toMatch(/^no agent "(inventory|payment)" has connected/);
   });
 
   it('refuses a signal no step waits for, naming the ones it does', async () => {
