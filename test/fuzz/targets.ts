@@ -144,6 +144,8 @@ function apiSample(op: ApiOp): fc.Arbitrary<unknown> {
       return fc.record({ taskId, reason: opt(fc.string({ maxLength: 100 })) }).map(defined);
     case 'task.events':
       return fc.record({ taskId, from: opt(fc.integer({ min: 1, max: 1_000_000 })) }).map(defined);
+    case 'task.signal':
+      return fc.record({ taskId, name, signalId: taskId, data: opt(json) }).map(defined);
     // Limits on a client the storm never submits as, and so high that even a mutation to `*` (every
     // client) or to a small burst holds nothing back: the fuzzer's own submissions are never delayed.
     case 'intake.set':

@@ -132,6 +132,24 @@ describe('the dashboard in a browser', () => {
     await expect.poll(() => page.locator('#cancel').count()).toBe(0);
   });
 
+  it('sends a signal to a waiting step from its page (decision 0019 §7): the task completes with the signal data', async () => {
+    await triad.client.registerWorkflow({ name: 'dash-approval', steps: [{ name: 'approval', waitFor: { signal: 'approved', timeoutMs: 120_000 } }] });
+    const { taskId } = await triad.client.submit('dash-approval', {});
+    const page = await open(`${operatorUrl}/#/tasks/${taskId}`);
+    await page.locator('#steps tr[data-step="approval"][data-status="waiting"]').waitFor();
+    expect(await page.locator('#steps tr[data-step="approval"] td.detail').textContent()).toMatch(/^waiting for signal approved until \d\d:\d\d:\d\d/);
+    await page.locator('#signal-form textarea[name="data"]').fill('{"approvedBy":"dashboard"}');
+    await page.locator('#signal-form input[name="id"]').fill(`dash-sig-${taskId}`);
+    await page.locator('#signal').click();
+    await page.locator('.notice', { hasText: `signal approved delivered to approval (id dash-sig-${taskId})` }).waitFor();
+    await page.locator('#task-status', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
+    expect((await triad.client.getTask(taskId)).steps[0]).toMatchObject({ status: 'processed', output: { approvedBy: 'dashboard' }, signalId: `dash-sig-${taskId}` });
+    await expect.poll(() => page.locator('#signal-form').count()).toBe(0);
+    // The server validates the request: a bad signal name is refused with the reason.
+    const bad = await page.request.post(`${operatorUrl}/api/tasks/${taskId}/signal`, { data: { name: 'not a name!' } });
+    expect(bad.status()).toBe(400);
+  });
+
   it('retries a failed step from the alerts page; the task then completes', async () => {
     triad.services.shipping.setFaults({ failRate: 1 });
     const { taskId } = await triad.client.submit('orders-strict', { orderId: 'dash-alert', amount: 8 });

@@ -119,6 +119,30 @@ describe('refusals', () => {
     await expect(t.client.getTask(theirs.taskId)).resolves.toMatchObject({ client: 'mobile' });
   });
 
+  it('a client signals its own tasks only (decision 0019 §3.2); the operator signals any', async () => {
+    await t.client.registerWorkflow({ name: 'lp-approval', steps: [{ name: 'approval', waitFor: { signal: 'approved', timeoutMs: 60_000 } }] });
+    const [web, mobile] = await Promise.all([clientAs(nsA, 'client-web'), clientAs(nsA, 'client-mobile')]);
+    const { taskId: own } = await web.submit('lp-approval', {});
+    const { taskId: other } = await mobile.submit('lp-approval', {});
+    await waitFor(async () => (await web.getTask(own).catch(() => undefined))?.steps[0]?.status === 'waiting', { timeoutMs: 20_000, what: "web's task to wait" });
+    // Its own task: the SDK finds the namespace-wide subject refused and signals on its own scoped one.
+    await expect(web.signal(own, 'approved', { by: 'web' }, { id: 'lp-sig-1' })).resolves.toMatchObject({ outcome: 'delivered', step: 'approval', signalId: 'lp-sig-1' });
+    await expect(web.wait(own, { timeoutMs: 20_000 })).resolves.toMatchObject({ status: 'completed', steps: [expect.objectContaining({ output: { by: 'web' } })] });
+    // Another client's task is unknown to it, exactly as a missing one.
+    await expect(web.signal(other, 'approved', {}, { id: 'lp-sig-2' })).rejects.toMatchObject({ code: 'UNKNOWN_TASK' });
+    expect((await t.client.getTask(other)).steps[0]?.status).toBe('waiting');
+    // NATS itself refuses a client another client's signal subject and the namespace-wide one.
+    await expect(web.bus.nc.request(web.bus.names.subjects.clientApi('mobile', 'task.signal'), encode({ taskId: other, name: 'approved', signalId: 'x' }), { timeout: 5_000 })).rejects.toThrow(
+      /Permissions Violation for Publish to "triad\..*\.api\.client\.mobile\.task\.signal"/,
+    );
+    await expect(web.bus.nc.request(web.bus.names.subjects.api('task.signal'), encode({ taskId: other, name: 'approved', signalId: 'x' }), { timeout: 5_000 })).rejects.toThrow(
+      /Permissions Violation for Publish to "triad\..*\.api\.task\.signal"/,
+    );
+    // The operator may signal any task.
+    await expect(t.client.signal(other, 'approved', undefined, { id: 'lp-sig-3' })).resolves.toMatchObject({ outcome: 'delivered' });
+    await expect(mobile.wait(other, { timeoutMs: 20_000 })).resolves.toMatchObject({ status: 'completed' });
+  });
+
   it("an agent cannot publish another agent type's result, read its steps, nor use Redis", async () => {
     const payment = await busAs(nsA, 'agent-payment');
     await expect(payment.js.publish(payment.names.subjects.result('shipping'), encode({}))).rejects.toThrow(/Permissions Violation for Publish to "triad\..*\.result\.shipping"/);

@@ -25,6 +25,7 @@ import { Completions } from './completions.js';
 import { measureLatency } from './latency.js';
 import { measureMemory, type SupervisorControl } from './memory.js';
 import { measureHandover, measureRecovery } from './recovery.js';
+import { measureSleepLateness } from './sleep-lateness.js';
 import { peerTable, details, jsonSummary, table, type Results } from './report.js';
 import { measurePeers } from './peers/index.js';
 import { measureScaling } from './scaling.js';
@@ -203,6 +204,8 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
       namespace,
       { samples: o.recoverySamples, leaseMs: o.supervisorLeaseMs },
     );
+    progress('recovery: how late durable sleeps end');
+    results.sleep = await measureSleepLateness(client, { samples: 12, sleepMs: 1_000, intervalMs: o.supervisorIntervalMs });
   }
   if (has('scan')) {
     // A real finished task (the actors ran it), compacted by the supervisor as every finished task is

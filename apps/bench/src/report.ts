@@ -9,6 +9,7 @@ import type { LatencyResult } from './latency.js';
 import type { MemoryResult } from './memory.js';
 import type { PeerName, PeerResult } from './peers/peer.js';
 import type { HandoverResult, RecoveryResult } from './recovery.js';
+import type { SleepLatenessResult } from './sleep-lateness.js';
 import type { ScalingResult } from './scaling.js';
 import type { ScalingClusterResult } from './scaling-cluster.js';
 import type { ScanResult } from './scan.js';
@@ -25,6 +26,8 @@ export interface Results {
   peers?: PeerResult[];
   recovery?: RecoveryResult;
   handover?: HandoverResult;
+  /** How late durable sleeps end (decision 0019). */
+  sleep?: SleepLatenessResult;
   scan?: ScanResult;
   memory?: MemoryResult;
   scaling?: ScalingResult;
@@ -134,6 +137,12 @@ export function rows(r: Results): Row[] {
     const h = r.handover;
     add(`recovery: leader kill -9 → another supervisor leads, ms (${h.killToLeaderMs.length} samples; lease ${h.leaseMs})`, h.killToLeaderMs.map((v) => fmt(v, 0)).join(' / '));
     add('recovery: max leader kill → new leader, ms', fmt(h.maxMs, 0), `≤ ${h.boundMs} (lease + lease/3)`, check(h.maxMs <= h.boundMs));
+  }
+  if (r.sleep) {
+    const x = r.sleep;
+    const sorted = [...x.latenessMs].sort((a, b) => a - b);
+    add(`sleep: wake time → sleep ended, ms (${x.samples} sleeps of ${x.sleepMs} ms; p50 / max)`, `${fmt(sorted[Math.floor(sorted.length / 2)] ?? 0, 0)} / ${fmt(x.maxMs, 0)}`, `≤ ${x.intervalMs} (one supervisor interval)`, check(x.maxMs <= x.intervalMs));
+    add('sleep: never before its time', fmt(sorted[0] ?? 0, 0), '≥ 0', check((sorted[0] ?? 0) >= 0));
   }
   if (r.scan) {
     for (const s of r.scan.sizes) {

@@ -87,9 +87,11 @@ export function relative(ms: number, now: number = Date.now()): string {
  * status` and of the dashboard's task page (its bundle includes this module). Grows kind by kind with
  * decision 0019's increments: a skipped step's reason, a sleep's wake time.
  */
-export function stepDetail(s: Pick<StepState, 'status' | 'reason' | 'until'>, now: number = Date.now()): string | undefined {
+export function stepDetail(s: Pick<StepState, 'status' | 'reason' | 'until' | 'signal' | 'signalId'>, now: number = Date.now()): string | undefined {
   if (s.status === 'skipped') return s.reason ? `skipped: ${s.reason}` : 'skipped';
   if (s.status === 'sleeping' && s.until !== undefined) return `sleeping until ${clock(s.until).slice(0, 8)} (${relative(s.until, now)})`;
+  if (s.status === 'waiting' && s.until !== undefined) return `waiting for signal ${s.signal ?? '?'} until ${clock(s.until).slice(0, 8)} (${relative(s.until, now)})`;
+  if (s.status === 'processed' && s.signalId !== undefined) return `signal ${s.signal ?? '?'} received (id ${s.signalId})`;
   return undefined;
 }
 
@@ -107,6 +109,7 @@ export function eventLine(ev: TaskEvent): string {
   const parts = [clock(ev.at), `#${ev.seq}`.padEnd(4), ev.type.padEnd(EVENT_TYPE_WIDTH)];
   const where = [ev.step, ev.attempt !== undefined ? `attempt ${ev.attempt}` : undefined].filter((x) => x !== undefined).join(' ');
   if (where) parts.push(where);
+  if (ev.signal !== undefined && ev.type !== 'signal_received') parts.push(`signal ${ev.signal}`);
   if (ev.until !== undefined) parts.push(`until ${clock(ev.until).slice(0, 8)}`);
   const reason = ev.reason ?? ev.error?.message;
   if (reason) parts.push(cellText(reason));

@@ -41,6 +41,7 @@ import {
   type Submission,
   type TaskEvent,
   type TaskState,
+  type SignalReply,
   type TaskStatus,
   type TaskSummary,
   type WorkflowDefinitionInput,
@@ -257,6 +258,18 @@ export class TriadClient {
    */
   async cancel(taskId: string, reason?: string): Promise<{ taskId: string; status: TaskStatus }> {
     return this.request('task.cancel', { taskId, ...(reason ? { reason } : {}) });
+  }
+
+  /**
+   * Sends a signal to a task (decision 0019 §3): the step that waits for `name` ends with `data` as its
+   * output, or — when that step has not started waiting yet — the signal is kept until it does. The id
+   * (a new UUID unless `o.id` names one) makes sending it again harmless: a repeat answers `duplicate`.
+   * A client identity may signal only its own tasks. Refused (INVALID_STATE) when the task is not running,
+   * waits for no such signal, or is past waiting for it; UNAVAILABLE when it holds 16 signals already.
+   */
+  async signal(taskId: string, name: string, data?: unknown, o: { id?: string } = {}): Promise<SignalReply> {
+    const signalId = o.id ?? randomUUID();
+    return this.request('task.signal', { taskId, name, signalId, ...(data !== undefined ? { data } : {}) });
   }
 
   /** Open operator alerts: steps that failed for good and have not been retried since. */

@@ -5,7 +5,7 @@
  * an integer of epoch milliseconds (a msgpack timestamp is read as one too).
  */
 import { z } from 'zod';
-import { TASK_STATUSES, TERMINAL_TASK_STATUSES, isTerminal } from './constants.js';
+import { TASK_ID_PATTERN, TASK_STATUSES, TERMINAL_TASK_STATUSES, isTerminal } from './constants.js';
 import { ClientIdSchema, NameSchema, TaskIdSchema } from './names.js';
 
 /** An optional field: absent, or nil (read as absent), else valid by `schema`. */
@@ -150,6 +150,8 @@ export const StepStatusSchema = z.enum([
   'skipped',
   /** A durable sleep waits for its time (`until`); no agent takes part (decision 0019). */
   'sleeping',
+  /** A waitFor step waits for its signal until `until` (decision 0019). */
+  'waiting',
 ]);
 export type StepStatus = z.output<typeof StepStatusSchema>;
 
@@ -167,6 +169,10 @@ export const TaskEventTypeSchema = z.enum([
   'step_skipped',
   /** A sleep step began to sleep until `until` (decision 0019). */
   'step_sleeping',
+  /** A waitFor step began to wait for `signal` until `until` (decision 0019). */
+  'step_waiting',
+  /** A signal was accepted: delivered to `step`, or kept until a step waits for it (`reason` says which). */
+  'signal_received',
   'completed',
   'failed',
   'compensating',
@@ -192,8 +198,10 @@ export const TaskEventSchema = z
     /** Why (an error message, a rejection reason). */
     reason: optional(z.string().max(4000)),
     error: optional(WireErrorSchema),
-    /** What a waiting step waits until (epoch ms): a sleep's wake time (decision 0019). */
+    /** What a waiting step waits until (epoch ms): a sleep's wake time, a wait's timeout (decision 0019). */
     until: optional(epochMs),
+    /** The signal a step waits for, or that was received (decision 0019). */
+    signal: optional(NameSchema),
   });
 export type TaskEvent = z.output<typeof TaskEventSchema>;
 
@@ -285,6 +293,31 @@ export const RetryTaskRequestSchema = z
   .object({ taskId: TaskIdSchema, step: optional(NameSchema), input: optional(z.unknown()), replaceInput: z.boolean().default(false) });
 export const EmptyRequestSchema = z.object({});
 
+/** The most a signal's data may take, msgpack-encoded (decision 0019 §3.1): 16 buffered per task = 1 MB. */
+export const MAX_SIGNAL_DATA_BYTES = 65_536;
+
+/**
+ * A signal for a task (decision 0019 §3): `name` as a waitFor step names it; `signalId`, chosen by the
+ * sender, makes a repeat harmless; `data` becomes the waiting step's output.
+ */
+export const SignalRequestSchema = z.object({
+  taskId: TaskIdSchema,
+  name: NameSchema,
+  signalId: z.string().regex(TASK_ID_PATTERN, 'a signal id is 1-128 characters of A-Z a-z 0-9 _ : -'),
+  data: optional(z.unknown()),
+});
+export type SignalRequest = z.output<typeof SignalRequestSchema>;
+/** delivered: a waiting step got it; buffered: kept until a step of that name waits; duplicate: that id was accepted before. */
+export const SignalReplySchema = z.object({
+  taskId: z.string(),
+  name: z.string(),
+  signalId: z.string(),
+  outcome: tolerant(z.enum(['delivered', 'buffered', 'duplicate'])),
+  /** The step that consumed it (delivered, or a duplicate of a delivered one). */
+  step: optional(z.string()),
+});
+export type SignalReply = z.output<typeof SignalReplySchema>;
+
 export const ListTasksRequestSchema = z
   .object({ status: optional(TaskStatusSchema), limit: z.number().int().min(1).max(10_000).default(100) });
 
@@ -327,8 +360,11 @@ export const StepStateSchema = z.object({
   error: optional(z.string()),
   /** Why a skipped step was skipped (its condition, as it evaluated: "amount 10 is not > 1000"). */
   reason: optional(z.string()),
-  /** What a waiting step waits until (epoch ms): a sleeping step's wake time. */
+  /** What a waiting step waits until (epoch ms): a sleeping step's wake time, a waiting step's timeout. */
   until: optional(z.number()),
+  /** The signal a waitFor step waits for; `signalId`: the one it consumed. */
+  signal: optional(z.string()),
+  signalId: optional(z.string()),
   dependsOn: z.array(z.string()),
   /** The step's completion order (compensations run in its reverse). */
   order: optional(z.number().int()),
@@ -381,6 +417,8 @@ export const TaskStateSchema = z.object({
    * steps' completeBy and lockedBy, and a completed task's input are no longer kept; updatedAt is finishedAt.
    */
   compacted: optional(z.boolean()),
+  /** Signals accepted and kept until a step waits for them, oldest first (decision 0019 §3.3). */
+  signals: optional(z.array(z.object({ name: z.string(), signalId: z.string(), at: z.number(), by: z.string() }))),
 });
 export type TaskState = z.output<typeof TaskStateSchema>;
 

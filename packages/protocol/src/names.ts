@@ -98,6 +98,7 @@ export const API_OPS = [
   'task.events',
   'task.retry',
   'task.cancel',
+  'task.signal',
   'alert.list',
   'supervisor.status',
   'intake.set',
@@ -107,10 +108,11 @@ export const API_OPS = [
 export type ApiOp = (typeof API_OPS)[number];
 
 /**
- * Operations that also exist scoped to one client, `triad.<ns>.api.client.<client>.<op>` (decision 0017).
+ * Operations that also exist scoped to one client, `triad.<ns>.api.client.<client>.<op>` (decision 0017):
+ * its own tasks' reads, and signals to its own tasks (decision 0019 §3.2).
  * The token `client` after `api.` is reserved: no operation's name starts with it.
  */
-export const CLIENT_SCOPED_OPS = ['task.get', 'task.list', 'task.events'] as const satisfies readonly ApiOp[];
+export const CLIENT_SCOPED_OPS = ['task.get', 'task.list', 'task.events', 'task.signal'] as const satisfies readonly ApiOp[];
 export type ClientScopedOp = (typeof CLIENT_SCOPED_OPS)[number];
 const CLIENT_API_TOKEN = 'client';
 

@@ -95,7 +95,11 @@ describe('NATS allow lists', () => {
       'triad.shop.api.client.web.task.get',
       'triad.shop.api.client.web.task.list',
       'triad.shop.api.client.web.task.events',
+      'triad.shop.api.client.web.task.signal',
     ]);
+    // A client signals only its own tasks (decision 0019 §3.2): not on the namespace-wide subject.
+    expect(may(web, 'publish', n.subjects.api('task.signal'))).toBe(false);
+    expect(may(byName('operator'), 'publish', n.subjects.api('task.signal'))).toBe(true);
     // The scheduler hears them on its API subscription.
     expect(may(byName('scheduler'), 'subscribe', n.subjects.clientApi('web', 'task.get'))).toBe(true);
   });
@@ -167,6 +171,7 @@ describe('NATS accounts (decision 0022)', () => {
       'service triad.shop.api.client.web.task.get',
       'service triad.shop.api.client.web.task.list',
       'service triad.shop.api.client.web.task.events',
+      'service triad.shop.api.client.web.task.signal',
       'service triad.shop.api.workflow.get',
       'service triad.shop.api.workflow.list',
       'service triad.shop.api.supervisor.status',

@@ -16,6 +16,8 @@ import {
   GetWorkflowRequestSchema,
   ListTasksRequestSchema,
   CancelTaskRequestSchema,
+  MAX_SIGNAL_DATA_BYTES,
+  SignalRequestSchema,
   ClearLimitRequestSchema,
   EmptyRequestSchema,
   SetLimitRequestSchema,
@@ -50,7 +52,7 @@ import type { z } from 'zod';
  * (`features`). A definition that uses another is refused at registration, so a half-built kind can
  * never run; each increment of 0019 §10 adds its feature here with the transitions that run it.
  */
-export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>(['when', 'sleep']);
+export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>(['when', 'sleep', 'waitFor']);
 
 /** `client`: the client a client-scoped subject names, whose tasks only the handler may read (decision 0017). */
 type Handler = (data: Uint8Array, client?: string) => Promise<unknown>;
@@ -146,6 +148,25 @@ export class ApiServer {
           await this.dispatcher.publish(q.taskId, wf, t, now);
           this.log.info({ taskId: q.taskId, compensations: t.dispatch.length }, 'task cancelled');
           return { taskId: q.taskId, status: t.status };
+        });
+      },
+      'task.signal': async (data, client) => {
+        const q = req(data, SignalRequestSchema, 'task.signal request');
+        const bytes = q.data === undefined ? undefined : encode(q.data);
+        if (bytes && bytes.length > MAX_SIGNAL_DATA_BYTES) {
+          throw new TriadError(ErrorCode.InvalidMessage, `the data of signal ${q.name} is ${bytes.length} bytes encoded, above the ${MAX_SIGNAL_DATA_BYTES} a signal may carry; send less (a reference to the data, not the data)`);
+        }
+        return this.underTaskLease(q.taskId, async (lease) => {
+          const now = Date.now();
+          const r = await this.tasks.signalTask({ lease, taskId: q.taskId, name: q.name, signalId: q.signalId, ...(bytes ? { data: bytes } : {}), ...(client !== undefined ? { client } : {}), now, schedulerId: this.schedulerId });
+          if (r.outcome !== 'duplicate') {
+            const t = r.transition;
+            const wf = await this.workflows.get(t.workflow, t.version);
+            if (!wf) throw unknownWorkflow(t.workflow, t.version);
+            await this.dispatcher.publish(q.taskId, wf, t, now);
+          }
+          this.log.info({ taskId: q.taskId, signal: q.name, signalId: q.signalId, outcome: r.outcome, step: r.step, by: client ?? 'operator' }, 'signal');
+          return { taskId: q.taskId, name: q.name, signalId: q.signalId, outcome: r.outcome, ...(r.step ? { step: r.step } : {}) };
         });
       },
       'alert.list': async (data) => {

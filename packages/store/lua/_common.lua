@@ -2,7 +2,7 @@
 --@include _msgpack
 --@include _when
 -- Return codes (mirrored by ScriptCode in src/codes.ts).
-local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY, FORGED = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
+local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY, FORGED, BUFFER_FULL = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 
 -- The caller's lease, taken in the same atomic call as the write it guards (decision 0006): free, or
 -- already held with the caller's token → (re)set to the token for `ms`; held by anyone else → false,
@@ -118,10 +118,10 @@ local function flush(ctx)
 end
 
 -- Appends an event; the per-task sequence number is assigned here, atomically with the transition.
--- `untilTs`: what a waiting step waits until (epoch ms; decision 0019's `until`).
-local function push_event(ctx, etype, step, attempt, reason, status, untilTs)
+-- `untilTs`: what a waiting step waits until (epoch ms); `signal`: the signal's name (decision 0019).
+local function push_event(ctx, etype, step, attempt, reason, status, untilTs, signal)
   local seq = redis.call('HINCRBY', ctx.taskKey, 'seq', 1)
-  ctx.events[#ctx.events + 1] = { type = etype, seq = seq, step = step, attempt = attempt, reason = reason, status = status, ['until'] = untilTs }
+  ctx.events[#ctx.events + 1] = { type = etype, seq = seq, step = step, attempt = attempt, reason = reason, status = status, ['until'] = untilTs, signal = signal }
 end
 
 -- Takes the task for this scheduler; the lock epoch grows on every hand-over between schedulers.
@@ -297,12 +297,13 @@ local function begin_undo(ctx, endAs, reason)
   local recs = recs_of(ctx)
   for _, s in ipairs(plan_of(ctx)) do
     local rec = recs[s.n]
-    if rec.status == 'sleeping' then
-      -- A sleep stops at once (decision 0019 U1): nothing ran, nothing to undo (effect none).
+    if rec.status == 'sleeping' or rec.status == 'waiting' then
+      -- A sleep or a wait stops at once (decision 0019 U1): nothing ran, nothing to undo (effect none).
+      local what = rec.status == 'sleeping' and 'stopped sleeping' or 'stopped waiting for signal ' .. s.ws.s
       rec.status = 'abandoned'
       rec.finishedAt = ctx.now
       redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, s.n))
-      push_event(ctx, 'step_abandoned', s.n, nil, 'stopped sleeping: the task is being undone')
+      push_event(ctx, 'step_abandoned', s.n, nil, what .. ': the task is being undone')
       touch(ctx, s.n)
     -- Parked, or reported failed with its retry not yet decided: no attempt of it is in flight.
     elseif rec.status == 'parked' or (rec.status == 'processing' and rec.reported) then
@@ -335,9 +336,11 @@ local function abandon_in_flight(ctx, reason)
   local recs = recs_of(ctx)
   for _, s in ipairs(plan_of(ctx)) do
     local rec = recs[s.n]
-    if rec.status == 'processing' or rec.status == 'parked' or rec.status == 'sleeping' then
+    if rec.status == 'processing' or rec.status == 'parked' or rec.status == 'sleeping' or rec.status == 'waiting' then
       if rec.status == 'processing' and not rec.reported then note_effect(rec, 'unknown') end
-      local why = rec.status == 'sleeping' and ('stopped sleeping: ' .. reason) or reason
+      local why = reason
+      if rec.status == 'sleeping' then why = 'stopped sleeping: ' .. reason
+      elseif rec.status == 'waiting' then why = 'stopped waiting for signal ' .. s.ws.s .. ': ' .. reason end
       rec.status = 'abandoned'
       rec.finishedAt = ctx.now
       redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, s.n))
@@ -455,14 +458,36 @@ local function sleep_until(ctx, spec)
   return math.floor(v)
 end
 
--- A step that needs no agent is done (a sleep that woke): processed, in completion order, no output.
-local function complete_without_agent(ctx, spec, rec)
+-- A step that needs no agent is done (a sleep that woke, a wait that got its signal): processed, in
+-- completion order; `output` (msgpack; nil or '' = none) becomes its output.
+local function complete_without_agent(ctx, spec, rec, output)
   rec.status = 'processed'
   rec.finishedAt = ctx.now
   rec.wakeAt = nil
+  rec.timeoutAt = nil
   rec.order = redis.call('HINCRBY', ctx.taskKey, 'doneSeq', 1)
+  if output and output ~= '' then redis.call('HSET', ctx.taskKey, 'o:' .. spec.n, output) end
   touch(ctx, spec.n)
   push_event(ctx, 'step_done', spec.n)
+end
+
+-- The task's buffered signals (decision 0019 §3.3): `sq`, a JSON list of { id, name, at, by } in arrival order.
+local function signal_queue(ctx)
+  local raw = redis.call('HGET', ctx.taskKey, 'sq')
+  if not raw then return {} end
+  return cjson.decode(raw)
+end
+
+-- A signal reaches the step that waits for it (R6 from the buffer, R8 live): its data is the step's
+-- output, its dedup record names the step, and events say who sent it.
+local function deliver_signal(ctx, spec, rec, id, by, data)
+  local g = cjson.decode(redis.call('HGET', ctx.taskKey, 'g:' .. id) or '{}')
+  g.to = spec.n
+  redis.call('HSET', ctx.taskKey, 'g:' .. id, cjson.encode(g))
+  rec.signalId = id
+  redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, spec.n))
+  push_event(ctx, 'signal_received', spec.n, nil, 'id ' .. id .. ' from ' .. by .. ' delivered to ' .. spec.n, nil, nil, spec.ws.s)
+  complete_without_agent(ctx, spec, rec, data)
 end
 
 -- A step that cannot start (its condition cannot be read, its wake time cannot be used) fails for good at
@@ -513,6 +538,29 @@ local function start_ready(ctx)
               touch(ctx, s.n)
               redis.call('ZADD', ctx.deadlinesKey, wakeAt, deadline_member(ctx.taskId, s.n))
               push_event(ctx, 'step_sleeping', s.n, nil, nil, nil, wakeAt)
+            end
+          elseif holds and s.k == 'w' then
+            -- A wait for a signal (R6/R7): the oldest buffered signal of its name, else wait until the timeout.
+            local queue = signal_queue(ctx)
+            local found
+            for i, q in ipairs(queue) do
+              if q.name == s.ws.s then found = i break end
+            end
+            rec.startedAt = ctx.now
+            rec.waits = (rec.waits or 0) + 1
+            if found then
+              local q = table.remove(queue, found)
+              local data = redis.call('HGET', ctx.taskKey, 'sd:' .. q.id)
+              redis.call('HDEL', ctx.taskKey, 'sd:' .. q.id)
+              if #queue == 0 then redis.call('HDEL', ctx.taskKey, 'sq') else redis.call('HSET', ctx.taskKey, 'sq', cjson.encode(queue)) end
+              deliver_signal(ctx, s, rec, q.id, q.by, data)
+              changed = true
+            else
+              rec.status = 'waiting'
+              rec.timeoutAt = ctx.now + s.ws.t
+              touch(ctx, s.n)
+              redis.call('ZADD', ctx.deadlinesKey, rec.timeoutAt, deadline_member(ctx.taskId, s.n))
+              push_event(ctx, 'step_waiting', s.n, nil, nil, nil, rec.timeoutAt, s.ws.s)
             end
           elseif holds then
             start_attempt(ctx, s, rec, 'run')

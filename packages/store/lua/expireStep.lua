@@ -17,6 +17,8 @@
   compensation → task compensation_failed + alert. Alerts are recorded here (the outbox), never by a caller.
   A run step still in flight when its task began to be undone (a drain) → abandoned (effect unknown),
   and the undo goes on.
+  A step waiting for a signal past its timeout (decision 0019 R9) → error, and the task's onFailure
+  (failed with an alert `<task>:<step>:step_error:wait-<n>`, or the undo) → action 'error' | 'compensate'.
   A sleeping step whose wake time has come (decision 0019 R5) → processed; the steps it made ready
   start (their requests are the reply's dispatch: the supervisor asks a scheduler to send them, as for a
   retry), and the task completes when every step is done → action 'wake'.
@@ -58,6 +60,25 @@ if rec and taskStatus == 'running' and rec.status == 'sleeping' then
   complete_without_agent(ctx, spec_of(ctx, stepName), recs_of(ctx)[stepName])
   if start_ready(ctx) then finish_task(ctx, 'completed') end
   return reply_with(ctx, 'wake', 'run', nil)
+end
+
+if rec and taskStatus == 'running' and rec.status == 'waiting' then
+  -- A wait for a signal that timed out (R9): the step gives up and the task's onFailure applies.
+  local now = tonumber(ARGV[3])
+  if rec.timeoutAt > now then
+    redis.call('ZADD', deadlinesKey, rec.timeoutAt, member)
+    return { OK, noop }
+  end
+  local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5] }, taskId, task_now(taskKey, now))
+  ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
+  redis.call('HSET', taskKey, 'updatedAt', ctx.now)
+  local spec = spec_of(ctx, stepName)
+  rec = recs_of(ctx)[stepName]
+  rec.timeoutAt = nil
+  local why = 'timed out after ' .. spec.ws.t .. ' ms waiting for signal ' .. spec.ws.s
+  -- Each wait is its own alert (a retried wait that times out again raises a new one).
+  local action = give_up(ctx, spec, rec, 'run', why, why, false, 'wait-' .. (rec.waits or 1))
+  return reply_with(ctx, action == 'compensate' and 'compensate' or 'error', 'run', nil)
 end
 
 local kind, drain

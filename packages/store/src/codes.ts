@@ -14,6 +14,8 @@ export const ScriptCode = {
   LeaseBusy: 8,
   /** A result from an agent type the step's plan does not name for that phase (decision 0010). */
   Forged: 9,
+  /** A task already holds as many buffered signals as it may (decision 0019 §3.3): nothing was written. */
+  BufferFull: 10,
 } as const;
 export type ScriptCode = (typeof ScriptCode)[keyof typeof ScriptCode];
 
@@ -39,6 +41,8 @@ export function scriptError(code: number, context: string, reason?: string): Tri
       return new TriadError(ErrorCode.Stale, `${context}: rejected, a newer fencing epoch exists${why}`);
     case ScriptCode.LeaseBusy:
       return new LeaseBusyError(ErrorCode.Unavailable, `${context}: another instance holds the lease on this task or step at the moment${why}; nothing was written, try again shortly`);
+    case ScriptCode.BufferFull:
+      return new TriadError(ErrorCode.Unavailable, `${context}${why}`);
     case ScriptCode.InvalidState:
       return new TriadError(ErrorCode.InvalidState, `${context}: not allowed in the current state${why}`);
     case ScriptCode.VersionConflict:

@@ -314,6 +314,27 @@ export class TaskStore {
     return { ...parseTransition(reply), step: (parseBody(reply[1]) as { step?: string }).step ?? a.step ?? '' };
   }
 
+  /**
+   * A signal for a task (decision 0019 §3.3): delivered to the step waiting for it, buffered until one
+   * waits, or a duplicate of one accepted before; `client` — the client a scoped subject names — may
+   * signal only its own tasks (another's answers UNKNOWN_TASK, as a missing one). Refusals throw with
+   * the reason (INVALID_STATE; UNAVAILABLE when the task's buffer is full).
+   */
+  async signalTask(a: { lease: LeaseClaim; taskId: string; name: string; signalId: string; data?: Uint8Array; client?: string; now: number; schedulerId: string }): Promise<{ outcome: 'delivered' | 'buffered' | 'duplicate'; step?: string; transition: Transition }> {
+    const k = this.keys;
+    const b = k.forTask(a.taskId);
+    const reply = (await runScript(
+      this.redis,
+      'signalTask',
+      [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox],
+      [a.taskId, a.name, a.signalId, a.data ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms, a.client ?? ''],
+    )) as unknown[];
+    const code = Number(reply[0]);
+    if (code !== ScriptCode.Ok) throw scriptError(code, `signal ${a.name} for task ${a.taskId}`, parseBody(reply[1]).reason);
+    const body = parseBody(reply[1]) as { outcome?: 'delivered' | 'buffered' | 'duplicate'; step?: string };
+    return { outcome: body.outcome ?? 'duplicate', ...(body.step ? { step: body.step } : {}), transition: parseTransition(reply) };
+  }
+
   /** An operator cancels a running task: it stops and its completed steps are compensated. */
   async cancelTask(a: { lease: LeaseClaim; taskId: string; reason: string; now: number; schedulerId: string }): Promise<Transition> {
     const k = this.keys;

@@ -43,6 +43,10 @@ export interface StepRecord {
   wakeAt?: number;
   /** How many times the step failed at its start, before any attempt (its alert ids count them). */
   startFailures?: number;
+  /** A waiting step's timeout; the signal it consumed; how many times it began to wait (decision 0019). */
+  timeoutAt?: number;
+  signalId?: string;
+  waits?: number;
   order?: number;
   circuitCount?: number;
   giveUpAt?: number;
@@ -75,7 +79,7 @@ function reader(h: TaskHash) {
 const KIND_OF: Record<NonNullable<PlanStep['k']>, NonNullable<StepState['kind']>> = { s: 'sleep', w: 'signal', c: 'child' };
 
 function stepState(
-  p: Pick<PlanStep, 'n' | 'a' | 'd' | 'k'>,
+  p: Pick<PlanStep, 'n' | 'a' | 'd' | 'k' | 'ws'>,
   rec: { status: StepStatus; attempt: number; failureCount: number; startedAt?: number; finishedAt?: number; order?: number },
   output: Buffer | undefined,
 ): StepState {
@@ -88,6 +92,7 @@ function stepState(
     dependsOn: Array.isArray(p.d) ? p.d : [],
   };
   if (p.k !== undefined && KIND_OF[p.k]) s.kind = KIND_OF[p.k];
+  if (p.ws) s.signal = p.ws.s;
   if (rec.startedAt !== undefined) s.startedAt = rec.startedAt;
   if (rec.finishedAt !== undefined) s.finishedAt = rec.finishedAt;
   if (rec.order !== undefined) s.order = rec.order;
@@ -107,6 +112,8 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
     if (rec.error) s.error = rec.error;
     if (rec.reason) s.reason = rec.reason;
     if (rec.status === 'sleeping' && rec.wakeAt !== undefined) s.until = rec.wakeAt;
+    if (rec.status === 'waiting' && rec.timeoutAt !== undefined) s.until = rec.timeoutAt;
+    if (rec.signalId) s.signalId = rec.signalId;
     if (rec.circuitCount) s.circuitCount = rec.circuitCount;
     if (rec.giveUpAt !== undefined) s.giveUpAt = rec.giveUpAt;
     s.effect = rec.effect ?? 'none';
@@ -138,6 +145,11 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
   };
   const lockedBy = str('lockedBy');
   if (lockedBy) state.lockedBy = lockedBy;
+  const queue = str('sq');
+  if (queue) {
+    const q = JSON.parse(queue) as { id: string; name: string; at: number; by: string }[];
+    if (Array.isArray(q) && q.length > 0) state.signals = q.map((x) => ({ name: x.name, signalId: x.id, at: x.at, by: x.by }));
+  }
   const finishedAt = num('finishedAt');
   if (finishedAt !== undefined) state.finishedAt = finishedAt;
   const deadlineAt = num('deadlineAt');

@@ -10,6 +10,8 @@ export interface TransitionEvent {
   status?: TaskStatus;
   /** What a waiting step waits until (epoch ms; decision 0019). */
   until?: number;
+  /** The signal a step waits for, or that was received (decision 0019). */
+  signal?: string;
 }
 
 /** A step the transition started: the caller must send its request to the agent. */
@@ -104,6 +106,7 @@ export function toTaskEvent(taskId: string, e: TransitionEvent, at: number): Tas
   if (e.attempt) ev.attempt = e.attempt;
   if (e.reason) ev.reason = e.reason.slice(0, 4000);
   if (typeof e.until === 'number') ev.until = e.until;
+  if (typeof e.signal === 'string') ev.signal = e.signal;
   return ev;
 }
 
@@ -113,6 +116,7 @@ export function toTaskEvent(taskId: string, e: TransitionEvent, at: number): Tas
  * (abandon), a sleep that ended and the steps it made ready started (wake, decision 0019), or nothing (noop).
  */
 export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'noop';
+// (a wait that timed out gives up: 'error' or 'compensate', as any give-up)
 
 export interface Expiry {
   action: ExpireAction;

@@ -11,6 +11,7 @@ import * as dlq from './dlq.js';
 import * as intake from './intake.js';
 import * as list from './list.js';
 import * as retry from './retry.js';
+import * as signal from './signal.js';
 import * as status from './status.js';
 import * as submit from './submit.js';
 import * as supervisor from './supervisor.js';
@@ -21,4 +22,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, cancel, retry, alerts, dlq, intake, supervisor, dashboard, auth];
+export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, signal, cancel, retry, alerts, dlq, intake, supervisor, dashboard, auth];

@@ -5,7 +5,7 @@
  */
 import type { TriadClient } from '@triad/client';
 import { DEFAULT_SUPERVISION, boundMs, formatBound, formatMs, taskBound, stepKind } from '@triad/core';
-import { ErrorCode, TriadError, errorMessage, type RegisteredWorkflow, type StepState, type TaskSummary } from '@triad/protocol';
+import { ErrorCode, TriadError, errorMessage, type RegisteredWorkflow, type SignalReply, type StepState, type TaskSummary } from '@triad/protocol';
 import type { ClusterView, ConsumerView, DagStep, Identity, StreamView, TaskDetail, WorkflowVersionView, WorkflowView } from './view.js';
 
 /** How long the probe waits for its operator-only request before it calls the answer unknown. */
@@ -93,6 +93,14 @@ export class DashboardData {
       }
       throw e;
     }
+  }
+
+  /**
+   * A signal for a task's waiting step (decision 0019 §7): an operator for any task, a client-role
+   * dashboard for its own (the SDK signals on its client-scoped subject; another's task is unknown to it).
+   */
+  async signal(taskId: string, name: string, data: unknown, id: string | undefined): Promise<SignalReply> {
+    return this.client.signal(taskId, name, data, id !== undefined ? { id } : {});
   }
 
   async tasks(): Promise<TaskSummary[]> {

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { TriadClient } from '@triad/client';
-import { ErrorCode, TaskIdSchema, TriadError, errorMessage, type Logger, type TaskEvent } from '@triad/protocol';
+import { ErrorCode, NameSchema, TASK_ID_PATTERN, TaskIdSchema, TriadError, errorMessage, type Logger, type TaskEvent } from '@triad/protocol';
 import { DashboardData } from './data.js';
 import { LiveHub } from './live.js';
 import { TOPICS, type Topic } from './view.js';
@@ -20,6 +20,7 @@ const ASSETS: Record<string, string> = { '/': 'index.html', '/assets/app.js': 'a
 const TYPES: Record<string, string> = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };
 
 const CancelBody = z.object({ reason: z.string().max(500).optional() }).strict();
+const SignalBody = z.object({ name: NameSchema, data: z.unknown().optional(), id: z.string().regex(TASK_ID_PATTERN, 'a signal id is 1-128 characters of A-Z a-z 0-9 _ : -').optional() }).strict();
 const RetryBody = z.object({ step: z.string().min(1).max(64).optional(), input: z.unknown().optional() }).strict();
 const SeqParam = z.coerce.number().int().min(1);
 
@@ -65,6 +66,11 @@ export async function startDashboard(client: TriadClient, o: { port: number; hos
     const id = taskIdOf(req);
     const body = parseBody(req, CancelBody);
     return data.act(`cancel task ${id}`, 'task.cancel', () => client.cancel(id, body.reason ?? 'cancelled from the dashboard'));
+  });
+  app.post('/api/tasks/:id/signal', async (req) => {
+    const id = taskIdOf(req);
+    const body = parseBody(req, SignalBody);
+    return data.signal(id, body.name, body.data, body.id);
   });
   app.post('/api/tasks/:id/retry', async (req) => {
     const id = taskIdOf(req);

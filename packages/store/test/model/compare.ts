@@ -54,6 +54,9 @@ function compareStep(out: string[], t: TaskM, s: StepM, real: RealTask): void {
   if (s.run.attempt > 0) diff(out, `${where} startedAt`, rec.startedAt, s.run.startedAt);
   if (s.status === 'processed') diff(out, `${where} processed at, order`, [rec.finishedAt, rec.order], [s.processedAt, s.order]);
   if (s.spec.sleep && s.sleptAt !== undefined) diff(out, `${where} sleep started at`, rec.startedAt, s.sleptAt);
+  if (s.spec.waitFor && s.waitedAt !== undefined) diff(out, `${where} wait started at, waits`, [rec.startedAt, rec.waits], [s.waitedAt, s.waits]);
+  if (s.status === 'waiting') diff(out, `${where} timeout at (record and view)`, [rec.timeoutAt, view.until, view.kind, view.signal], [s.timeoutAt, s.timeoutAt, 'signal', s.spec.waitFor?.signal]);
+  if (s.spec.waitFor && s.status === 'processed') diff(out, `${where} signal taken, output`, [rec.signalId, view.output], [s.signalId, s.output]);
   if (s.status === 'sleeping') diff(out, `${where} wake at (record and view)`, [rec.wakeAt, view.until, view.kind], [s.wakeAt, s.wakeAt, 'sleep']);
   if (s.status === 'skipped') diff(out, `${where} skipped at, reason (record and view)`, [rec.finishedAt, rec.reason, view.reason], [s.skippedAt, s.reason, s.reason]);
   if (!s.comp) {
@@ -84,6 +87,7 @@ export async function compareState(w: World & { sys: RealSystem }, after: Map<st
       continue;
     }
     diff(out, `task ${t.id} status`, real.view.status, t.status);
+    diff(out, `task ${t.id} signals kept`, (real.view.signals ?? []).map((x) => `${x.signalId}:${x.name}`), t.signalQueue.map((q) => `${q.id}:${q.name}`));
     diff(out, `task ${t.id} staleResults`, real.staleResults, t.staleResults);
     diff(out, `task ${t.id} forgedResults`, real.forgedResults, t.forgedResults);
     diff(out, `task ${t.id} client`, real.view.client, t.client);

@@ -21,7 +21,9 @@ export type StepStatus =
   /** Its `when` was false when it became ready (decision 0019 R1): done, no output, effect none. */
   | 'skipped'
   /** A durable sleep waits for `wakeAt` (decision 0019 R2): no agent, effect none. */
-  | 'sleeping';
+  | 'sleeping'
+  /** A waitFor step waits for its signal until `timeoutAt` (decision 0019 R7): no agent, effect none. */
+  | 'waiting';
 export type TaskStatus = 'running' | 'completed' | 'failed' | 'compensating' | 'compensated' | 'cancelled' | 'compensation_failed';
 export type AlertKind = 'step_error' | 'step_failed' | 'compensation_failed' | 'task_deadline';
 
@@ -52,6 +54,8 @@ export interface StepSpec {
    * is never started.
    */
   sleep?: { ms: number } | { field: string; maxMs: number };
+  /** A wait for a signal (decision 0019 §3), with its agent '' too. */
+  waitFor?: { signal: string; timeoutMs: number };
 }
 
 export interface TaskSpec {
@@ -99,6 +103,11 @@ export interface StepM {
   /** Skipped: when, and why (the condition's reason). */
   skippedAt?: number;
   reason?: string;
+  /** A wait: how many times it began to wait (its timeouts' alerts are `wait-<n>`), when it began, its timeout, the signal it took. */
+  waits?: number;
+  waitedAt?: number;
+  timeoutAt?: number;
+  signalId?: string;
   /** Failures at its start (a wake time that cannot be used): they name its alerts, `start-<n>`. */
   startFailures?: number;
   /** Sleeping: when it began and when it wakes; a sleep stopped by an undo: when. */
@@ -123,6 +132,10 @@ export interface TaskM {
   spec: TaskSpec;
   /** The task input, as submitted (conditions read it). */
   input: unknown;
+  /** Every signal id accepted (decision 0019 §3.3) → its name and the step it went to ('' while kept). */
+  signalIds: Map<string, { name: string; to: string }>;
+  /** Signals kept until a step waits for them, oldest first, with their data. */
+  signalQueue: { id: string; name: string; data: unknown }[];
   status: TaskStatus;
   endAs?: 'compensated' | 'cancelled';
   deadlineAt?: number;
@@ -151,10 +164,12 @@ export interface Dispatch {
 }
 
 export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake';
+/** What an applied signal did (decision 0019 §3.3), reported where an expiry reports its action. */
+export type SignalAction = 'delivered' | 'buffered';
 
 /** What a transition did: applied (with its dispatches and alerts), or rejected in one of the ways that write nothing. */
 export type Outcome =
-  | { code: 'applied'; dispatch: Dispatch[]; alerts: Alert[]; action?: ExpireAction; now: number }
+  | { code: 'applied'; dispatch: Dispatch[]; alerts: Alert[]; action?: ExpireAction | SignalAction; now: number }
   /** Fenced out: a result for an attempt that is not the running one. Only staleResults grows. */
   | { code: 'stale' }
   /** A result from another agent type than the phase's (decision 0010). Only forgedResults grows. */
@@ -291,6 +306,8 @@ export class Model {
       client,
       spec,
       input,
+      signalIds: new Map(),
+      signalQueue: [],
       status: 'running',
       createdAt: now,
       updatedAt: now,
@@ -317,7 +334,7 @@ export class Model {
     if (!s) return { code: 'invalid' };
     // Only the agent type the plan names for the phase may report it, whatever the attempt (decision 0010);
     // a step that calls no agent (a sleep) no one may.
-    if (s.spec.sleep || agentType !== expectedAgent(s, kind)) {
+    if (s.spec.agent === '' || agentType !== expectedAgent(s, kind)) {
       t.forgedResults++;
       return { code: 'forged' };
     }
@@ -379,6 +396,13 @@ export class Model {
       this.completeWithoutAgent(tx, s);
       this.startReady(tx);
       return this.applied(tx, 'wake');
+    }
+    // A wait's timeout (R9): the step gives up (error) and the task follows its onFailure.
+    if (t.status === 'running' && s.status === 'waiting') {
+      if (s.timeoutAt! > now) return { code: 'noop' };
+      const tx = this.tx(t, now);
+      delete s.timeoutAt;
+      return this.applied(tx, this.giveUp(tx, s, 'run', false, `wait-${s.waits ?? 1}`));
     }
     let kind: Kind;
     let drain = false;
@@ -521,7 +545,7 @@ export class Model {
     return { t, now: eff, dispatch: [], alerts: [] };
   }
 
-  private applied(tx: Tx, action?: ExpireAction): Outcome {
+  private applied(tx: Tx, action?: ExpireAction | SignalAction): Outcome {
     const out: Outcome = { code: 'applied', dispatch: tx.dispatch, alerts: tx.alerts, now: tx.now };
     if (action !== undefined) out.action = action;
     return out;
@@ -616,7 +640,7 @@ export class Model {
    */
   private stopInFlight(tx: Tx): void {
     for (const s of tx.t.steps.values()) {
-      if (s.status === 'sleeping') {
+      if (s.status === 'sleeping' || s.status === 'waiting') {
         this.stopSleep(tx, s);
         continue;
       }
@@ -628,11 +652,12 @@ export class Model {
     }
   }
 
-  /** A sleep stops at once when its task is undone or fails (decision 0019 U1): abandoned, effect none. */
+  /** A sleep or a wait stops at once when its task is undone or fails (decision 0019 U1): abandoned, effect none. */
   private stopSleep(tx: Tx, s: StepM): void {
     s.status = 'abandoned';
     s.abandonedAt = tx.now;
     delete s.wakeAt;
+    delete s.timeoutAt;
   }
 
   /**
@@ -647,7 +672,7 @@ export class Model {
     t.status = 'compensating';
     t.endAs = endAs;
     for (const s of t.steps.values()) {
-      if (s.status === 'sleeping') this.stopSleep(tx, s);
+      if (s.status === 'sleeping' || s.status === 'waiting') this.stopSleep(tx, s);
       else if (s.status === 'parked' || (s.status === 'processing' && s.run.reported)) {
         s.status = 'abandoned';
         s.run.parked = false;
@@ -711,6 +736,19 @@ export class Model {
             s.status = 'sleeping';
             s.wakeAt = wake;
           }
+        } else if (verdict.holds && s.spec.waitFor) {
+          // R6/R7: the oldest kept signal of its name, else wait until the timeout.
+          s.waits = (s.waits ?? 0) + 1;
+          s.waitedAt = tx.now;
+          const i = t.signalQueue.findIndex((q) => q.name === s.spec.waitFor!.signal);
+          if (i >= 0) {
+            const [q] = t.signalQueue.splice(i, 1);
+            this.deliver(tx, s, q!.id, q!.data);
+            skipped = true; // done at once: it may make others ready
+          } else {
+            s.status = 'waiting';
+            s.timeoutAt = tx.now + s.spec.waitFor.timeoutMs;
+          }
         } else if (verdict.holds) {
           this.start(tx, s, 'run');
         } else {
@@ -736,12 +774,46 @@ export class Model {
     return Math.floor(v);
   }
 
-  /** A step that needs no agent is done: processed, in completion order, no output, no effect. */
-  private completeWithoutAgent(tx: Tx, s: StepM): void {
+  /** A step that needs no agent is done: processed, in completion order, no effect; `output` if any. */
+  private completeWithoutAgent(tx: Tx, s: StepM, output?: unknown): void {
     s.status = 'processed';
     s.processedAt = tx.now;
     s.order = ++tx.t.doneSeq;
     delete s.wakeAt;
+    delete s.timeoutAt;
+    if (output !== undefined) s.output = output;
+  }
+
+  /** A signal reaches the step waiting for it: its data is the output (R6, R8). */
+  private deliver(tx: Tx, s: StepM, id: string, data: unknown): void {
+    tx.t.signalIds.set(id, { name: s.spec.waitFor!.signal, to: s.spec.name });
+    s.signalId = id;
+    this.completeWithoutAgent(tx, s, data);
+  }
+
+  /**
+   * A signal for a task (decision 0019 §3.3, in its order): a seen id is a duplicate (the same name:
+   * nothing written) or refused (another name); a task not running, a name no step waits for, a late
+   * one, or a full buffer (16) are refused; a waiting step gets it, else a pending step's name keeps it.
+   */
+  signal(taskId: string, name: string, id: string, data: unknown, now: number): Outcome {
+    const t = this.task(taskId);
+    const seen = t.signalIds.get(id);
+    if (seen) return seen.name === name ? { code: 'noop' } : { code: 'invalid' };
+    if (t.status !== 'running') return { code: 'invalid' };
+    const mine = [...t.steps.values()].filter((s) => s.spec.waitFor?.signal === name);
+    const waiting = mine.find((s) => s.status === 'waiting');
+    if (waiting) {
+      const tx = this.tx(t, now);
+      this.deliver(tx, waiting, id, data);
+      this.startReady(tx);
+      return this.applied(tx, 'delivered');
+    }
+    if (!mine.some((s) => s.status === 'pending') || t.signalQueue.length >= 16) return { code: 'invalid' };
+    const tx = this.tx(t, now);
+    t.signalQueue.push({ id, name, data });
+    t.signalIds.set(id, { name, to: '' });
+    return this.applied(tx, 'buffered');
   }
 
   private finish(tx: Tx, status: TaskStatus): void {
@@ -776,6 +848,7 @@ export class Model {
       for (const s of t.steps.values()) {
         if (s.status === 'processing' || s.status === 'parked') out.set(`${t.id}|${s.spec.name}`, s.run.completeBy!);
         else if (s.status === 'sleeping') out.set(`${t.id}|${s.spec.name}`, s.wakeAt!);
+        else if (s.status === 'waiting') out.set(`${t.id}|${s.spec.name}`, s.timeoutAt!);
         else if (s.status === 'compensating') out.set(`${t.id}|${s.spec.name}`, s.comp!.completeBy!);
       }
     }

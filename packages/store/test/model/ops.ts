@@ -47,7 +47,15 @@ export type Op =
   /** A scheduler re-sends a task's requests in flight (inFlight), e.g. after a redelivery. */
   | { t: 'resend'; pick: number }
   /** The leader supervisor publishes the alert outbox. */
-  | { t: 'publishAlerts' };
+  | { t: 'publishAlerts' }
+  /**
+   * An operator's signal for a task (decision 0019 §3): the name a step waits for or another; an id
+   * from a pool of 3 (so repeats happen), and data the waiting step takes as its output.
+   */
+  | { t: 'signal'; pick: number; name: 'waited' | 'other'; id: number; data: number };
+
+/** The signal names the signal op sends: the one the approve shape waits for, and one no step waits for. */
+export const SIGNAL_NAMES = { waited: 'approved', other: 'rejected' } as const;
 
 /** What the test's environment adds to the model: which requests agents saw, and the results applied. */
 export interface AppliedResult {
@@ -94,8 +102,8 @@ function phases(w: World): Target[] {
   const out: Target[] = [];
   for (const task of tasks(w)) {
     for (const step of task.steps.values()) {
-      // A sleep has no phase an agent runs (any result for it is forged: packages/store/test/sleep.test.ts).
-      if (step.spec.sleep) continue;
+      // A sleep or a wait has no phase an agent runs (any result for it is forged: packages/store/test/sleep.test.ts).
+      if (step.spec.agent === '') continue;
       out.push({ task, step, kind: 'run', attempt: step.run.attempt });
       if (step.comp) out.push({ task, step, kind: 'compensate', attempt: step.comp.attempt });
     }
@@ -239,6 +247,12 @@ export function resolve(w: World, op: Op): Resolved | undefined {
     }
     case 'publishAlerts':
       return { t: 'publishAlerts' };
+    case 'signal': {
+      // Mostly to a task that waits for signals (the others only refuse them).
+      const waiting = tasks(w).filter((t) => t.spec.steps.some((s) => s.waitFor));
+      const task = pickOf(waiting.length > 0 && op.name === 'waited' ? waiting : tasks(w), op.pick);
+      return task && { t: 'task', task };
+    }
   }
 }
 
@@ -306,4 +320,5 @@ export const OP_ARBS: [fc.Arbitrary<Op>, number][] = [
   [fc.record({ t: fc.constant('cancel' as const), pick: pickArb, lag: lagArb, publish: publishArb }), 1],
   [fc.record({ t: fc.constant('resend' as const), pick: pickArb }), 2],
   [fc.constant<Op>({ t: 'publishAlerts' }), 1],
+  [fc.record({ t: fc.constant('signal' as const), pick: pickArb, name: fc.constantFrom<'waited' | 'other'>('waited', 'waited', 'waited', 'other'), id: fc.nat({ max: 2 }), data: fc.nat({ max: 9 }) }), 4],
 ];

@@ -34,7 +34,7 @@ type ShapeSleep = { ms: number } | { field: 'remindAt'; maxMs: number };
 
 interface Shape {
   name: string;
-  steps: { name: string; dependsOn: string[]; compensate: boolean; when?: Predicate; sleep?: ShapeSleep }[];
+  steps: { name: string; dependsOn: string[]; compensate: boolean; when?: Predicate; sleep?: ShapeSleep; waitFor?: { signal: string; timeoutMs: number } }[];
   onFailure: 'error' | 'compensate';
   deadlineMs?: number;
 }
@@ -142,6 +142,17 @@ export const SHAPES: readonly Shape[] = [
       { name: 'b', dependsOn: ['remind'], compensate: true },
     ],
   },
+  // Signals (decision 0019 §9.1): a wait between two undoable steps; signals early, on time, late,
+  // repeated or of another name (the signal op); a timeout undoes the task.
+  {
+    name: 'approve',
+    onFailure: 'compensate',
+    steps: [
+      { name: 'a', dependsOn: [], compensate: true },
+      { name: 'approval', dependsOn: ['a'], compensate: false, waitFor: { signal: 'approved', timeoutMs: 1_000 } },
+      { name: 'b', dependsOn: ['approval'], compensate: true },
+    ],
+  },
 ];
 
 /** The agent types of a step's run and compensation: one per phase, so a result on another's subject is forged. */
@@ -161,6 +172,7 @@ export function definition(choice: PlanChoice): WorkflowDefinitionInput {
     steps: shape.steps.map((s) => {
       const when = s.when ? { when: s.when } : {};
       if (s.sleep) return { name: s.name, dependsOn: s.dependsOn, ...when, sleep: 'ms' in s.sleep ? { ms: s.sleep.ms } : { untilInput: s.sleep.field, maxMs: s.sleep.maxMs } };
+      if (s.waitFor) return { name: s.name, dependsOn: s.dependsOn, ...when, waitFor: s.waitFor };
       return {
       name: s.name,
       agent: runAgent(s.name),
@@ -210,10 +222,11 @@ export function modelSpec(choice: PlanChoice): TaskSpec {
     steps: shape.steps.map((s) => ({
       name: s.name,
       dependsOn: [...s.dependsOn],
-      // A sleep calls no agent: no agent type may answer it.
-      agent: s.sleep ? '' : runAgent(s.name),
+      // A sleep or a wait calls no agent: no agent type may answer it.
+      agent: s.sleep || s.waitFor ? '' : runAgent(s.name),
       ...(s.when ? { when: s.when } : {}),
       ...(s.sleep ? { sleep: s.sleep } : {}),
+      ...(s.waitFor ? { waitFor: { ...s.waitFor } } : {}),
       run: phase(RUN_BUDGET_MS, choice.run, choice.giveUpMs),
       ...(s.compensate ? { comp: { ...phase(COMP_BUDGET_MS, choice.comp, choice.compGiveUpMs), agent: compAgent(s.name) } } : {}),
     })),

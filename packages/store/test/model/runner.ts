@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { encode, ErrorCode, TriadError } from '@triad/protocol';
 import type { Dispatch as RealDispatch } from '../../src/index.js';
 import { expectedAgent, Model, okOutput, type Dispatch, type Outcome, type ResultOutcome, type StepM, type TaskM } from './model.js';
-import { attemptKey, resolve, type AppliedResult, type Op, type World } from './ops.js';
+import { SIGNAL_NAMES, attemptKey, resolve, type AppliedResult, type Op, type World } from './ops.js';
 import { modelSpec, realPlan, taskInput, type PlanChoice } from './plans.js';
 import { readDeadlines, readTask, realSystem, snapshot, type RealSystem, type RealTask } from './real.js';
 import { compareState } from './compare.js';
@@ -246,7 +246,7 @@ export async function execute(env: Env, op: Op): Promise<void> {
       // Core's default give-up time is the decision's formula (checked here once per plan, not assumed).
       for (const [i, p] of real.plan.entries()) {
         const s = spec.steps[i]!;
-        if (s.sleep) continue; // no agent, no ladder
+        if (s.sleep || s.waitFor) continue; // no agent, no ladder
         if (p.g !== s.run.giveUpAfterMs || p.c?.g !== s.comp?.giveUpAfterMs) {
           fail(env, `the compiled plan's give-up time of ${p.n} (${p.g}, compensation ${p.c?.g}) is not decision 0009's (${s.run.giveUpAfterMs}, ${s.comp?.giveUpAfterMs})`);
         }
@@ -382,6 +382,29 @@ export async function execute(env: Env, op: Op): Promise<void> {
           },
           () => model.cancel(id, now),
           op.publish,
+        );
+      } else if (op.t === 'signal') {
+        const name = SIGNAL_NAMES[op.name];
+        const signalId = `sig-${op.id}`;
+        const data = { sig: op.data };
+        env.current = `signal (${op.name}, task ${target.task.status})`;
+        await transition(
+          env,
+          label,
+          id,
+          async () => {
+            try {
+              const r = await store.signalTask({ lease: env.sys.taskLease(id), taskId: id, name, signalId, data: encode(data), now: model.clock, schedulerId: 'model-scheduler' });
+              if (r.outcome === 'duplicate') return { code: 'noop', dispatch: [] };
+              return { code: 'applied', dispatch: r.transition.dispatch, action: r.outcome, client: r.transition.client };
+            } catch (e) {
+              // A full buffer writes nothing, as a refusal does.
+              if (e instanceof TriadError && e.code === ErrorCode.Unavailable && /already holds 16 signals/.test(e.message)) return { code: 'invalid', dispatch: [] };
+              throw e;
+            }
+          },
+          () => model.signal(id, name, signalId, data, model.clock),
+          true,
         );
       } else if (op.t === 'resend') {
         const t = await store.inFlight(id);

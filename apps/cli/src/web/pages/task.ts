@@ -7,6 +7,7 @@ import { useState } from 'preact/hooks';
 import { attemptsFromEvents, TERMINAL_TASK, type Identity } from '../../dashboard/view.js';
 import { api, dateTime, ms, time, type Live } from '../api.js';
 import { Dag } from '../dag.js';
+import type { StepState } from '@triad/protocol';
 import { stepDetail } from '../../format.js';
 
 const RETRYABLE_STEP = new Set(['failed', 'error', 'parked', 'abandoned']);
@@ -51,6 +52,7 @@ export function TaskPage({ taskId, me, live }: { taskId: string; me: Identity | 
         <td>${s.name}</td><td>${s.agent}</td><td><span class=${`badge st-${s.status}`}>${s.status}</span></td><td>${s.attempt}</td><td>${s.failureCount}</td>
         <td>${s.lockedBy ?? ''}</td><td>${time(s.completeBy)}</td><td class="err">${s.error ?? ''}</td><td class="detail">${stepDetail(s) ?? ''}</td></tr>`)}</tbody>
     </table>
+    ${signalSteps(t).length > 0 ? html`<${SignalForm} taskId=${t.taskId} steps=${signalSteps(t)} onDone=${(m: string) => setNotice(m)} onProblem=${setProblem} />` : null}
     ${me?.canAct && failedSteps.length > 0 ? html`<${RetryForm} taskId=${t.taskId} steps=${failedSteps.map((s) => s.name)} input=${t.input} onDone=${(m: string) => setNotice(m)} onProblem=${setProblem} />` : null}
     <h2>Attempts</h2>
     <table class="list" id="attempts">
@@ -75,6 +77,48 @@ export function TaskPage({ taskId, me, live }: { taskId: string; me: Identity | 
 }
 
 /** Retry a failed step, optionally with an edited task input (sent only when it was changed). */
+/** The waitFor steps a signal may still reach: waiting, or pending (it is then kept until they wait). */
+function signalSteps(t: { status: string; steps: readonly StepState[] }): StepState[] {
+  if (t.status !== 'running') return [];
+  return t.steps.filter((s) => s.signal !== undefined && (s.status === 'waiting' || s.status === 'pending'));
+}
+
+/**
+ * Sends a signal to a waiting step (decision 0019 §7): its name prefilled, optional JSON data and id.
+ * Shown to every identity: the scheduler lets an operator signal any task and a client its own.
+ */
+export function SignalForm({ taskId, steps, onDone, onProblem }: { taskId: string; steps: StepState[]; onDone: (m: string) => void; onProblem: (m: string) => void }) {
+  const [name, setName] = useState(steps[0]?.signal ?? '');
+  const [text, setText] = useState('');
+  const [id, setId] = useState('');
+  const submit = async (e: Event): Promise<void> => {
+    e.preventDefault();
+    let data: unknown;
+    if (text.trim() !== '') {
+      try {
+        data = JSON.parse(text) as unknown;
+      } catch (err) {
+        onProblem(`the signal data is not JSON: ${(err as Error).message}`);
+        return;
+      }
+    }
+    try {
+      const r = await api<{ outcome: string; step?: string; signalId: string }>(`/api/tasks/${encodeURIComponent(taskId)}/signal`, { name, ...(data !== undefined ? { data } : {}), ...(id.trim() ? { id: id.trim() } : {}) });
+      onDone(r.outcome === 'delivered' ? `signal ${name} delivered to ${r.step ?? 'its step'} (id ${r.signalId})` : r.outcome === 'buffered' ? `signal ${name} kept until its step waits (id ${r.signalId})` : `signal id ${r.signalId} was already accepted: nothing changed`);
+    } catch (err) {
+      onProblem((err as Error).message);
+    }
+  };
+  const names = [...new Set(steps.map((s) => s.signal ?? ''))];
+  return html`<form class="retry" id="signal-form" onSubmit=${submit}>
+    <h2>Send a signal</h2>
+    <label>Signal <select name="name" value=${name} onChange=${(e: Event) => setName((e.target as HTMLSelectElement).value)}>${names.map((n) => html`<option value=${n}>${n}</option>`)}</select></label>
+    <label>Data (JSON, optional: the step's output)<textarea name="data" rows="3" value=${text} onInput=${(e: Event) => setText((e.target as HTMLTextAreaElement).value)}></textarea></label>
+    <label>Signal id (optional; the same id twice is harmless)<input name="id" value=${id} onInput=${(e: Event) => setId((e.target as HTMLInputElement).value)} /></label>
+    <button type="submit" id="signal">Send signal</button>
+  </form>`;
+}
+
 export function RetryForm({ taskId, steps, input, onDone, onProblem }: { taskId: string; steps: string[]; input: unknown; onDone: (m: string) => void; onProblem: (m: string) => void }) {
   const original = JSON.stringify(input ?? {}, null, 2);
   const [step, setStep] = useState(steps[0] ?? '');
