@@ -227,6 +227,7 @@ function apiExpectation(c: FuzzCase, { registry, accepted }: Context): Expectati
     case 'task.get':
     case 'task.retry':
     case 'task.cancel':
+    case 'task.signal':
       if (accepted.has(q.taskId!)) e.api = { outcome: 'any', why: `a ${t.op} request for the storm's own task ${q.taskId}` };
       else e.api = { outcome: ErrorCode.UnknownTask, rule: includesRule(q.taskId!), why: `valid ${t.op} request for task ${q.taskId}, which does not exist` };
       break;

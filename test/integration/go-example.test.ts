@@ -113,6 +113,17 @@ describe('the example with the Go agent serving fraud', () => {
     expect(r.stderr).toMatch(/task go-rejected-1 was rejected: UNKNOWN_WORKFLOW/);
   });
 
+  it('the Go client signals its own task when a step waits for the signal (decision 0019, protocol §6 task.signal)', async () => {
+    await t.client.registerWorkflow({ name: 'go-approval', steps: [{ name: 'approval', waitFor: { signal: 'approved', timeoutMs: 60_000 } }] });
+    const r = await goClient(['-workflow', 'go-approval', '-task-id', 'go-approve-1', '-input', '{}', '-signal', 'approved', '-signal-data', '{"by":"go"}']);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^event \d+ step_waiting step=approval/m);
+    expect(r.stdout).toMatch(/^signal approved delivered \(step approval waited for it\)$/m);
+    expect(r.stdout).toMatch(/^task go-approve-1 completed$/m);
+    const state = await t.client.getTask('go-approve-1');
+    expect(state.steps[0]).toMatchObject({ status: 'processed', output: { by: 'go' } });
+  });
+
   it('a Go agent killed (SIGKILL) mid-step: another Go agent completes the step, the effect applied once', async () => {
     // The screening takes 2 s: the first Go agent is surely mid-call when it is killed.
     t.services.fraud.setFaults({ latencyMs: 2_000 });

@@ -1,5 +1,5 @@
 // Durable sleeps on real processes (decision 0019, increment 4): a sleep is a deadline in Redis, so it
-// survives the loss of every process that knew of it. A task sleeps 3 s between two steps; during the
+// survives the loss of every process that knew of it. A task sleeps 8 s between two steps; during the
 // sleep the scheduler and both supervisors are killed with SIGKILL, then started again: the sleep ends,
 // never before its time (the recorded times), the step after it runs once and the task completes. How
 // soon after its time it ends is a measurement (the bench's recovery mode), not asserted here. A cancel
@@ -21,7 +21,8 @@ const napping: WorkflowDefinitionInput = {
   defaults: { retry: { maxAttempts: 1, initialDelayMs: 1, maxDelayMs: 1 } },
   steps: [
     { name: 'reserve', agent: 'worker', budgetMs: 5_000, compensate: undo },
-    { name: 'cool-off', sleep: { ms: 3_000 }, dependsOn: ['reserve'] },
+    // Long enough for `triad status` (a CLI start on a busy machine) and the kills to happen during it.
+    { name: 'cool-off', sleep: { ms: 8_000 }, dependsOn: ['reserve'] },
     { name: 'ship', agent: 'worker', budgetMs: 5_000, compensate: undo, dependsOn: ['cool-off'] },
   ],
 };
@@ -49,7 +50,7 @@ describe('durable sleep', () => {
     }, { timeoutMs: 20_000, what: 'the task to be sleeping' });
     const sleep = stepOf(asleep, 'cool-off');
     expect(sleep.kind).toBe('sleep');
-    expect(sleep.until).toBe(sleep.startedAt! + 3_000);
+    expect(sleep.until).toBe(sleep.startedAt! + 8_000);
 
     const status = await cli(t, ['status', taskId]);
     expect(status.stdout).toMatch(/^cool-off\s+-\s+sleeping\s.*sleeping until \d\d:\d\d:\d\d \(in /m);

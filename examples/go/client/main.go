@@ -34,6 +34,9 @@ type options struct {
 	input                                        interface{}
 	timeout                                      time.Duration
 	jsonOut                                      bool
+	// signal: sent (once) when a step starts waiting for it, with signalData as its data (§6 task.signal).
+	signal     string
+	signalData interface{}
 }
 
 func parseOptions() (options, error) {
@@ -46,7 +49,22 @@ func parseOptions() (options, error) {
 	inputJSON := flag.String("input", "", "the task input as JSON (instead of -order-id and -amount)")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for the task to end")
 	flag.BoolVar(&o.jsonOut, "json", false, "print each event as a JSON line")
+	flag.StringVar(&o.signal, "signal", "", "send this signal when a step of the task starts waiting for it")
+	signalJSON := flag.String("signal-data", "", "the signal's data as JSON (with -signal)")
 	flag.Parse()
+	if o.signal != "" {
+		if err := triad.CheckName("-signal", o.signal); err != nil {
+			return o, err
+		}
+	}
+	if *signalJSON != "" {
+		dec := json.NewDecoder(strings.NewReader(*signalJSON))
+		dec.UseNumber()
+		if err := dec.Decode(&o.signalData); err != nil {
+			return o, fmt.Errorf("-signal-data is not valid JSON: %v", err)
+		}
+		o.signalData = triad.PlainJSON(o.signalData)
+	}
 	if o.taskID == "" {
 		o.taskID = "go-" + strings.ToLower(nuid.Next())
 	}
@@ -209,6 +227,11 @@ func run(o options) (string, error) {
 			delete(pending, next)
 			next++
 			printEvent(o, e)
+			if e.Type == "step_waiting" && o.signal != "" && e.Signal == o.signal {
+				if err := sendSignal(nc, names, o, e.Step); err != nil {
+					return "", err
+				}
+			}
 			if !triad.TerminalEvents[e.Type] {
 				continue
 			}
@@ -258,6 +281,37 @@ func printEvent(o options, e triad.TaskEvent) {
 		line += fmt.Sprintf(" reason=%q", e.Reason)
 	}
 	fmt.Println(line)
+}
+
+// sendSignal sends the signal the options name to the task (§6 task.signal), on the client's own subject:
+// a client may signal only its own tasks. A new signal id each time; resending the same id would be harmless.
+func sendSignal(nc *nats.Conn, names triad.Names, o options, step string) error {
+	q := map[string]interface{}{"taskId": o.taskID, "name": o.signal, "signalId": "go-" + strings.ToLower(nuid.Next())}
+	if o.signalData != nil {
+		q["data"] = o.signalData
+	}
+	body, err := msgpack.Marshal(q)
+	if err != nil {
+		return err
+	}
+	req := nats.NewMsg(names.ClientAPI(o.client, "task.signal"))
+	req.Header.Set(triad.ProtocolHeader, triad.ProtocolVersion)
+	req.Data = body
+	reply, err := nc.RequestMsg(req, 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("signal %s: %w", o.signal, err)
+	}
+	value, err := triad.ParseAPIReply(reply.Data)
+	if err != nil {
+		return fmt.Errorf("signal %s: %w", o.signal, err)
+	}
+	f := triad.NewFields(value, "value.")
+	outcome := f.String("outcome", true, nil)
+	if err := f.Err(); err != nil {
+		return err
+	}
+	fmt.Printf("signal %s %s (step %s waited for it)\n", o.signal, outcome, step)
+	return nil
 }
 
 // taskStatus asks the API for the task's status and current seq (§6 task.get), on the client's own

@@ -135,6 +135,10 @@ type TaskEvent struct {
 	Attempt int64
 	Reason  string
 	Error   map[string]interface{}
+	// Signal: the signal a waitFor step waits for, or that was received (step_waiting, signal_received).
+	Signal string
+	// Until: what a waiting step waits until (epoch ms): a sleep's wake time, a wait's timeout.
+	Until int64
 }
 
 // TerminalEvents end a task's story (§5).
@@ -173,6 +177,8 @@ func ParseEventBatch(data []byte) ([]TaskEvent, error) {
 			Attempt: ef.Int("attempt", false, 1),
 			Reason:  ef.String("reason", false, nil),
 			Error:   ef.Map("error", false),
+			Signal:  ef.String("signal", false, nil),
+			Until:   ef.Int("until", false, 0),
 		}
 		f.Problems = append(f.Problems, ef.Problems...)
 		events = append(events, e)
