@@ -4,7 +4,7 @@
 // primaries with a replica each) before any actor starts.
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '@triad/protocol';
+import { loadConfig } from '@triad/settings';
 import { ComposeFile } from '../support/compose.js';
 import { ROOT } from '../support/triad.js';
 

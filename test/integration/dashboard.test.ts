@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext, Page } from 'playwright-core';
 import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow } from '@triad/example-orders';
-import { clientIdentity } from '@triad/protocol';
+import { clientIdentity } from '@triad/permissions';
 import { startNats, startProcess, startRedis, uniqueNamespace, waitFor, withTeardown, type ActorProcess, type NatsServer, type RedisServer } from '../harness/index.js';
 import { launchBrowser } from '../support/browser.js';
 import { ROOT, SCRIPTS, fastOrders, startTriad, type TestTriad } from '../support/triad.js';

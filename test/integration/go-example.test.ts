@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { triadAccountName } from '@triad/protocol';
+import { triadAccountName } from '@triad/permissions';
 import { startNats, startProcess, startRedis, uniqueNamespace, withTeardown, type ActorProcess, type NatsServer, type RedisServer } from '../harness/index.js';
 import { buildGoExamples, type GoExamples } from '../support/go.js';
 import { effectCounts, startTriad, ROOT, SCRIPTS, type TestTriad } from '../support/triad.js';

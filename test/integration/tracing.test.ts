@@ -20,7 +20,8 @@ import { AgentHost, ResultSender, RetryableError, defineAgent } from '@triad/age
 import { connectBus, ensureStreams, type Bus } from '@triad/bus';
 import { TriadClient } from '@triad/client';
 import { workflow } from '@triad/core';
-import { decodeResults, encode, loadConfig, type StepResult } from '@triad/protocol';
+import { decodeResults, encode, type StepResult } from '@triad/protocol';
+import { loadConfig } from '@triad/settings';
 import { Scheduler } from '@triad/scheduler';
 import { Leases, TaskStore, connectRedis } from '@triad/store';
 import { Supervisor } from '@triad/supervisor';

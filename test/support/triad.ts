@@ -7,7 +7,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow, startRemoteService, type Faults, type RemoteService } from '@triad/example-orders';
-import { redisOptionsFromEnv, type LadderInput, type RetryPolicy, type WorkflowDefinitionInput } from '@triad/protocol';
+import { type LadderInput, type RetryPolicy, type WorkflowDefinitionInput } from '@triad/protocol';
+import { redisOptionsFromEnv } from '@triad/settings';
 import { connectStore, type RedisClient } from '@triad/store';
 import { startProcess, uniqueNamespace, type ActorProcess, type Teardown } from '../harness/index.js';
 

@@ -4,7 +4,7 @@
  * Triad. `node apps/bench/dist/baseline-echo.js` (NATS_URL, BENCH_NAMESPACE, BENCH_ECHO_CONCURRENCY).
  */
 import { jetstream } from '@nats-io/jetstream';
-import { natsOptionsFromEnv } from '@triad/protocol';
+import { natsOptionsFromEnv } from '@triad/settings';
 import { baselineConnection, baselineNames, pump } from './pump.js';
 
 async function main(): Promise<void> {

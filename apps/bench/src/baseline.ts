@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/nats-core';
 import { startProcess } from '@triad/launcher';
-import { DEFAULT_NATS_URL, type NatsConnectionOptions } from '@triad/protocol';
+import { DEFAULT_NATS_URL, type NatsConnectionOptions } from '@triad/settings';
 import { REPO_ROOT } from './actors.js';
 import { baselineConnection, baselineNames, pump } from './pump.js';
 import { withTimeout } from './timing.js';

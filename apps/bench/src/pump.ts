@@ -6,7 +6,7 @@
 import type { Consumer, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connectBus } from '@triad/bus';
-import type { NatsConnectionOptions } from '@triad/protocol';
+import type { NatsConnectionOptions } from '@triad/settings';
 
 /** The baseline's NATS connection: the very one Triad's actors open, so the baseline follows any change to their client settings. */
 export async function baselineConnection(nats: NatsConnectionOptions, namespace: string, name: string): Promise<NatsConnection> {

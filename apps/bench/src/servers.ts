@@ -4,7 +4,7 @@
  */
 import { join } from 'node:path';
 import { freePorts, startNatsServer, startRedisServer, type LaunchedServer } from '@triad/launcher';
-import { loadConfig, type NatsConnectionOptions, type RedisConnectionOptions } from '@triad/protocol';
+import { loadConfig, type NatsConnectionOptions, type RedisConnectionOptions } from '@triad/settings';
 import type { ProcessRef } from './cpu.js';
 
 /** Re-exported for the bench's other servers (the peers, the clusters). */

@@ -9,7 +9,8 @@ import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { createUser } from '@nats-io/nkeys';
 import { z } from 'zod';
-import { ClientIdSchema, NameSchema, NamespaceSchema, OPERATOR_CLIENT_ID, deploymentAccounts, deploymentIdentities, redisAclLine, type Identity, type NatsAccount } from '@triad/protocol';
+import { ClientIdSchema, NameSchema, NamespaceSchema } from '@triad/protocol';
+import { OPERATOR_CLIENT_ID, deploymentAccounts, deploymentIdentities, redisAclLine, type Identity, type NatsAccount } from '@triad/permissions';
 
 export const AuthInitSchema = z.object({
   dir: z.string().min(1, '--dir must name a folder (e.g. --dir deploy/auth)'),

@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_NATS_URL } from '@triad/protocol';
+import { DEFAULT_NATS_URL } from '@triad/settings';
 
 const AUTH_VARIABLES = ['NATS_CREDS', 'NATS_NKEY_SEED', 'NATS_USER', 'NATS_PASSWORD', 'NATS_TOKEN'] as const;
 

@@ -5,7 +5,8 @@
  */
 import type { Command } from 'commander';
 import { TriadClient, clientOptionsFromEnv, type ClientOptions } from '@triad/client';
-import { ClientIdSchema, DEFAULT_CLIENT_ID, DEFAULT_NATS_URL, ErrorCode, NamespaceSchema, TriadError, errorMessage, type ConnectionVariable, type SettingLabels } from '@triad/protocol';
+import { ClientIdSchema, DEFAULT_CLIENT_ID, ErrorCode, NamespaceSchema, TriadError, errorMessage } from '@triad/protocol';
+import { DEFAULT_NATS_URL, type ConnectionVariable, type SettingLabels } from '@triad/settings';
 import { CliError, usageError } from './io.js';
 import { optionsOf, type ConnectionOptions } from './options.js';
 import { localOperatorSettings } from './local-credentials.js';

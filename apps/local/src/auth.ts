@@ -8,7 +8,7 @@ import { existsSync, renameSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { authInit, readEnvFile } from '@triad/cli';
-import { triadAccountName } from '@triad/protocol';
+import { triadAccountName } from '@triad/permissions';
 
 export const LOCAL_AGENTS = ['inventory', 'fraud', 'payment', 'shipping'] as const;
 

@@ -10,7 +10,8 @@ import { LOCAL_DATA_FOLDER, localOperatorFile, lookupLocalOperator, workspaceRoo
 import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow } from '@triad/example-orders';
 import { killChildrenOnSignals, spawnTracked, terminate, type TrackedChild } from '@triad/launcher';
-import { DEFAULT_NATS_URL, errorMessage, loadConfig, redactUrl, type TaskEvent } from '@triad/protocol';
+import { errorMessage, type TaskEvent } from '@triad/protocol';
+import { DEFAULT_NATS_URL, loadConfig, redactUrl } from '@triad/settings';
 import { startTracing } from '@triad/service';
 import { LOCAL_AGENTS, ensureLocalAuth, moveGlobalStreams, natsAuthConfigured, type LocalAuth } from './auth.js';
 import { SERVER_STOP_GRACE_MS, ensureNats, ensureRedis, type StartedServer } from './servers.js';

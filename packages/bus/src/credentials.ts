@@ -13,7 +13,8 @@ import {
   type Authenticator,
   type TlsOptions,
 } from '@nats-io/nats-core';
-import { ErrorCode, TriadError, errorMessage, unreadableSettingFile, type NatsSettings } from '@triad/protocol';
+import { ErrorCode, TriadError, errorMessage } from '@triad/protocol';
+import { unreadableSettingFile, type NatsSettings } from '@triad/settings';
 
 export interface NatsCredentials {
   authenticator?: Authenticator;

@@ -5,7 +5,7 @@
 export { connectBus, explainNoJetStream, isJetStreamNotEnabled, type Bus, type BusOptions } from './connection.js';
 export { explainPermissionViolation } from './refusals.js';
 /** Re-exported so a service sets its connection's inbox prefix with the bus it opens (decision 0016). */
-export { serviceInboxPrefix } from '@triad/protocol';
+export { serviceInboxPrefix } from '@triad/permissions';
 export { loadNatsCredentials, type NatsCredentials } from './credentials.js';
 export {
   ensureStreams,

@@ -2,7 +2,9 @@
  * Tells a NATS connection that can never succeed as configured (credentials refused, TLS that fails)
  * from one that may succeed later (server down), and words the first kind naming the setting to fix.
  */
-import { CLIENT_SCOPED_OPS, ErrorCode, NAMESPACE_PATTERN, TriadError, explainTlsFailure, names, rolesAllowed, tlsFailure, type NatsSettings } from '@triad/protocol';
+import { CLIENT_SCOPED_OPS, ErrorCode, NAMESPACE_PATTERN, TriadError, names } from '@triad/protocol';
+import { explainTlsFailure, tlsFailure, type NatsSettings } from '@triad/settings';
+import { rolesAllowed } from '@triad/permissions';
 import type { NatsCredentials } from './credentials.js';
 
 function isNamed(e: unknown, name: string): boolean {

@@ -22,7 +22,6 @@ import {
   CLIENT_SCOPED_OPS,
   ClientIdSchema,
   DEFAULT_CLIENT_ID,
-  DEFAULT_NATS_URL,
   ErrorCode,
   names,
   SubmissionSchema,
@@ -45,8 +44,8 @@ import {
   type TaskStatus,
   type TaskSummary,
   type WorkflowDefinitionInput,
-  type NatsConnectionOptions,
 } from '@triad/protocol';
+import { DEFAULT_NATS_URL, type NatsConnectionOptions } from '@triad/settings';
 
 /**
  * Where and how to connect. The NATS credentials and TLS files are the same settings as the

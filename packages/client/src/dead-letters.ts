@@ -5,7 +5,8 @@
  */
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { explainPermissionViolation, isLeaderChange, type Bus } from '@triad/bus';
-import { DeadLetterSchema, ErrorCode, NAME_PATTERN, TriadError, decode, errorMessage, rolesAllowed, unpackUntrusted, type DeadLetter, type Names } from '@triad/protocol';
+import { DeadLetterSchema, ErrorCode, NAME_PATTERN, TriadError, decode, errorMessage, unpackUntrusted, type DeadLetter, type Names } from '@triad/protocol';
+import { rolesAllowed } from '@triad/permissions';
 
 /** Room for a dead letter of a message at the protocol's size limit, plus its envelope. */
 const MAX_DEAD_LETTER_BYTES = 3_000_000;

@@ -1,5 +1,6 @@
 /** The client's connection options from the environment, the way every Triad process reads them. */
-import { ClientIdSchema, ErrorCode, NamespaceSchema, TriadError, checkNatsSettings, natsOptionsFromEnv, type SettingLabels } from '@triad/protocol';
+import { ClientIdSchema, ErrorCode, NamespaceSchema, TriadError } from '@triad/protocol';
+import { checkNatsSettings, natsOptionsFromEnv, type SettingLabels } from '@triad/settings';
 import type { ClientOptions } from './client.js';
 
 /**

@@ -1,6 +1,7 @@
 /**
  * @triad/protocol — the wire contract between Triad's actors and clients: zod schemas, subjects and
- * stream names, the msgpackr codec, and typed errors. No I/O.
+ * stream names, the msgpackr codec, and typed errors. No I/O. (Process settings live in @triad/settings,
+ * role permissions and ACLs in @triad/permissions; both build on this package, never the reverse.)
  *
  * @example
  *   import { names, encode, decode, SubmissionSchema } from '@triad/protocol';
@@ -132,31 +133,6 @@ export {
   type ClientLimit,
 } from './messages.js';
 export { encode, encodeMap, msgpackField, isAbsentValue, RawMsgpack, decode, decodeOrThrow, validate, unpackLeading, unpackTrusted, unpackUntrusted, integersAsIntegers, DEFAULT_MAX_MESSAGE_BYTES, MAX_NESTING_DEPTH, MAX_LISTED_ISSUES, MAX_ISSUE_CHARS, type Decoded } from './codec.js';
-export { loadConfig, ConfigSchema, type Config } from './config.js';
-export {
-  CONNECTION_VARIABLES,
-  DEFAULT_NATS_URL,
-  DEFAULT_REDIS_URL,
-  checkNatsSettings,
-  checkRedisSettings,
-  natsOptionsFromEnv,
-  parseNatsSettings,
-  parseRedisSettings,
-  redactUrl,
-  redisOptionsFromEnv,
-  resolveLabels,
-  type ConnectionVariable,
-  type Labels,
-  type NatsAuth,
-  type NatsSettings,
-  type NatsConnectionOptions,
-  type NatsTlsFiles,
-  type RedisSettings,
-  type RedisConnectionOptions,
-  type SettingLabels,
-  type SettingProblem,
-} from './connection-settings.js';
-export { errorCodes, explainTlsFailure, tlsDetail, tlsFailure, unreadableSettingFile, type TlsContext, type TlsFailure } from './connection-errors.js';
 export { silentLogger, type Logger } from './logger.js';
 export { decodeResults, StepResultBatchSchema, MAX_RESULTS_PER_BATCH, type StepResultBatch, type ResultItem } from './result-batch.js';
 export {
@@ -171,32 +147,3 @@ export {
   ClearLimitReplySchema,
 } from './api.js';
 export { protocolJsonSchemas } from './json-schemas.js';
-export {
-  ROLES,
-  READ_ONLY_API_OPS,
-  CLIENT_API_OPS,
-  OPERATOR_CLIENT_ID,
-  REDIS_SCRIPT_COMMANDS,
-  REDIS_ROLE_SCRIPTS,
-  DeploymentSchema,
-  serviceInboxPrefix,
-  schedulerIdentity,
-  supervisorIdentity,
-  agentIdentity,
-  clientIdentity,
-  operatorIdentity,
-  deploymentIdentities,
-  deploymentAccounts,
-  triadAccountName,
-  clientAccountName,
-  redisAclLine,
-  subjectMatches,
-  rolesAllowed,
-  type Role,
-  type Identity,
-  type NatsPermissions,
-  type RedisPermissions,
-  type DeploymentInput,
-  type NatsAccount,
-  type NatsExport,
-} from './permissions.js';

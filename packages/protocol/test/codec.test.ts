@@ -36,7 +36,6 @@ import {
   encode,
   MAX_RESULTS_PER_BATCH,
   isTriadError,
-  loadConfig,
   names,
   unpackTrusted,
   validate,
@@ -454,62 +453,6 @@ describe('name and task id patterns', () => {
       expect(TASK_ID_PATTERN.test(bad), bad).toBe(false);
       expect(TaskIdSchema.safeParse(bad).success).toBe(false);
     }
-  });
-});
-
-describe('loadConfig', () => {
-  it('applies defaults for an empty environment (empty strings count as unset)', () => {
-    expect(loadConfig({})).toEqual({
-      natsUrl: 'nats://127.0.0.1:4222',
-      redisUrl: 'redis://127.0.0.1:6379',
-      namespace: 'default',
-      clientId: 'default',
-      logLevel: 'info',
-      redisWaitReplicas: 0,
-      redisWaitMs: 1_000,
-      nats: {},
-      redis: {},
-      redlock: [],
-    });
-    expect(loadConfig({ NATS_URL: '', REDIS_URL: '' }).redisUrl).toBe('redis://127.0.0.1:6379');
-    expect(loadConfig({ REDIS_URL: 'rediss://cache:6380', TRIAD_NAMESPACE: 'prod', TRIAD_LOG_LEVEL: 'debug', NATS_URL: 'nats://n:4222', TRIAD_CLIENT_ID: 'shop-1' })).toEqual({
-      natsUrl: 'nats://n:4222',
-      redisUrl: 'rediss://cache:6380',
-      namespace: 'prod',
-      clientId: 'shop-1',
-      logLevel: 'debug',
-      redisWaitReplicas: 0,
-      redisWaitMs: 1_000,
-      nats: { url: 'nats://n:4222' },
-      redis: { url: 'rediss://cache:6380' },
-      redlock: [],
-    });
-  });
-
-  it('reads TRIAD_REDLOCK_URLS as the leadership lease instances, and names the entry that is wrong', () => {
-    expect(loadConfig({ TRIAD_REDLOCK_URLS: 'redis://a:1, redis://b:2,,redis://c:3' }).redlock.map((r) => r.url)).toEqual(['redis://a:1', 'redis://b:2', 'redis://c:3']);
-    expect(() => loadConfig({ TRIAD_REDLOCK_URLS: 'redis://a:1,http://b:2' })).toThrow(/TRIAD_REDLOCK_URLS entry 2 must start with redis:\/\/ or rediss:\/\//);
-  });
-
-  it('names the environment variable that is wrong, every one of them', () => {
-    const expectConfigError = (env: NodeJS.ProcessEnv, vars: string[]) => {
-      try {
-        loadConfig(env);
-        expect.unreachable();
-      } catch (e) {
-        expect(isTriadError(e, ErrorCode.InvalidConfig)).toBe(true);
-        const err = e as TriadError;
-        for (const v of vars) {
-          expect(err.message).toContain(v);
-          expect(err.details.some((d) => d.startsWith(v))).toBe(true);
-        }
-        expect(err.details).toHaveLength(vars.length);
-      }
-    };
-    expectConfigError({ REDIS_URL: 'http://localhost:6379' }, ['REDIS_URL']);
-    expectConfigError({ TRIAD_NAMESPACE: 'bad.ns' }, ['TRIAD_NAMESPACE']);
-    expectConfigError({ TRIAD_LOG_LEVEL: 'loud' }, ['TRIAD_LOG_LEVEL']);
-    expectConfigError({ REDIS_URL: 'localhost', TRIAD_NAMESPACE: 'a b', TRIAD_LOG_LEVEL: 'trace' }, ['REDIS_URL', 'TRIAD_NAMESPACE', 'TRIAD_LOG_LEVEL']);
   });
 });
 

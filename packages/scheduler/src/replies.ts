@@ -2,7 +2,8 @@
  * Where a scheduler may answer a request (decision 0022): only the requester's own inbox, so no request
  * can make a scheduler publish to a subject of its choosing (another client's inbox, a stream's subject).
  */
-import { NAME_PATTERN, OPERATOR_CLIENT_ID, type ApiRequestSubject, type Names } from '@triad/protocol';
+import { NAME_PATTERN, type ApiRequestSubject, type Names } from '@triad/protocol';
+import { OPERATOR_CLIENT_ID } from '@triad/permissions';
 
 /** The prefix of a reply subject nats-server makes for a request that came through a service import. */
 export const SERVICE_IMPORT_REPLY_PREFIX = '_R_.';

@@ -7,17 +7,15 @@
 import { readFile } from 'node:fs/promises';
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { RedisClient } from './client.js';
+import { ErrorCode, TriadError, errorMessage } from '@triad/protocol';
 import {
-  ErrorCode,
-  TriadError,
-  errorMessage,
   explainTlsFailure,
   parseRedisSettings,
   tlsFailure,
   unreadableSettingFile,
   type RedisConnectionOptions,
   type RedisSettings,
-} from '@triad/protocol';
+} from '@triad/settings';
 
 export interface RedisHandlers {
   /** Every connection error; transient ones are retried by the client. */

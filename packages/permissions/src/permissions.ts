@@ -5,7 +5,7 @@
  * docs/security.md. No I/O.
  */
 import { z } from 'zod';
-import { CLIENT_SCOPED_OPS, ClientIdSchema, NameSchema, NamespaceSchema, names, type ApiOp, type Names } from './names.js';
+import { CLIENT_SCOPED_OPS, ClientIdSchema, NameSchema, NamespaceSchema, names, type ApiOp, type Names } from '@triad/protocol';
 
 export const ROLES = ['scheduler', 'supervisor', 'agent', 'client', 'operator'] as const;
 export type Role = (typeof ROLES)[number];

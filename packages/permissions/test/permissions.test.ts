@@ -5,15 +5,14 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { CLIENT_SCOPED_OPS, names } from '@triad/protocol';
 import {
-  CLIENT_SCOPED_OPS,
   REDIS_ROLE_SCRIPTS,
   REDIS_SCRIPT_COMMANDS,
   clientAccountName,
   deploymentAccounts,
   deploymentIdentities,
   triadAccountName,
-  names,
   redisAclLine,
   rolesAllowed,
   subjectMatches,

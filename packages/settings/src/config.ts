@@ -1,7 +1,6 @@
 /** Process configuration from the environment, validated once at start-up with a clear error. */
 import { z } from 'zod';
-import { ClientIdSchema, DEFAULT_CLIENT_ID, NamespaceSchema } from './names.js';
-import { ErrorCode, TriadError } from './errors.js';
+import { ClientIdSchema, DEFAULT_CLIENT_ID, ErrorCode, NamespaceSchema, TriadError } from '@triad/protocol';
 import {
   checkNatsSettings,
   checkRedisSettings,

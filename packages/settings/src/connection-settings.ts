@@ -4,7 +4,7 @@
  * name are read by the connect functions (packages/bus, packages/store).
  */
 import { z } from 'zod';
-import { ErrorCode, TriadError } from './errors.js';
+import { ErrorCode, TriadError } from '@triad/protocol';
 
 /** The environment variables of the two connections. Messages name them, or the CLI flag that set one. */
 export const CONNECTION_VARIABLES = [

@@ -3,7 +3,7 @@
  * a TLS handshake that fails — shared by the NATS and Redis connect functions, so both name the
  * setting to fix the same way. Pure: the callers do the I/O and hand the error in.
  */
-import { ErrorCode, TriadError, errorMessage } from './errors.js';
+import { ErrorCode, TriadError, errorMessage } from '@triad/protocol';
 
 /** A setting's file that is missing, unreadable or empty: INVALID_CONFIG naming the setting and what it must hold. */
 export function unreadableSettingFile(label: string, file: string, what: string, cause?: unknown): TriadError {

@@ -1,9 +1,8 @@
 // The NATS and Redis connection settings: what each combination of variables means, and every way a
 // setting is refused (naming it, or the flag that set it, and what to set).
 import { describe, expect, it } from 'vitest';
+import { ErrorCode, TriadError } from '@triad/protocol';
 import {
-  ErrorCode,
-  TriadError,
   checkNatsSettings,
   checkRedisSettings,
   explainTlsFailure,
