@@ -4,7 +4,8 @@
  * `triad workflows register` before the first submission.
  */
 import { TriadClient } from '@triad/client';
-import { ErrorCode, errorMessage, isTriadError, type Logger, type WorkflowDefinitionInput } from '@triad/protocol';
+import { ErrorCode, errorMessage, isTriadError, type WorkflowDefinitionInput } from '@triad/protocol';
+import { type Logger } from '@triad/telemetry';
 
 export interface BackgroundRegistrationOptions {
   natsUrl: string;

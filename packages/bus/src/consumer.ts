@@ -5,7 +5,8 @@
  */
 import type { JsMsg } from '@nats-io/jetstream';
 import type { MsgHdrs } from '@nats-io/nats-core';
-import { errorMessage, silentLogger, type Logger } from '@triad/protocol';
+import { errorMessage } from '@triad/protocol';
+import { silentLogger, type Logger } from '@triad/telemetry';
 import { triadMetrics } from '@triad/telemetry';
 import type { Bus } from './connection.js';
 import { unsupportedVersion } from './headers.js';

@@ -133,7 +133,6 @@ export {
   type ClientLimit,
 } from './messages.js';
 export { encode, encodeMap, msgpackField, isAbsentValue, RawMsgpack, decode, decodeOrThrow, validate, unpackLeading, unpackTrusted, unpackUntrusted, integersAsIntegers, DEFAULT_MAX_MESSAGE_BYTES, MAX_NESTING_DEPTH, MAX_LISTED_ISSUES, MAX_ISSUE_CHARS, type Decoded } from './codec.js';
-export { silentLogger, type Logger } from './logger.js';
 export { decodeResults, StepResultBatchSchema, MAX_RESULTS_PER_BATCH, type StepResultBatch, type ResultItem } from './result-batch.js';
 export {
   API,

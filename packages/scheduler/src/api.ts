@@ -31,14 +31,13 @@ import {
   decode,
   encode,
   errorMessage,
-  silentLogger,
   type ApiOp,
   type ApiReply,
   type Names,
   type WireError,
   type WorkflowDefinition,
-  type Logger,
 } from '@triad/protocol';
+import { silentLogger, type Logger } from '@triad/telemetry';
 import { requireTask, type IntakeStore, type LeaseClaim, type TaskStore, type WorkflowStore } from '@triad/store';
 import { triadMetrics } from '@triad/telemetry';
 import type { Dispatcher } from './dispatcher.js';

@@ -6,7 +6,8 @@
  * 0012).
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
-import { errorMessage, type Logger } from '@triad/protocol';
+import { errorMessage } from '@triad/protocol';
+import { type Logger } from '@triad/telemetry';
 import { discoveryReplyAllowed } from './replies.js';
 
 /** Per-endpoint counters, as the service framework's stats report them. */

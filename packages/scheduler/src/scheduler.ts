@@ -31,15 +31,14 @@ import {
   encode,
   isTerminal,
   msgpackField,
-  silentLogger,
   unpackLeading,
-  type Logger,
   type RegisteredWorkflow,
   type ResultItem,
   type SupervisorCommand,
   type TaskEvent,
   type TaskEventBatch,
 } from '@triad/protocol';
+import { silentLogger, type Logger } from '@triad/telemetry';
 import { IntakeStore, isLeaseBusy, type LeaseClaim, type Leases, type TaskStore } from '@triad/store';
 import { ROOT_CONTEXT, contextFromHeaders, intercept, type Next } from '@triad/telemetry';
 import { resolveSchedulerSettings, type ResolvedSchedulerSettings, type SchedulerSettings } from './options.js';

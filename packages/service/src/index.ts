@@ -7,7 +7,8 @@
 import { utimes, writeFile } from 'node:fs/promises';
 import { trace } from '@opentelemetry/api';
 import { pino, destination } from 'pino';
-import { errorMessage, type Logger } from '@triad/protocol';
+import { errorMessage } from '@triad/protocol';
+import { type Logger } from '@triad/telemetry';
 import { loadConfig, type Config } from '@triad/settings';
 import { httpSettingsFromEnv, readinessOf, serveHttp, type ReadinessChecks } from './http.js';
 import { startTracing } from './tracing.js';

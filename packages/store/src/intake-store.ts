@@ -3,7 +3,8 @@
  * each limited client's allowance, taken by `takeIntakeSlot.lua` as a scheduler takes a submission. A
  * scheduler keeps the limits in memory for a moment, so an unlimited client costs no round trip.
  */
-import { ClientLimitSchema, errorMessage, type ClientLimit, type Logger } from '@triad/protocol';
+import { ClientLimitSchema, errorMessage, type ClientLimit } from '@triad/protocol';
+import { type Logger } from '@triad/telemetry';
 import type { RedisClient } from './client.js';
 import { keys, type Keys } from './keys.js';
 import { runScript } from './scripts.js';

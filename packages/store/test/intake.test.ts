@@ -3,7 +3,8 @@
 // burst goes through, the rest get slots one interval apart, and a submission that comes back for its
 // slot is taken without reserving another.
 import { describe, expect, it } from 'vitest';
-import { silentLogger, type ClientLimit } from '@triad/protocol';
+import { type ClientLimit } from '@triad/protocol';
+import { silentLogger } from '@triad/telemetry';
 import { IntakeStore } from '../src/index.js';
 import { usePrivateRedis } from './redis-server.js';
 

@@ -10,7 +10,8 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
-import { encode, errorMessage, isTriadError, silentLogger, type Logger, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
+import { encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
+import { silentLogger, type Logger } from '@triad/telemetry';
 import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type LeadershipState, type PendingAlert, type RedisClient, type TaskStore } from '@triad/store';
 import { countTaskEnd, intercept, type Next } from '@triad/telemetry';
 import { resolveSupervisorSettings, type ResolvedSupervisorSettings, type SupervisorSettings } from './options.js';

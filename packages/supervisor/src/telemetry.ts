@@ -4,7 +4,7 @@
  * Metrics with only fixed labels are bound once per namespace.
  */
 import type { Bus } from '@triad/bus';
-import type { Logger } from '@triad/protocol';
+import type { Logger } from '@triad/telemetry';
 import type { Expiry } from '@triad/store';
 import { ROOT_CONTEXT, SpanKind, contextFromHeaders, inSpan, spanContextOf, tracingEnabled, triadMetrics, type Context, type Interceptor, type Link } from '@triad/telemetry';
 

@@ -1,11 +1,13 @@
 /**
- * @triad/telemetry — what the Triad libraries report, with no I/O of their own: the triad_* Prometheus
+ * @triad/telemetry — what the Triad libraries report, with no I/O of their own: the logging interface
+ * actors accept (Logger; pino satisfies it), the triad_* Prometheus
  * metrics (prom-client's registry, labelled by namespace) and W3C trace context carried in NATS headers
  * (@opentelemetry/api). The process shell (@triad/service) serves the metrics over HTTP and configures
  * the OpenTelemetry SDK from OTEL_* variables; decision 0013.
  */
 export { triadMetrics, metricsRegistry, deadLetterReasonClass, recordTaskEnded, countTaskEnd, STEP_OUTCOMES, type StepOutcomeLabel, type TriadMetrics } from './metrics.js';
 export { intercept, type Interceptor, type Next } from './interceptors.js';
+export { silentLogger, type Logger } from './logger.js';
 export {
   TRACER_NAME,
   TRACE_HEADERS,

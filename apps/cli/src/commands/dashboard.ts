@@ -1,6 +1,6 @@
 /** `triad dashboard`: serves the web dashboard (tasks, a task's DAG and events, alerts, dead letters, workflows, the cluster). */
 import type { Command } from 'commander';
-import type { Logger } from '@triad/protocol';
+import type { Logger } from '@triad/telemetry';
 import type { HttpSurface } from '@triad/service';
 import { err, intArg, out } from '../io.js';
 import { action, connectionOptions, examples, optionsOf } from '../options.js';

@@ -3,7 +3,8 @@
  * some page listens to it, on an interval and — for tasks and alerts — at once when a task event passes
  * on NATS (operators may read every event), and sent only when it changed.
  */
-import { errorMessage, type Logger } from '@triad/protocol';
+import { errorMessage } from '@triad/protocol';
+import { type Logger } from '@triad/telemetry';
 import type { Subscription } from '@nats-io/nats-core';
 import type { DashboardData } from './data.js';
 import type { LiveTopics, Topic } from './view.js';
