@@ -17,6 +17,8 @@ it('a short chaos run: lost, duplicate_effects, orphan_effects and unbounded are
   expect(report.faults['restart_nats'], summary).toBe(1);
   expect(report.faults['restart_redis'], summary).toBe(1);
   expect(report.faults['cancel'] ?? 0, summary).toBeGreaterThan(0);
+  // Orders waited for approval and were signalled (decision 0019): some signals reached a waiting step or were kept for it.
+  expect((report.signals.outcomes['delivered'] ?? 0) + (report.signals.outcomes['buffered'] ?? 0), summary).toBeGreaterThan(0);
   expect(
     { lost: report.lost, duplicate_effects: report.duplicate_effects, orphan_effects: report.orphan_effects, unbounded: report.unbounded },
     `chaos verdict (replay with CHAOS_SEED=${report.seed} or npm run chaos -- --seed ${report.seed}): ${summary}`,
