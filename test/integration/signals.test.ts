@@ -17,16 +17,20 @@ let redis: RedisServer;
 let t: TestTriad;
 
 const undo = { agent: 'worker', budgetMs: 2_000 };
+/** Long enough for CLI starts on a busy machine: the signal comes in time. */
+const APPROVAL_TIMEOUT_MS = 30_000;
 const approvals: WorkflowDefinitionInput = {
   name: 'approvals',
   onFailure: 'compensate',
   defaults: { retry: { maxAttempts: 1, initialDelayMs: 1, maxDelayMs: 1 } },
   steps: [
     { name: 'reserve', agent: 'worker', budgetMs: 5_000, compensate: undo },
-    { name: 'approval', waitFor: { signal: 'approved', timeoutMs: 3_000 }, dependsOn: ['reserve'] },
+    { name: 'approval', waitFor: { signal: 'approved', timeoutMs: APPROVAL_TIMEOUT_MS }, dependsOn: ['reserve'] },
     { name: 'charge', agent: 'worker', budgetMs: 5_000, compensate: undo, dependsOn: ['approval'], needs: ['approval'] },
   ],
 };
+/** The same, with a wait that times out soon (nobody signals it). */
+const hurried: WorkflowDefinitionInput = { ...approvals, name: 'hurried', steps: approvals.steps.map((s) => (s.waitFor ? { ...s, waitFor: { signal: 'approved', timeoutMs: 3_000 } } : s)) };
 
 beforeAll(async () => {
   [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
@@ -36,6 +40,7 @@ beforeAll(async () => {
   writeFileSync(file, JSON.stringify(approvals));
   const reg = await cli(t, ['workflows', 'register', file]);
   expect(reg.code, reg.stderr).toBe(0);
+  await t.client.registerWorkflow(hurried);
 });
 
 const stepOf = (s: TaskState, name: string) => s.steps.find((x) => x.name === name)!;
@@ -71,7 +76,7 @@ describe('signals', () => {
   });
 
   it('without the signal the wait times out and the order is undone', async () => {
-    const state = await t.client.run('approvals', {}, { timeoutMs: 30_000 });
+    const state = await t.client.run('hurried', {}, { timeoutMs: 30_000 });
     expect(state.status).toBe('compensated');
     expect(stepOf(state, 'approval')).toMatchObject({ status: 'error', error: 'timed out after 3000 ms waiting for signal approved' });
     expect(t.ledger.effects().find((e) => e.idempotencyKey === key(state.taskId, 'reserve'))?.undone).toBe(true);
@@ -103,6 +108,7 @@ describe('signals', () => {
 
   it('refuses a signal no step waits for, naming the ones it does', async () => {
     const { taskId } = await t.client.submit('approvals', {});
+    await waiting(taskId);
     const wrong = await cli(t, ['signal', taskId, 'aproved']);
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toMatch(/workflow approvals@1 has no step waiting for signal "aproved" \(its signals: approved\)/);
