@@ -96,6 +96,19 @@ describe('signals', () => {
     expect(done.signals).toBeUndefined();
   });
 
+  it('a signal sent right after the submission (before a scheduler made it a task) is kept, not refused', async () => {
+    // Many at once, so some surely reach a scheduler before their submission does.
+    const sent = await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        const { taskId } = await t.client.submit('approvals', {});
+        const r = await t.client.signal(taskId, 'approved', { quick: true });
+        return { taskId, r };
+      }),
+    );
+    for (const { r } of sent) expect(['buffered', 'delivered']).toContain(r.outcome);
+    for (const { taskId } of sent) expect((await t.client.wait(taskId, { timeoutMs: 30_000 })).status).toBe('completed');
+  });
+
   it("the README's waiting-and-branching example is a definition this scheduler registers", async () => {
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const block = /\*\*Workflows that wait and branch\*\*[\s\S]*?```json\n([\s\S]*?)```/.exec(readme)?.[1];
