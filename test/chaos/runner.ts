@@ -12,6 +12,9 @@
 //   always), hanging (5–30 % of requests never answered) or slow (200–1300 ms);
 // - cancels: `cancelRate` of the tasks are cancelled 0.05–2 s after their submission, mostly while a
 //   step is in flight — the orphan-effect scenario of issue #16.
+// - signals (decision 0019): three quarters of the orders that wait for approval are approved 0.05–2.5 s
+//   after their submission — before the wait starts (kept), during it, or after its timeout (refused);
+//   the others time out and are undone.
 // `tasks` submissions are spread evenly over the window. Then the faults stop (services healed, paused
 // processes resumed, each kind back at its count: that moment is `faultsStoppedAt`) and the run polls
 // every accepted task until all are terminal or the wait limit passes.
@@ -48,7 +51,7 @@ import { actorLane, faultLog, MAX_LATENCY_MS, serverLane, serviceLane, type Faul
 import { FLEET_SIZE, Fleet } from './fleet.js';
 import type { ChaosOptions } from './options.js';
 import { Random } from './random.js';
-import { CHAOS_SUPERVISION, chaosBound, chaosOrdersWorkflow } from './workflow.js';
+import { CHAOS_APPROVAL_OVER, CHAOS_SIGNAL, CHAOS_SUPERVISION, chaosBound, chaosOrdersWorkflow } from './workflow.js';
 
 /** The scheduler's JetStream ack wait (packages/scheduler: ackWaitMs default): the delivery allowance. */
 export const SCHEDULER_ACK_WAIT_MS = 5_000;
@@ -63,6 +66,8 @@ export interface ChaosReport extends Verdict {
   faults: FaultCounts;
   /** Cancels sent, accepted by a scheduler, and refused by error code (a finished task: INVALID_STATE, …). */
   cancels: { sent: number; accepted: number; refused: Record<string, number> };
+  /** Approval signals sent, by outcome (delivered, buffered, duplicate) or refusal code (decision 0019). */
+  signals: { sent: number; outcomes: Record<string, number> };
   max_recovery_ms: number | null;
   recovery_ms: { nats: number | null; redis: number | null; leader_kill: number | null; unmeasured: number };
   bound_ms: number;
@@ -117,7 +122,7 @@ export async function runChaos(o: ChaosOptions, ctx: RunContext): Promise<ChaosR
   const windowMs = Math.round(o.minutes * 60_000);
   const windowStart = Date.now();
   const log = faultLog();
-  const subs: Submissions = { accepted: [], acceptedAt: [], unacknowledged: [], cancels: { sent: 0, accepted: 0, refused: {} }, inFlight: [] };
+  const subs: Submissions = { accepted: [], acceptedAt: [], unacknowledged: [], cancels: { sent: 0, accepted: 0, refused: {} }, signals: { sent: 0, outcomes: {} }, inFlight: [] };
   const lane = { log, until: windowStart + windowMs, progress };
   // Settled, never rejected, so a lane that fails mid-window is not an unhandled rejection; rethrown below.
   const lanes = Promise.allSettled([
@@ -183,6 +188,7 @@ export async function runChaos(o: ChaosOptions, ctx: RunContext): Promise<ChaosR
     ...verdict,
     faults: log.counts,
     cancels: subs.cancels,
+    signals: subs.signals,
     ...recovery,
     bound_ms: bound.totalMs,
     allowance_ms: allowanceMs,
@@ -198,6 +204,7 @@ interface Submissions {
   acceptedAt: number[];
   unacknowledged: string[];
   cancels: ChaosReport['cancels'];
+  signals: ChaosReport['signals'];
   /** Submissions and cancels still under way when the window closed. */
   inFlight: Promise<void>[];
 }
@@ -214,6 +221,7 @@ async function submitAll(t: TestTriad, s: Submissions, o: ChaosOptions, rnd: Ran
     const taskId = randomUUID();
     const cancelAfterMs = rnd.chance(o.cancelRate) ? rnd.between(50, 2_000) : undefined;
     const input = { orderId: `chaos-${i}`, amount: rnd.int(1, 500) };
+    const signalAfterMs = input.amount > CHAOS_APPROVAL_OVER && rnd.chance(0.75) ? rnd.between(50, 2_500) : undefined;
     s.inFlight.push(
       (async () => {
         try {
@@ -223,6 +231,15 @@ async function submitAll(t: TestTriad, s: Submissions, o: ChaosOptions, rnd: Ran
         } catch {
           s.unacknowledged.push(taskId);
           return;
+        }
+        if (signalAfterMs !== undefined) {
+          await sleep(signalAfterMs);
+          s.signals.sent++;
+          const outcome = await t.client.signal(taskId, CHAOS_SIGNAL, { approvedBy: 'chaos' }, { id: `chaos-${taskId}` }).then(
+            (r) => r.outcome,
+            (e: unknown) => (e instanceof TriadError ? e.code : 'ERROR'),
+          );
+          s.signals.outcomes[outcome] = (s.signals.outcomes[outcome] ?? 0) + 1;
         }
         if (cancelAfterMs === undefined) return;
         await sleep(cancelAfterMs);

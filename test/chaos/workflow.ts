@@ -10,6 +10,16 @@ export const CHAOS_RETRY: RetryPolicy = { maxAttempts: 3, initialDelayMs: 50, ma
 /** One immediate retry, then 0.5 s parks; three counted failures or two circuit-open parks end a phase. */
 export const CHAOS_LADDER: Required<LadderInput> = { retries: 1, longBackoffMs: 500, maxFailures: 3, maxCircuitOpen: 2 };
 
+/**
+ * Decision 0019's waiting steps in the chaos run: after reserve ∥ fraud the order cools off (a durable
+ * sleep), then an order over CHAOS_APPROVAL_OVER waits for the signal `approved` (sent by the run for
+ * most of them, at a random moment: before the wait too) and is undone when it does not come in time.
+ */
+export const CHAOS_APPROVAL_OVER = 400;
+export const CHAOS_SIGNAL = 'approved';
+export const CHAOS_COOL_OFF_MS = 200;
+export const CHAOS_APPROVAL_TIMEOUT_MS = 3_000;
+
 /** The supervisors' tunables in a chaos run (their TRIAD_SUPERVISOR_* environment), and so the bounds'. */
 export const CHAOS_SUPERVISION: Supervision = { sweepIntervalMs: 250, leaderLeaseMs: 2_000 };
 
@@ -24,14 +34,21 @@ export function chaosOrdersWorkflow(): WorkflowDefinitionInput {
     ...base,
     description: `chaos variant of the example's orders workflow: budgets ${CHAOS_BUDGET_MS} ms, ladder ${JSON.stringify(CHAOS_LADDER)}`,
     defaults: { retry: CHAOS_RETRY, ladder: CHAOS_LADDER },
-    steps: base.steps.map((s) => ({
-      ...s,
-      budgetMs: CHAOS_BUDGET_MS,
-      ...(s.compensate ? { compensate: { ...s.compensate, budgetMs: CHAOS_BUDGET_MS } } : {}),
-    })),
+    steps: [
+      ...base.steps.map((s) => ({
+        ...s,
+        budgetMs: CHAOS_BUDGET_MS,
+        ...(s.compensate ? { compensate: { ...s.compensate, budgetMs: CHAOS_BUDGET_MS } } : {}),
+        // charge waits for the approval (which waits for the cool-off after reserve ∥ fraud).
+        ...(s.name === 'charge' ? { dependsOn: ['approval'] } : {}),
+      })),
+      { name: 'cool-off', sleep: { ms: CHAOS_COOL_OFF_MS }, dependsOn: ['reserve', 'fraud'] },
+      { name: 'approval', when: { input: 'amount', gt: CHAOS_APPROVAL_OVER }, waitFor: { signal: CHAOS_SIGNAL, timeoutMs: CHAOS_APPROVAL_TIMEOUT_MS }, dependsOn: ['cool-off'] },
+    ],
   };
   const problems: string[] = [];
   if (doc.onFailure !== 'compensate') problems.push(`onFailure is ${JSON.stringify(doc.onFailure)}, not 'compensate'`);
+  if (!base.steps.some((s) => s.name === 'charge' && s.dependsOn?.includes('reserve') && s.dependsOn.includes('fraud'))) problems.push('charge no longer follows reserve ∥ fraud');
   for (const name of ['reserve', 'charge', 'ship']) {
     const step = doc.steps.find((s) => s.name === name);
     if (!step?.compensate) problems.push(`step ${name} ${step ? 'has no compensation' : 'is missing'}`);

@@ -17,16 +17,20 @@ let redis: RedisServer;
 let t: TestTriad;
 
 const undo = { agent: 'worker', budgetMs: 2_000 };
+/** Long enough for CLI starts on a busy machine: the signal comes in time. */
+const APPROVAL_TIMEOUT_MS = 30_000;
 const approvals: WorkflowDefinitionInput = {
   name: 'approvals',
   onFailure: 'compensate',
   defaults: { retry: { maxAttempts: 1, initialDelayMs: 1, maxDelayMs: 1 } },
   steps: [
     { name: 'reserve', agent: 'worker', budgetMs: 5_000, compensate: undo },
-    { name: 'approval', waitFor: { signal: 'approved', timeoutMs: 3_000 }, dependsOn: ['reserve'] },
+    { name: 'approval', waitFor: { signal: 'approved', timeoutMs: APPROVAL_TIMEOUT_MS }, dependsOn: ['reserve'] },
     { name: 'charge', agent: 'worker', budgetMs: 5_000, compensate: undo, dependsOn: ['approval'], needs: ['approval'] },
   ],
 };
+/** The same, with a wait that times out soon (nobody signals it). */
+const hurried: WorkflowDefinitionInput = { ...approvals, name: 'hurried', steps: approvals.steps.map((s) => (s.waitFor ? { ...s, waitFor: { signal: 'approved', timeoutMs: 3_000 } } : s)) };
 
 beforeAll(async () => {
   [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
@@ -36,6 +40,7 @@ beforeAll(async () => {
   writeFileSync(file, JSON.stringify(approvals));
   const reg = await cli(t, ['workflows', 'register', file]);
   expect(reg.code, reg.stderr).toBe(0);
+  await t.client.registerWorkflow(hurried);
 });
 
 const stepOf = (s: TaskState, name: string) => s.steps.find((x) => x.name === name)!;
@@ -71,7 +76,7 @@ describe('signals', () => {
   });
 
   it('without the signal the wait times out and the order is undone', async () => {
-    const state = await t.client.run('approvals', {}, { timeoutMs: 30_000 });
+    const state = await t.client.run('hurried', {}, { timeoutMs: 30_000 });
     expect(state.status).toBe('compensated');
     expect(stepOf(state, 'approval')).toMatchObject({ status: 'error', error: 'timed out after 3000 ms waiting for signal approved' });
     expect(t.ledger.effects().find((e) => e.idempotencyKey === key(state.taskId, 'reserve'))?.undone).toBe(true);
@@ -91,6 +96,19 @@ describe('signals', () => {
     expect(done.signals).toBeUndefined();
   });
 
+  it('a signal sent right after the submission (before a scheduler made it a task) is kept, not refused', async () => {
+    // Many at once, so some surely reach a scheduler before their submission does.
+    const sent = await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        const { taskId } = await t.client.submit('approvals', {});
+        const r = await t.client.signal(taskId, 'approved', { quick: true });
+        return { taskId, r };
+      }),
+    );
+    for (const { r } of sent) expect(['buffered', 'delivered']).toContain(r.outcome);
+    for (const { taskId } of sent) expect((await t.client.wait(taskId, { timeoutMs: 30_000 })).status).toBe('completed');
+  });
+
   it("the README's waiting-and-branching example is a definition this scheduler registers", async () => {
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const block = /\*\*Workflows that wait and branch\*\*[\s\S]*?```json\n([\s\S]*?)```/.exec(readme)?.[1];
@@ -103,6 +121,7 @@ describe('signals', () => {
 
   it('refuses a signal no step waits for, naming the ones it does', async () => {
     const { taskId } = await t.client.submit('approvals', {});
+    await waiting(taskId);
     const wrong = await cli(t, ['signal', taskId, 'aproved']);
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toMatch(/workflow approvals@1 has no step waiting for signal "aproved" \(its signals: approved\)/);

@@ -114,10 +114,19 @@ export interface TaskEventsPage {
   more: boolean;
 }
 
+/** How long signal() waits for a task this client just submitted to exist; how many such ids it remembers. */
+const SIGNAL_WAIT_FOR_TASK_MS = 15_000;
+const SUBMITTED_LATELY_MAX = 10_000;
+
 export class TriadClient {
   /** While JetStream refuses this client's submissions (its backlog is full), they try one at a time, in order. */
   private backlogLine: Promise<unknown> = Promise.resolve();
   private waitingInLine = 0;
+  /**
+   * Tasks this client submitted lately (task id → when): a submission is a task only once a scheduler
+   * took it, so a signal sent right after it may find no task yet — for these, signal() waits for it.
+   */
+  private readonly submittedLately = new Map<string, number>();
 
   private constructor(
     readonly bus: Bus,
@@ -268,7 +277,19 @@ export class TriadClient {
    */
   async signal(taskId: string, name: string, data?: unknown, o: { id?: string } = {}): Promise<SignalReply> {
     const signalId = o.id ?? randomUUID();
-    return this.request('task.signal', { taskId, name, signalId, ...(data !== undefined ? { data } : {}) });
+    const body = { taskId, name, signalId, ...(data !== undefined ? { data } : {}) };
+    const submittedAt = this.submittedLately.get(taskId);
+    for (;;) {
+      try {
+        return await this.request<SignalReply>('task.signal', body);
+      } catch (e) {
+        // A task this client submitted moments ago may not be a task yet (its submission waits in the
+        // stream): ask again with the same id — harmless — for a while.
+        const young = submittedAt !== undefined && Date.now() - submittedAt < SIGNAL_WAIT_FOR_TASK_MS;
+        if (!young || !(e instanceof TriadError) || e.code !== ErrorCode.UnknownTask) throw e;
+        await sleep(200);
+      }
+    }
   }
 
   /** Open operator alerts: steps that failed for good and have not been retried since. */
@@ -352,6 +373,8 @@ export class TriadClient {
     return inSpan(`triad.submit ${workflow}`, { kind: SpanKind.PRODUCER, attributes }, async (span) => {
       const r = await this.publishSubmission(v.value, bytes);
       span.setAttribute('triad.duplicate', r.duplicate);
+      this.submittedLately.set(r.taskId, Date.now());
+      if (this.submittedLately.size > SUBMITTED_LATELY_MAX) this.submittedLately.delete(this.submittedLately.keys().next().value ?? '');
       return r;
     });
   }

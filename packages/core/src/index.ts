@@ -28,3 +28,4 @@ export {
 } from './bounds.js';
 export { fullJitterDelay, DEFAULT_RETRY } from './backoff.js';
 export { workflow, WorkflowBuilder, type OutputRef, type TypedPredicate, type TypedValueRef, type KindOptions } from './builder.js';
+export { MAX_EVERY_MS, MAX_TICKS_AT_ONCE, MIN_EVERY_MS, cronProblems, dueTicks, nextTick, parseEvery, type DueTicks, type ScheduleTiming } from './schedule.js';
