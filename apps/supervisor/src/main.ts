@@ -12,31 +12,34 @@ import { runService } from '@triad/service';
 import { SUPERVISOR_DEFAULTS, Supervisor, resolveSupervisorSettings, type ResolvedSupervisorSettings, type SupervisorSettings } from '@triad/supervisor';
 import { TaskStore, connectRedis, connectStore } from '@triad/store';
 
-/** The supervisor's settings read from the environment: each its variable (the defaults are the schema's). */
+/** The supervisor's settings read from the environment: each its variable and what it must be (the defaults are the schema's). */
 const VARIABLES = {
-  intervalMs: 'TRIAD_SUPERVISOR_INTERVAL_MS',
-  leaseMs: 'TRIAD_SUPERVISOR_LEASE_MS',
-  retentionMs: 'TRIAD_RETENTION_MS',
-  compactAfterMs: 'TRIAD_COMPACT_AFTER_MS',
-} as const satisfies Partial<Record<keyof SupervisorSettings, string>>;
+  intervalMs: { env: 'TRIAD_SUPERVISOR_INTERVAL_MS', hint: 'the sweep interval in ms, at least 10' },
+  leaseMs: { env: 'TRIAD_SUPERVISOR_LEASE_MS', hint: 'the leadership lease in ms, at least 200' },
+  retentionMs: { env: 'TRIAD_RETENTION_MS', hint: 'how long finished tasks are kept, in ms, 0 or more' },
+  compactAfterMs: { env: 'TRIAD_COMPACT_AFTER_MS', hint: 'how long a finished task keeps its full record before it is compacted, in ms, 0 or more (0 = on the next sweep)' },
+} as const satisfies Partial<Record<keyof SupervisorSettings, { env: string; hint: string }>>;
+type Variable = keyof typeof VARIABLES;
+
+/** What to do about a bad value of `field`: set it to what it must be, or unset it for the default. */
+function advice(field: Variable, env: NodeJS.ProcessEnv): string {
+  const v = VARIABLES[field];
+  return `(got "${env[v.env] ?? ''}"); set it to ${v.hint}, or unset it for the default (${SUPERVISOR_DEFAULTS[field]})`;
+}
 
 /** The settings from the environment; a bad value is refused with what was wrong and what to set. */
 function settingsFrom(env: NodeJS.ProcessEnv, waitReplicas: number): ResolvedSupervisorSettings {
   const settings: SupervisorSettings = { waitReplicas };
   const details: string[] = [];
-  for (const [field, variable] of Object.entries(VARIABLES) as [keyof typeof VARIABLES, string][]) {
-    const raw = env[variable];
+  for (const field of Object.keys(VARIABLES) as Variable[]) {
+    const raw = env[VARIABLES[field].env];
     if (raw === undefined || raw === '') continue;
     const n = Number(raw);
-    if (raw.trim() === '' || !Number.isFinite(n)) details.push(`${variable} must be a number of milliseconds (got "${raw}"); unset it for the default, ${SUPERVISOR_DEFAULTS[field]}`);
+    if (raw.trim() === '' || !Number.isFinite(n)) details.push(`${VARIABLES[field].env} must be a number of milliseconds ${advice(field, env)}`);
     else settings[field] = n;
   }
   if (details.length > 0) throw new TriadError(ErrorCode.InvalidConfig, `invalid supervisor configuration: ${details.join('; ')}`, { details });
-  const label = (field: string): string => {
-    const variable = VARIABLES[field as keyof typeof VARIABLES] as string | undefined;
-    return variable ? `${variable} (got "${env[variable] ?? ''}"; unset it for the default, ${SUPERVISOR_DEFAULTS[field as keyof typeof VARIABLES]})` : field;
-  };
-  return resolveSupervisorSettings(settings, label);
+  return resolveSupervisorSettings(settings, (field, problem) => (field in VARIABLES ? `${VARIABLES[field as Variable].env}: ${problem} ${advice(field as Variable, env)}` : `${field}: ${problem}`));
 }
 
 runService('supervisor', async ({ config, log, onShutdown, healthy, fail }) => {

@@ -37,10 +37,13 @@ export type ResolvedSupervisorSettings = z.output<typeof SupervisorSettingsSchem
 /** The defaults, for messages and docs. */
 export const SUPERVISOR_DEFAULTS: ResolvedSupervisorSettings = SupervisorSettingsSchema.parse({});
 
-/** The settings with their defaults; a TriadError INVALID_CONFIG names every setting that is wrong. */
-export function resolveSupervisorSettings(input: SupervisorSettings, label: (field: string) => string = (f) => f): ResolvedSupervisorSettings {
+/**
+ * The settings with their defaults; a TriadError INVALID_CONFIG names every setting that is wrong, each
+ * problem worded by `explain` (the service names the variable and what to set).
+ */
+export function resolveSupervisorSettings(input: SupervisorSettings, explain: (field: string, problem: string) => string = (f, p) => `${f}: ${p}`): ResolvedSupervisorSettings {
   const parsed = SupervisorSettingsSchema.safeParse(input);
   if (parsed.success) return parsed.data;
-  const details = parsed.error.issues.map((i) => `${label(String(i.path[0]))}: ${i.message}`);
+  const details = parsed.error.issues.map((i) => explain(String(i.path[0]), i.message));
   throw new TriadError(ErrorCode.InvalidConfig, `invalid supervisor settings: ${details.join('; ')}`, { details });
 }

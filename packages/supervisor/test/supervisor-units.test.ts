@@ -35,7 +35,7 @@ describe('supervisor settings', () => {
   });
 
   it('refuses what cannot work, naming each setting (by the caller`s label)', () => {
-    expect(() => resolveSupervisorSettings({ leaseMs: 50, intervalMs: 1.5 }, (f) => `the ${f} option`)).toThrow(
+    expect(() => resolveSupervisorSettings({ leaseMs: 50, intervalMs: 1.5 }, (f, p) => `the ${f} option: ${p}`)).toThrow(
       expect.objectContaining({ code: ErrorCode.InvalidConfig, details: [expect.stringMatching(/^the intervalMs option: /), expect.stringMatching(/^the leaseMs option: .*200/)] }),
     );
   });
