@@ -9,7 +9,9 @@
  * line kills an agent and a scheduler (and on the cluster nats-1 and the Redis primary redis-1) once
  * orders are under way; every `submit --wait` must exit 0 (the task completed), every order must have
  * exactly one applied, never undone effect on each of the four example services (their ledgers, GET
- * /effects, docs/protocol.md §11), and the second `up` must bring every replica back. Then `down -v`.
+ * /effects, docs/protocol.md §11), the killed containers must still be down afterwards (Docker does
+ * not restart what `docker kill` stopped), and the second `up` must bring every replica back. Then
+ * `down -v`.
  * Figures (image build, up, orders, retried steps, duplicate calls absorbed) are printed per stack.
  */
 import { spawn } from 'node:child_process';
@@ -84,11 +86,13 @@ interface Running {
   stdout: () => string;
   stderr: () => string;
   done: () => boolean;
+  /** Ends the command and everything it started (its process group), and waits for it. */
+  stop: () => Promise<void>;
 }
 
-/** Starts a command line in a shell and keeps its output as it comes. */
+/** Starts a command line in a shell of its own process group and keeps its output as it comes. */
 function background(cwd: string, env: Record<string, string>, line: string): Running {
-  const child = spawn('/bin/sh', ['-c', line], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('/bin/sh', ['-c', line], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let out = '';
   let err = '';
   let finished = false;
@@ -105,7 +109,20 @@ function background(cwd: string, env: Record<string, string>, line: string): Run
       resolve(127);
     });
   });
-  return { code, stdout: () => out, stderr: () => err, done: () => finished };
+  const stop = async (): Promise<void> => {
+    if (finished || child.pid === undefined) return;
+    try {
+      process.kill(-child.pid, 'SIGTERM');
+    } catch {
+      return;
+    }
+    const timer = setTimeout(() => {
+      if (!finished && child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    }, 10_000);
+    await code;
+    clearTimeout(timer);
+  };
+  return { code, stdout: () => out, stderr: () => err, done: () => finished, stop };
 }
 
 const td = new Teardown();
@@ -117,7 +134,7 @@ beforeAll(async () => {
   engine = await ensureDocker(td);
   const images = await run(process.execPath, [join(ROOT, 'scripts/containers/base-images.mjs')], { cwd: ROOT, timeoutMs: 20 * 60_000 });
   if (images.code !== 0) throw new Error(`scripts/containers/base-images.mjs failed (exit ${images.code}):\n${images.output.slice(-4_000)}`);
-  baseImages = JSON.parse(images.output.trim().split('\n').pop() ?? '{}');
+  baseImages = JSON.parse(images.stdout.trim().split('\n').pop() ?? '{}');
   checkout = builtCheckout(td, 'containers');
   console.log(`containers: engine ${engine.version}${engine.installed ? ' (installed by this test)' : ''}${engine.started ? ' (dockerd started by this test)' : ''}; base images ${JSON.stringify(baseImages)}`);
 }, 40 * 60_000);
@@ -172,15 +189,17 @@ describe("the README's container commands, in Docker", () => {
       // The orders, and the kill once they are under way (another shell's, in the README's words).
       const started = Date.now();
       const orders = background(checkout, env, block.lines[block.orders] ?? '');
+      // Before the down: a `run` still going would start the stack's services again.
+      stackTd.add(() => orders.stop());
       const submitted = (): number => (orders.stderr().match(/^submitted \S+/gm) ?? []).length;
       await waitFor(() => orders.done() || submitted() >= KILL_AFTER_SUBMITTED, { timeoutMs: 10 * 60_000, intervalMs: 200, what: `${KILL_AFTER_SUBMITTED} orders submitted`, lastSeen: () => orders.stderr().slice(-2_000) });
       expect(orders.done(), `${file}: the orders finished before the kill:\n${orders.stderr().slice(-3_000)}`).toBe(false);
       const submittedAtKill = submitted();
       const kill = await shell(checkout, env, killLine, 120_000);
-      expect(kill.code, `\`${killLine}\`: ${kill.stderr}`).toBe(0);
-      const killed = kill.stdout.split('\n').filter((l) => l.trim() !== '').length;
-      figures['killed'] = killLine.match(/ps -q ([\w-]+)/g)?.map((m) => m.replace('ps -q ', ''));
-      expect(killed, `${file}: containers killed`).toBe(figures['killed'] instanceof Array ? figures['killed'].length : -1);
+      const killedIds = kill.stdout.split('\n').map((l) => l.trim()).filter((l) => l !== '');
+      const killedServices = [...killLine.matchAll(/ps -q ([\w-]+)/g)].map((m) => m[1] ?? '');
+      figures['killed'] = killedServices;
+      expect({ code: kill.code, killed: killedIds.length }, `\`${killLine}\` killed ${killedIds.join(', ')}:\n${kill.stdout}${kill.stderr}`).toEqual({ code: 0, killed: killedServices.length });
       const code = await Promise.race([orders.code, new Promise<number>((resolve) => setTimeout(() => resolve(-1), 15 * 60_000).unref())]);
       figures['orders_s'] = Math.round((Date.now() - started) / 100) / 10;
       figures['submitted_before_kill'] = submittedAtKill;
@@ -206,6 +225,13 @@ describe("the README's container commands, in Docker", () => {
         duplicateCalls += applied.reduce((n, e) => n + e.calls - 1, 0);
       }
       figures['duplicate_calls_absorbed'] = duplicateCalls;
+
+      // Docker counts `docker kill` as an operator's stop: the killed containers stay down (the orders
+      // ran with --no-deps, which starts nothing) until the block's second `up`.
+      for (const id of killedIds) {
+        const state = await run('docker', ['inspect', '-f', '{{.State.Running}} {{.State.ExitCode}}', id]);
+        expect(state.stdout.trim(), `${file}: killed container ${id} after the orders`).toBe('false 137');
+      }
 
       for (const line of block.lines.slice(block.kill + 1)) await step(line);
       console.log(`containers: ${JSON.stringify(figures)}`);

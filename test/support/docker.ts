@@ -18,14 +18,16 @@ const PROVIDES: readonly { what: string; command: string; args: string[] }[] = [
 
 export interface CommandResult {
   code: number;
+  /** stdout then stderr. */
   output: string;
+  stdout: string;
 }
 
 export function run(cmd: string, args: readonly string[], o: { env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number } = {}): Promise<CommandResult> {
   return new Promise((resolve) => {
     execFile(cmd, args, { env: o.env ?? process.env, ...(o.cwd ? { cwd: o.cwd } : {}), timeout: o.timeoutMs ?? 600_000, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
       const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
-      resolve({ code, output: `${stdout}${stderr}${error && code !== 0 && !stderr ? error.message : ''}` });
+      resolve({ code, stdout, output: `${stdout}${stderr}${error && code !== 0 && !stderr ? error.message : ''}` });
     });
   });
 }
