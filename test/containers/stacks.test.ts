@@ -37,6 +37,8 @@ interface Block {
   /** Index of the orders line (`seq 1 20 | xargs … submit … --wait`) and of the `docker kill` line after it. */
   orders: number;
   kill: number;
+  /** The `docker-compose start …` lines right after the kill: also run while the orders go on. */
+  starts: number[];
 }
 
 /** The README's block for `file`: the ```sh block after `<!-- test:containers <file> -->`. */
@@ -55,7 +57,9 @@ function readmeBlock(file: ComposeFileName): Block {
   if (orders < 0) throw new Error(`README.md, ${file}: no orders line (seq 1 ${ORDERS} | xargs … submit orders … --wait)`);
   const kill = orders + 1;
   if (!/^docker kill /.test(lines[kill] ?? '')) throw new Error(`README.md, ${file}: the line after the orders must be the \`docker kill\` run while they go on, not "${lines[kill] ?? ''}"`);
-  return { lines, orders, kill };
+  const starts: number[] = [];
+  for (let i = kill + 1; /^docker-compose start /.test(lines[i] ?? ''); i++) starts.push(i);
+  return { lines, orders, kill, starts };
 }
 
 /** A project name of this working tree's own, stable from run to run (its images stay tagged, the build cache used). */
@@ -200,6 +204,28 @@ describe("the README's container commands, in Docker", () => {
       const killedServices = [...killLine.matchAll(/ps -q ([\w-]+)/g)].map((m) => m[1] ?? '');
       figures['killed'] = killedServices;
       expect({ code: kill.code, killed: killedIds.length }, `\`${killLine}\` killed ${killedIds.join(', ')}:\n${kill.stdout}${kill.stderr}`).toEqual({ code: 0, killed: killedServices.length });
+      // What the README starts again while the orders run: a Redis node once its replica has taken over.
+      const restarted: string[] = [];
+      for (const i of block.starts) {
+        const line = block.lines[i] ?? '';
+        for (const service of line.replace(/^docker-compose start /, '').split(/\s+/)) {
+          if (/^redis-\d+$/.test(service)) {
+            const peer = service === 'redis-2' ? 'redis-3' : 'redis-2';
+            await waitFor(
+              async () => {
+                const nodes = (await compose(`exec -T ${peer} redis-cli cluster nodes`)).stdout;
+                const mine = nodes.split('\n').find((l) => l.includes(`,${service} `)) ?? '';
+                return /,fail\b(?!\?)/.test(mine) && !/\d+-\d+\s*$/.test(mine.trim());
+              },
+              { timeoutMs: 120_000, intervalMs: 500, what: `${service}'s replica to take over its slots` },
+            );
+          }
+          restarted.push(...(await compose(`ps -q ${service}`)).stdout.split('\n').map((l) => l.trim()).filter((l) => l !== ''));
+        }
+        const r = await shell(checkout, env, line, 120_000);
+        expect(r.code, `\`${line}\`: ${r.stdout}${r.stderr}`).toBe(0);
+      }
+
       const code = await Promise.race([orders.code, new Promise<number>((resolve) => setTimeout(() => resolve(-1), 15 * 60_000).unref())]);
       figures['orders_s'] = Math.round((Date.now() - started) / 100) / 10;
       figures['submitted_before_kill'] = submittedAtKill;
@@ -228,12 +254,12 @@ describe("the README's container commands, in Docker", () => {
 
       // Docker counts `docker kill` as an operator's stop: the killed containers stay down (the orders
       // ran with --no-deps, which starts nothing) until the block's second `up`.
-      for (const id of killedIds) {
+      for (const id of killedIds.filter((k) => !restarted.some((r) => r.startsWith(k) || k.startsWith(r)))) {
         const state = await run('docker', ['inspect', '-f', '{{.State.Running}} {{.State.ExitCode}}', id]);
         expect(state.stdout.trim(), `${file}: killed container ${id} after the orders`).toBe('false 137');
       }
 
-      for (const line of block.lines.slice(block.kill + 1)) await step(line);
+      for (const line of block.lines.slice(block.kill + 1 + block.starts.length)) await step(line);
       console.log(`containers: ${JSON.stringify(figures)}`);
       if (file === 'docker-compose.secured.yml') expect(existsSync(join(checkout, 'deploy/auth')), 'the block removes deploy/auth').toBe(false);
     } finally {
