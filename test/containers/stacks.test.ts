@@ -259,6 +259,16 @@ describe("the README's container commands, in Docker", () => {
         expect(state.stdout.trim(), `${file}: killed container ${id} after the orders`).toBe('false 137');
       }
 
+      if (file === 'docker-compose.yml') {
+        // The image runs `triad …` commands as they are: `docker run --rm <image> triad submit …`, here in the stack's network.
+        const services = (await compose('ps -q services')).stdout.trim().split('\n')[0] ?? '';
+        const image = (await run('docker', ['inspect', '-f', '{{.Image}}', services])).stdout.trim();
+        const args = ['run', '--rm', '--network', `${project}_default`, '-e', 'NATS_URL=nats://nats:4222', image, 'triad', 'submit', 'orders', '--input', '{"orderId":"docker-run","amount":1}', '--wait', '--json'];
+        const direct = await run('docker', args, { timeoutMs: 180_000 });
+        expect(direct.code, `docker ${args.join(' ')}:\n${direct.output}`).toBe(0);
+        expect((JSON.parse(direct.stdout) as { status?: string }).status).toBe('completed');
+      }
+
       for (const line of block.lines.slice(block.kill + 1 + block.starts.length)) await step(line);
       console.log(`containers: ${JSON.stringify(figures)}`);
       if (file === 'docker-compose.secured.yml') expect(existsSync(join(checkout, 'deploy/auth')), 'the block removes deploy/auth').toBe(false);
