@@ -15,6 +15,18 @@
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 # ---------------------------------------------------------------------------------------------
+# manifests: the lock file and every package.json, alone, so that `npm ci` below is redone only when
+# they change, not on every source change (COPY --from is cached by the content it copies).
+# ---------------------------------------------------------------------------------------------
+FROM ${NODE_IMAGE} AS manifests
+WORKDIR /src
+COPY . .
+RUN mkdir -p /manifests \
+ && cp package-lock.json /manifests/ \
+ && find . -name package.json -not -path '*/node_modules/*' \
+      -exec sh -c 'mkdir -p "/manifests/$(dirname "$1")" && cp "$1" "/manifests/$1"' sh {} \;
+
+# ---------------------------------------------------------------------------------------------
 # build: install everything (dev dependencies included), compile the TypeScript, then drop the
 # dev dependencies and assemble in /out exactly the files that run.
 # ---------------------------------------------------------------------------------------------
@@ -28,11 +40,12 @@ ENV CI=true \
 
 WORKDIR /app
 
-# The context is filtered by .dockerignore (no node_modules, dist, .git, test sources, ...).
-COPY . .
-
-# Exact install from package-lock.json.
+# Exact install from package-lock.json, from the manifests alone (a layer reused until they change).
+COPY --from=manifests /manifests/ ./
 RUN npm ci
+
+# The sources. The context is filtered by .dockerignore (no node_modules, dist, .git, test sources, ...).
+COPY . .
 
 # Build the apps and, through turbo's ^build, every package they depend on. The test workspace
 # is not built: its sources are not in the context and nothing in the image runs them.
