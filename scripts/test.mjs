@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm test`: builds every workspace, type-checks the test files, runs the whole vitest suite against
-// real nats-server and redis-server processes, and fails unless tests actually ran (none skipped, none failed).
+// real nats-server and redis-server processes (then the container stacks, in Docker, in a run of their
+// own), and fails unless tests actually ran (none skipped, none failed).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 
@@ -27,20 +28,34 @@ for (const project of testProjects) {
 }
 
 mkdirSync('.triad', { recursive: true });
-const report = '.triad/vitest-report.json';
-rmSync(report, { force: true });
-const status = run('npx', ['vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...process.argv.slice(2)]);
 
-let r;
-try {
-  r = JSON.parse(readFileSync(report, 'utf8'));
-} catch {
-  fail('vitest wrote no report; it did not run the suite.');
+// Without arguments: the whole suite, then the container stacks (test/containers: Docker builds and
+// runs whole stacks, which would starve the other files of the two cores) in a run of their own.
+// With arguments (npm test -- <filter>, npm run test:containers): one run of what they name.
+const CONTAINERS = 'test/containers';
+const args = process.argv.slice(2);
+const runs = args.length > 0 ? [args] : [['--exclude', `${CONTAINERS}/**`], [CONTAINERS]];
+
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+let broken = false;
+for (const [i, runArgs] of runs.entries()) {
+  const report = `.triad/vitest-report${i === 0 ? '' : `-${i}`}.json`;
+  rmSync(report, { force: true });
+  const status = run('npx', ['vitest', 'run', '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...runArgs]);
+  let r;
+  try {
+    r = JSON.parse(readFileSync(report, 'utf8'));
+  } catch {
+    fail(`vitest wrote no report for ${runArgs.join(' ')}; it did not run the suite.`);
+  }
+  passed += r.numPassedTests ?? 0;
+  failed += r.numFailedTests ?? 0;
+  skipped += (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
+  if ((r.numPassedTests ?? 0) === 0) fail(`no test ran in ${runArgs.join(' ')} — that is a failure, not a pass.`);
+  if ((r.numFailedTestSuites ?? 0) > 0 || status !== 0) broken = true;
 }
-const passed = r.numPassedTests ?? 0;
-const failed = r.numFailedTests ?? 0;
-const skipped = (r.numPendingTests ?? 0) + (r.numTodoTests ?? 0);
 console.log(`\n${passed} passed, ${failed} failed, ${skipped} skipped`);
-if (passed === 0) fail('no test ran — that is a failure, not a pass.');
 if (skipped > 0) fail('some tests were skipped; a skipped test proves nothing. Remove the skip or the test.');
-if (failed > 0 || (r.numFailedTestSuites ?? 0) > 0 || status !== 0) process.exit(status || 1);
+if (failed > 0 || broken) process.exit(1);

@@ -5,7 +5,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { createUser } from '@nats-io/nkeys';
 import { z } from 'zod';
@@ -26,6 +26,12 @@ export const AuthInitSchema = z.object({
     .default('redis://127.0.0.1:6379'),
   /** Where the .env files say the seeds are: the folder as the processes see it (a container's mount), default the folder itself. */
   mountDir: z.string().min(1).optional(),
+  /**
+   * A group that may read the folder and the secrets (folder 0750, seeds and .env files 0640, owned by that
+   * group) — the containers' users (node 1000:1000, redis:7-alpine's redis 999 in group 1000) read them
+   * without the files becoming readable by everyone. Absent: the folder 0700 and the secrets 0600.
+   */
+  group: z.number().int('--group must be a numeric group id (e.g. --group 1000)').min(0, '--group must be a numeric group id (e.g. --group 1000)').max(0x7fffffff).optional(),
   force: z.boolean().default(false),
 });
 export type AuthInitInput = z.input<typeof AuthInitSchema>;
@@ -105,7 +111,27 @@ export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
       `${dir} already holds ${existing.join(', ')}: not replacing them (new keys and passwords would lock out every process using the old ones); add --force to replace them, or choose another --dir`,
     );
   }
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const secretMode = o.group === undefined ? 0o600 : 0o640;
+  await mkdir(dir, { recursive: true, mode: o.group === undefined ? 0o700 : 0o750 });
+  /** Gives a written file (or the folder) to --group, when given. */
+  const share = async (path: string): Promise<void> => {
+    if (o.group === undefined) return;
+    try {
+      await chown(path, -1, o.group);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      throw new Error(
+        code === 'EPERM'
+          ? `cannot give ${path} to group ${o.group}: only root or a member of group ${o.group} may (run auth init with sudo, or name a group you belong to)`
+          : `cannot give ${path} to group ${o.group}: ${e instanceof Error ? e.message : String(e)}`,
+        { cause: e },
+      );
+    }
+  };
+  if (o.group !== undefined) {
+    await share(dir);
+    await chmod(dir, 0o750);
+  }
   const seedsAt = o.mountDir ?? dir;
   const natsUsers = new Map<string, string>();
   // Redis refuses comments in an ACL file: the file is users only, the default user off first.
@@ -116,11 +142,13 @@ export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
     const seed = new TextDecoder().decode(kp.getSeed());
     const publicKey = kp.getPublicKey();
     const seedFile = join(dir, `${id.name}.nk`);
-    await writeFile(seedFile, `${seed}\n`, { mode: 0o600 });
-    await chmod(seedFile, 0o600);
+    await writeFile(seedFile, `${seed}\n`, { mode: secretMode });
+    await share(seedFile);
+    await chmod(seedFile, secretMode);
     // The public key beside the seed (`U…`): libraries that sign with a seed but need the public key too
     // (nats.c's natsOptions_SetNKey) would otherwise derive it. Not secret.
     await writeFile(join(dir, `${id.name}.pub`), `${publicKey}\n`, { mode: 0o644 });
+    await share(join(dir, `${id.name}.pub`));
     natsUsers.set(id.name, natsUser(id, publicKey));
     const env: Record<string, string> = {
       NATS_URL: o.natsUrl,
@@ -141,8 +169,9 @@ export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
       ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
       '',
     ].join('\n');
-    await writeFile(envFile, body, { mode: 0o600 });
-    await chmod(envFile, 0o600);
+    await writeFile(envFile, body, { mode: secretMode });
+    await share(envFile);
+    await chmod(envFile, secretMode);
     out.push({ name: id.name, role: id.role, env: envFile });
   }
   const accounts = deploymentAccounts(deployment);
@@ -171,6 +200,7 @@ export async function authInit(input: AuthInitInput): Promise<AuthInitResult> {
   for (const f of OBSOLETE_FILES) await rm(join(dir, f), { force: true });
   // 0644: it holds only SHA-256 hashes of random passwords, and redis-server (its own user in a container) must read it.
   await writeFile(join(dir, 'redis-users.acl'), `${aclLines.join('\n')}\n`, { mode: 0o644 });
+  for (const f of ['nats-accounts.conf', 'nats-server.conf', 'redis-users.acl']) await share(join(dir, f));
   return { dir, identities: out, files: files.map((f) => join(dir, f)) };
 }
 

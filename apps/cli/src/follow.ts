@@ -2,15 +2,18 @@
  * Following a task until it ends (`submit --wait`, `watch`): its events as they happen, a time limit,
  * Ctrl-C, and the final state. Shared so both commands print and exit the same way.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { TriadClient } from '@triad/client';
 import { TriadError, isTriadError, ErrorCode, type TaskEvent, type TaskState } from '@triad/protocol';
+import { isTerminal } from '@triad/protocol/constants';
 import { eventLine, finalLine, summaryTable, taskJson } from './format.js';
 import { ExitCode, err, out } from './io.js';
 import { errorLines } from './errors.js';
 import { explainBusError } from './runtime.js';
 
 export type FollowEnd =
-  | { kind: 'ended'; state: TaskState }
+  /** `missed`: events of the task that never reached this follower (a NATS failover can drop them). */
+  | { kind: 'ended'; state: TaskState; missed: number }
   | { kind: 'rejected'; event: TaskEvent }
   | { kind: 'timeout' }
   | { kind: 'interrupted' }
@@ -32,13 +35,22 @@ export interface FollowOptions {
   signals?: Pick<NodeJS.Process, 'on' | 'off'>;
 }
 
+/** The task's state read now and then while its events are followed: after 1 s, then 2, 4, 5, 5… s. */
+const STATE_READ_FIRST_MS = 1_000;
+const STATE_READ_MAX_MS = 5_000;
+
 /**
  * Watches a task's events (history, then live) until it ends, the time limit passes, the idle limit
  * passes, or the user presses Ctrl-C (a second Ctrl-C exits at once).
+ *
+ * Besides the events, the task's state is read now and then, as `client.wait()` does: events are
+ * history the scheduler publishes without waiting for JetStream (decision 0008), so a NATS failover
+ * can drop one — the task's end included — while the state in Redis is the truth. Two reads in a row
+ * that find the task ended end the follow (the first gives its last events time to arrive).
  */
 export async function followTask(client: TriadClient, taskId: string, o: FollowOptions = {}): Promise<FollowEnd> {
   const ac = new AbortController();
-  let why: 'timeout' | 'interrupted' | 'idle' | undefined;
+  let why: 'timeout' | 'interrupted' | 'idle' | 'ended' | undefined;
   const stop = (w: NonNullable<typeof why>): void => {
     if (why) return;
     why = w;
@@ -63,6 +75,23 @@ export async function followTask(client: TriadClient, taskId: string, o: FollowO
 
   let rejected: TaskEvent | undefined;
   let sawEvents = false;
+  const seen = new Set<number>();
+  let endedState: TaskState | undefined;
+  const stateReads = (async () => {
+    let seenEnded = false;
+    for (let delay = STATE_READ_FIRST_MS; !ac.signal.aborted; delay = Math.min(delay * 2, STATE_READ_MAX_MS)) {
+      await sleep(delay, undefined, { signal: ac.signal }).catch(() => undefined);
+      if (ac.signal.aborted) return;
+      const state = await client.getTask(taskId).catch(() => undefined);
+      const terminal = state !== undefined && isTerminal(state.status);
+      if (terminal && seenEnded) {
+        endedState = state;
+        stop('ended');
+        return;
+      }
+      seenEnded = terminal;
+    }
+  })();
   const it = client.watch(taskId, { signal: ac.signal })[Symbol.asyncIterator]();
   try {
     for (;;) {
@@ -74,6 +103,7 @@ export async function followTask(client: TriadClient, taskId: string, o: FollowO
       if (r === 'aborted' || r.done) break;
       const ev = r.value;
       sawEvents = true;
+      if (ev.seq > 0) seen.add(ev.seq);
       if (o.idleUntilFirstEvent) {
         if (idleTimer) clearTimeout(idleTimer);
         idleTimer = undefined;
@@ -90,12 +120,22 @@ export async function followTask(client: TriadClient, taskId: string, o: FollowO
     if (idleTimer) clearTimeout(idleTimer);
     signals.off('SIGINT', onSigint);
     if (why) void it.return(undefined).catch(() => undefined);
+    if (!why) ac.abort();
+    await stateReads;
   }
   if (why === 'timeout') return { kind: 'timeout' };
   if (why === 'interrupted') return { kind: 'interrupted' };
   if (why === 'idle') return { kind: 'idle', sawEvents };
   if (rejected) return { kind: 'rejected', event: rejected };
-  return { kind: 'ended', state: await client.getTask(taskId) };
+  const state = endedState ?? (await client.getTask(taskId));
+  return { kind: 'ended', state, missed: missedEvents(seen, state.seq) };
+}
+
+/** How many of the task's events 1..`lastSeq` were not seen. */
+function missedEvents(seen: ReadonlySet<number>, lastSeq: number): number {
+  let missed = 0;
+  for (let seq = 1; seq <= lastSeq; seq++) if (!seen.has(seq)) missed++;
+  return missed;
 }
 
 /**
@@ -131,6 +171,11 @@ export async function showFollow(client: TriadClient, taskId: string, o: ShowFol
   const stillRunning = `it may still finish: check with "triad status ${taskId}" or follow it with "triad watch ${taskId}"`;
   switch (end.kind) {
     case 'ended':
+      if (end.missed > 0) {
+        err(
+          `triad: ${end.missed} of task ${taskId}'s ${end.state.seq} events did not reach this follower (lost in a NATS failover, or aged out of the stream); the outcome below is read from the state store. "triad watch ${taskId}" shows the stored history.`,
+        );
+      }
       return showFinal(end.state, o.output);
     case 'idle':
       if (o.known) return showFinal(await client.getTask(taskId).catch(() => o.known as TaskState), o.output);

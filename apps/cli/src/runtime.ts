@@ -94,11 +94,51 @@ export async function withClient<T>(cmd: Command, fn: (client: TriadClient, conn
 const TLS_PROBE_ALLOWANCE_MS = 5_000;
 
 /**
- * Connects, giving up after `requestTimeoutMs` (plus the TLS look): a guard against anything in the
+ * How long the connect is tried again when NATS_URL names several servers (a cluster): after losing a
+ * node, a NATS cluster elects new JetStream leaders, and its API answers with timeouts or 503s meanwhile.
+ */
+const CLUSTER_FAILOVER_MS = 30_000;
+
+/** A connect failure that may heal by itself (nothing answering yet, an election): not a refusal or a bad setting. */
+function mayHeal(e: unknown): boolean {
+  if (e instanceof TriadError && e.code !== ErrorCode.Unavailable) return false;
+  return /timeout|timed out|\b503\b|no responders|temporarily unavailable|leader|ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|CONNECTION_REFUSED|cannot connect/i.test(errorMessage(e));
+}
+
+/**
+ * Connects, giving up after `requestTimeoutMs` (plus the TLS look) — or, against a cluster, after
+ * trying again for up to CLUSTER_FAILOVER_MS while the failure may heal.
+ */
+async function connectWithin(conn: Resolved): Promise<TriadClient> {
+  const servers = conn.natsUrl.split(',').filter((s) => s.trim() !== '').length;
+  const deadline = Date.now() + (servers > 1 ? CLUSTER_FAILOVER_MS : 0);
+  for (let delay = 250; ; delay = Math.min(delay * 2, 2_000)) {
+    try {
+      return await connectOnce(conn);
+    } catch (e) {
+      if (!mayHeal(e) || Date.now() + delay >= deadline) throw explainConnectFailure(e, conn, servers);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
+/** A connect failure as a TriadError that says what to check (TriadErrors pass through). */
+function explainConnectFailure(e: unknown, conn: Resolved, servers: number): unknown {
+  if (e instanceof TriadError || e instanceof CliError) return e;
+  const cluster = servers > 1 ? ` (tried again for ${CLUSTER_FAILOVER_MS / 1000} s: a cluster that lost a node answers again once it has elected new leaders)` : '';
+  return new TriadError(
+    ErrorCode.Unavailable,
+    `cannot connect to NATS at ${conn.natsUrl}: ${errorMessage(e)}${cluster}; check that nats-server runs with JetStream (nats-server -js) and that --nats / NATS_URL points at it`,
+    { cause: e },
+  );
+}
+
+/**
+ * One connect, given up after `requestTimeoutMs` (plus the TLS look): a guard against anything in the
  * connect that would hang a shell. A connection still pending when we give up is left behind; main()
  * exits the process anyway.
  */
-async function connectWithin(conn: Resolved): Promise<TriadClient> {
+async function connectOnce(conn: Resolved): Promise<TriadClient> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(

@@ -72,6 +72,26 @@ describe('triad auth init', () => {
     expect(acl).not.toMatch(/\+select(?!\|3)/);
   });
 
+  it('with --group, lets that group (the containers\' users) read the folder and the secrets, and no one else', () => {
+    const dir = join(mkdtempSync(join(tmpdir(), 'triad-auth-init-')), 'auth');
+    // The group the containers of docker-compose.secured.yml run in: node 1000:1000, redis 999 in group 1000.
+    const r = triad(['auth', 'init', '--dir', dir, '--agents', 'payment', '--group', '1000']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('mode 0640, group 1000');
+    expect(statSync(dir).mode & 0o777).toBe(0o750);
+    expect(statSync(dir).gid).toBe(1000);
+    for (const name of ['scheduler', 'supervisor', 'agent-payment', 'operator']) {
+      for (const ext of ['nk', 'env']) {
+        const st = statSync(join(dir, `${name}.${ext}`));
+        expect(st.mode & 0o777, `${name}.${ext}`).toBe(0o640);
+        expect(st.gid, `${name}.${ext}`).toBe(1000);
+      }
+    }
+    for (const f of ['redis-users.acl', 'nats-server.conf', 'nats-accounts.conf']) expect(statSync(join(dir, f)).gid, f).toBe(1000);
+    expect(triad(['auth', 'init', '--dir', dir, '--agents', 'payment', '--group', 'staff']).stderr).toContain('--group');
+  });
+
   it('names each bad option and value', () => {
     const r = triad(['auth', 'init', '--dir', join(tmpdir(), 'never-written'), '--namespace', 'a b', '--agents', 'pay,9x', '--clients', 'operator', '--nats-url', 'nats://u:p@h:4222']);
     expect(r.code).toBe(2);

@@ -303,7 +303,16 @@ describe('following a task', () => {
     const seen: number[] = [];
     const end = await followTask(fakeClient([ev(1, 'received'), ev(2, 'completed')], { end: true }), 't1', { onEvent: (e) => seen.push(e.seq) });
     expect(seen).toEqual([1, 2]);
-    expect(end).toEqual({ kind: 'ended', state: task({ status: 'completed' }) });
+    expect(end).toEqual({ kind: 'ended', state: task({ status: 'completed' }), missed: 0 });
+  });
+
+  it('ends by the task\'s state when its last events never come (a NATS failover lost them), counting the missed ones', async () => {
+    // The watch saw #1 and #2, then nothing: the task's state says it completed at #5.
+    const seen: number[] = [];
+    const state = task({ status: 'completed', seq: 5 });
+    const end = await followTask(fakeClient([ev(1, 'received'), ev(2, 'step_started')], { state }), 't1', { onEvent: (e) => seen.push(e.seq) });
+    expect(seen).toEqual([1, 2]);
+    expect(end).toEqual({ kind: 'ended', state, missed: 3 });
   });
 
   it('reports a rejection', async () => {
