@@ -47,15 +47,30 @@ local function reply_with(ctx, action, kind, ph)
     workflow = redis.call('HGET', taskKey, 'workflow'), createdAt = tonumber(redis.call('HGET', taskKey, 'createdAt')) }) }
 end
 
-if rec and taskStatus == 'running' and rec.status == 'sleeping' then
-  local now = tonumber(ARGV[3])
-  if rec.wakeAt > now then
-    redis.call('ZADD', deadlinesKey, rec.wakeAt, member)
+local now = tonumber(ARGV[3])
+
+-- A member read before its time moved (a fresh attempt, a sleep or wait indexed anew): the index is
+-- kept right and nothing else is written. Returns the reply to end with, or nil when `at` has come.
+local function not_due(at)
+  if at and at > now then
+    redis.call('ZADD', deadlinesKey, at, member)
     return { OK, noop }
   end
+  return nil
+end
+
+-- The transition's working set, at the caller's time (never before the task's last transition).
+local function open_ctx()
   local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5] }, taskId, task_now(taskKey, now))
   ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
   redis.call('HSET', taskKey, 'updatedAt', ctx.now)
+  return ctx
+end
+
+if rec and taskStatus == 'running' and rec.status == 'sleeping' then
+  local early = not_due(rec.wakeAt)
+  if early then return early end
+  local ctx = open_ctx()
   redis.call('ZREM', deadlinesKey, member)
   complete_without_agent(ctx, spec_of(ctx, stepName), recs_of(ctx)[stepName])
   if start_ready(ctx) then finish_task(ctx, 'completed') end
@@ -64,14 +79,9 @@ end
 
 if rec and taskStatus == 'running' and rec.status == 'waiting' then
   -- A wait for a signal that timed out (R9): the step gives up and the task's onFailure applies.
-  local now = tonumber(ARGV[3])
-  if rec.timeoutAt > now then
-    redis.call('ZADD', deadlinesKey, rec.timeoutAt, member)
-    return { OK, noop }
-  end
-  local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5] }, taskId, task_now(taskKey, now))
-  ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
-  redis.call('HSET', taskKey, 'updatedAt', ctx.now)
+  local early = not_due(rec.timeoutAt)
+  if early then return early end
+  local ctx = open_ctx()
   local spec = spec_of(ctx, stepName)
   rec = recs_of(ctx)[stepName]
   rec.timeoutAt = nil
@@ -93,16 +103,10 @@ else
   return { OK, noop }
 end
 local ph = kind == 'compensate' and rec.comp or rec
-local now = tonumber(ARGV[3])
-if ph.completeBy and ph.completeBy > now then
-  -- The deadline moved after the sweep read the index (a fresh attempt): keep the index right.
-  redis.call('ZADD', deadlinesKey, ph.completeBy, member)
-  return { OK, noop }
-end
+local early = not_due(ph.completeBy)
+if early then return early end
 
-local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5] }, taskId, task_now(taskKey, now))
-ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
-redis.call('HSET', taskKey, 'updatedAt', ctx.now)
+local ctx = open_ctx()
 rec = recs_of(ctx)[stepName]
 ph = phase(rec, kind)
 local spec = spec_of(ctx, stepName)
