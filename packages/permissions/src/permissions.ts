@@ -185,6 +185,8 @@ export function supervisorIdentity(namespace: string, redisDb = 0): Identity {
     nats: {
       publish: uniq([
         s.command,
+        // Schedules' tasks, in the name of the schedule's client (decision 0019 §6.3).
+        s.submitAll,
         s.eventAll,
         s.alert,
         s.health,

@@ -18,6 +18,7 @@ if was == pause then return { OK, cjson.encode({ paused = pause, changed = false
 redis.call('HINCRBY', hash, 'generation', 1)
 if pause then
   redis.call('HSET', hash, 'paused', '1', 'updatedAt', now)
+  redis.call('HDEL', hash, 'nextTick')
   redis.call('ZREM', dueKey, name)
 else
   redis.call('HSET', hash, 'paused', '0', 'since', now, 'updatedAt', now)

@@ -35,6 +35,8 @@ redis.call('SADD', namesKey, name)
 if ARGV[4] ~= '' and redis.call('HGET', hash, 'paused') ~= '1' then
   redis.call('ZADD', dueKey, ARGV[4], name)
 else
+  -- Paused (kept by a replace): no next tick until it is resumed.
+  redis.call('HDEL', hash, 'nextTick')
   redis.call('ZREM', dueKey, name)
 end
 return { OK, cjson.encode({ created = not exists, generation = generation }) }

@@ -66,8 +66,14 @@ describe('schedule records', () => {
     expect(await store.due(T0 + 1_000_000, 100)).toEqual([]);
     expect(await store.nextTick()).toBeUndefined();
     expect(await store.get('nightly')).toMatchObject({ paused: true, generation: 2 });
+    expect((await store.get('nightly'))?.nextTick).toBeUndefined();
+    // A replace keeps it paused, with no next tick.
+    expect(await store.put(def('nightly', { every: 20_000 }), T0 + 20_000, T0 + 3, true)).toEqual({ created: false, generation: 3 });
+    expect(await store.get('nightly')).toMatchObject({ paused: true, every: 20_000 });
+    expect((await store.get('nightly'))?.nextTick).toBeUndefined();
+    expect(await store.due(T0 + 1_000_000, 100)).toEqual([]);
     expect(await store.setPaused('nightly', false, T0 + 50_000, T0 + 45_000)).toBe(true);
-    expect(await store.get('nightly')).toMatchObject({ paused: false, since: T0 + 45_000, nextTick: T0 + 50_000, generation: 3 });
+    expect(await store.get('nightly')).toMatchObject({ paused: false, since: T0 + 45_000, nextTick: T0 + 50_000, generation: 4 });
     expect(await store.nextTick()).toBe(T0 + 50_000);
 
     await store.delete('nightly');
