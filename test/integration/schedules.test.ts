@@ -23,7 +23,8 @@ const longNap: WorkflowDefinitionInput = { name: 'long-nap', steps: [{ name: 're
 
 beforeAll(async () => {
   [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
-  t = await startTriad(td, { nats, redis }, { registerOrders: false, agentProcesses: 0, supervisor, supervisors: 2 });
+  // Port 0: each process serves /metrics on a free port and says which (its log line).
+  t = await startTriad(td, { nats, redis }, { registerOrders: false, agentProcesses: 0, supervisor, supervisors: 2, env: { TRIAD_HTTP_PORT: '0', TRIAD_HTTP_HOST: '127.0.0.1' } });
   await t.client.registerWorkflow(nap);
   await t.client.registerWorkflow(longNap);
 });
@@ -33,6 +34,17 @@ async function leader(): Promise<{ id: string; epoch: number } | undefined> {
   if (!v) return undefined;
   const [id, epoch] = v.split('|');
   return { id: id!, epoch: Number(epoch) };
+}
+
+/** `triad_schedule_ticks_total{action}` as the current leader supervisor serves it on /metrics. */
+async function leaderTicks(action: string): Promise<number> {
+  const l = await leader();
+  const p = l && t.supervisors.find((x) => x.output().includes(l.id));
+  const port = p && /serving \/metrics, \/healthz and \/readyz on port (\d+)/.exec(p.output())?.[1];
+  if (!port) throw new Error('the leader supervisor does not say which port it serves /metrics on');
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const line = text.split('\n').find((x) => x.startsWith('triad_schedule_ticks_total{') && x.includes(`namespace="${t.namespace}"`) && x.includes(`action="${action}"`));
+  return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
 }
 
 /** The tasks a schedule fired (from the tasks the schedulers recorded), by tick. */
@@ -153,6 +165,9 @@ describe('schedules', () => {
     }, { timeoutMs: 30_000, what: 'three ticks skipped' });
     await t.client.pauseSchedule('slow');
     expect(s.fired).toBe(1);
+    // Counted by the leader's telemetry interceptor too.
+    expect(await leaderTicks('skipped')).toBeGreaterThanOrEqual(3);
+    expect(await leaderTicks('fired')).toBeGreaterThanOrEqual(1);
     const fired = await waitFor(async () => {
       const f = await firedTasks('slow');
       return f.length >= 1 ? f : undefined;
