@@ -4,6 +4,7 @@
 // missing, none twice (the schedule's fired counter equals the distinct tasks) — a count, not a timing.
 // The CLI creates, lists, pauses, resumes and deletes one; overlap skip fires no second task while the
 // first still runs; bad timings and unknown workflows are refused with the reason.
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Schedule, TaskSummary, WorkflowDefinitionInput } from '@triad/protocol';
 import { keys } from '@triad/store';
@@ -45,6 +46,11 @@ async function leaderTicks(action: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const line = text.split('\n').find((x) => x.startsWith('triad_schedule_ticks_total{') && x.includes(`namespace="${t.namespace}"`) && x.includes(`action="${action}"`));
   return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
+}
+
+/** A command line's words as sh reads them (single and double quotes; enough for the README's lines). */
+function shellWords(line: string): string[] {
+  return [...line.matchAll(/'([^']*)'|"([^"]*)"|(\S+)/g)].map((m) => m[1] ?? m[2] ?? m[3] ?? '');
 }
 
 /** The tasks a schedule fired (from the tasks the schedulers recorded), by tick. */
@@ -176,6 +182,23 @@ describe('schedules', () => {
     expect((await t.client.getTask(fired[0]!.taskId)).status).toBe('running');
     await t.client.cancel(fired[0]!.taskId);
     await t.client.deleteSchedule('slow');
+  });
+
+  it("the README's schedules commands run as shown", async () => {
+    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const block = /\*\*Schedules\*\*[\s\S]*?```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
+    const lines = block.split('\n').map((l) => l.replace(/\s+#.*$/, '').trim()).filter((l) => l.startsWith('npx triad schedules '));
+    expect(lines.length, 'the README shows the schedules commands').toBeGreaterThanOrEqual(6);
+    await t.client.registerWorkflow({ ...nap, name: 'report' });
+    await t.client.registerWorkflow({ ...nap, name: 'ping' });
+    for (const line of lines) {
+      const r = await cli(t, shellWords(line).slice(2));
+      expect({ line, code: r.code, stderr: r.stderr }).toEqual({ line, code: 0, stderr: '' });
+    }
+    // What they did: nightly created, paused, resumed and deleted; heartbeat still there.
+    expect((await t.client.listSchedules()).map((s) => s.name)).toContain('heartbeat');
+    await expect(t.client.getSchedule('nightly')).rejects.toMatchObject({ code: 'UNKNOWN_SCHEDULE' });
+    await t.client.deleteSchedule('heartbeat');
   });
 
   it('refuses a schedule with the reason: both or neither timing, a bad interval or pattern, an unknown workflow, a taken name', async () => {
