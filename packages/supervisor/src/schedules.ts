@@ -63,6 +63,10 @@ export function countTick(m: SupervisorMetrics): Interceptor<TickInput, TickOutc
 
 export class ScheduleFiring {
   private readonly fireTick: Next<TickInput, TickOutcome>;
+  /** The earliest next tick as last read (each leader sweep reads it to set its timer), and when the due index and the outbox were last read. */
+  private knownNext: number | undefined;
+  private lastDueRead = 0;
+  private lastOutboxRead = 0;
 
   constructor(
     private readonly store: ScheduleStore,
@@ -74,49 +78,70 @@ export class ScheduleFiring {
   }
 
   /** The earliest next tick of a schedule that is not paused: the leader wakes for it. */
-  nextTick(): Promise<number | undefined> {
-    return this.store.nextTick();
+  async nextTick(): Promise<number | undefined> {
+    this.knownNext = await this.store.nextTick();
+    return this.knownNext;
+  }
+
+  /**
+   * Whether this sweep reads the due index: when the earliest next tick read since is due, and at least
+   * once per interval anyway (a schedule created after that read) — a sweep woken for a step deadline
+   * costs no schedule read.
+   */
+  private dueReadNeeded(now: number, intervalMs: number): boolean {
+    return this.knownNext === undefined ? now - this.lastDueRead >= intervalMs : this.knownNext <= now || now - this.lastDueRead >= intervalMs;
   }
 
   /**
    * Fires the due ticks of the due schedules. Returns whether more was due than one pass takes (sweep
    * again at once). Throws TriadError STALE when a newer leader fenced the slot: this one is deposed.
    */
-  async fireDue(now: number, epoch: number, catchUpMs: number, leading: () => boolean): Promise<{ behind: boolean }> {
+  async fireDue(now: number, epoch: number, catchUpMs: number, intervalMs: number, leading: () => boolean): Promise<{ behind: boolean; fired: number }> {
+    if (!this.dueReadNeeded(now, intervalMs)) return { behind: false, fired: 0 };
+    this.lastDueRead = now;
     const names = await this.store.due(now, DUE_PER_SWEEP);
     let behind = names.length >= DUE_PER_SWEEP;
+    let fired = 0;
     for (const name of names) {
       if (!leading()) break;
       const s = await this.store.get(name);
       if (!s || s.paused) continue;
       try {
-        behind = (await this.fireSchedule(s, now, epoch, catchUpMs)) || behind;
+        const r = await this.fireSchedule(s, now, epoch, catchUpMs);
+        behind ||= r.behind;
+        fired += r.fired;
       } catch (e) {
         if (isTriadError(e, 'STALE')) throw e;
         this.log.warn({ err: errorMessage(e), schedule: name }, 'schedule not fired; trying again next sweep');
       }
     }
-    return { behind };
+    // Ticks fired, or a schedule left due: the next sweep reads the index again (its timer read, if any, corrects this).
+    if (names.length > 0) this.knownNext = now;
+    return { behind, fired };
   }
 
-  /** One schedule's due ticks, oldest first; true when more were due than fire at once. */
-  private async fireSchedule(s: StoredSchedule, now: number, epoch: number, catchUpMs: number): Promise<boolean> {
+  /** One schedule's due ticks, oldest first; behind when more were due than fire at once. */
+  private async fireSchedule(s: StoredSchedule, now: number, epoch: number, catchUpMs: number): Promise<{ behind: boolean; fired: number }> {
     const timing = timingOf(s);
     // Ticks after the last one handled, and after the last resume (a paused period is not caught up).
     const from = Math.max(s.lastTick ?? 0, s.since ?? 0) || undefined;
     const due = dueTicks(timing, from, now, catchUpMs);
     let lastTaskId = s.lastTaskId;
     let missed = due.missed;
+    let fired = 0;
     for (const tick of due.fire) {
       const skip = s.overlap === 'skip' && (await this.previousRunning(s, lastTaskId, now, catchUpMs));
       const o = await this.fireTick({ schedule: s, tick, missed, skip, now, epoch });
-      if (o.action === 'noop') return false;
+      if (o.action === 'noop') return { behind: false, fired };
       missed = 0;
-      if (o.action === 'fired') lastTaskId = scheduleTaskId(s.name, tick);
+      if (o.action === 'fired') {
+        lastTaskId = scheduleTaskId(s.name, tick);
+        fired++;
+      }
       this.log.info({ schedule: s.name, tick, action: o.action, taskId: o.action === 'fired' ? lastTaskId : undefined, missed: o.missed }, `schedule tick ${o.action}`);
     }
     const last = due.fire.at(-1);
-    return last !== undefined && (nextTick(timing, last) ?? Infinity) <= now;
+    return { behind: last !== undefined && (nextTick(timing, last) ?? Infinity) <= now, fired };
   }
 
   private async fire(i: TickInput): Promise<TickOutcome> {
@@ -160,7 +185,10 @@ export class ScheduleFiring {
    * submit subject with the SDK's message id; only what JetStream stored leaves the outbox. A repeat (a
    * crash before the removal, a deposed leader) is a duplicate to JetStream and to createTask.
    */
-  async publishOutbox(): Promise<number> {
+  async publishOutbox(now: number, fired: number, intervalMs: number): Promise<number> {
+    // After a fire, and once per interval for what a crashed or deposed leader left (or a failed publish).
+    if (fired === 0 && now - this.lastOutboxRead < intervalMs) return 0;
+    this.lastOutboxRead = now;
     const pending = await this.store.outbox(OUTBOX_PER_SWEEP);
     if (pending.length === 0) return 0;
     const done: string[] = [];
@@ -172,6 +200,8 @@ export class ScheduleFiring {
     );
     await this.store.published(done);
     const failed = sent.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    // Left over (a failed publish, or more than one pass takes): read again at the next sweep.
+    if (failed || pending.length >= OUTBOX_PER_SWEEP) this.lastOutboxRead = 0;
     if (failed) this.log.warn({ err: errorMessage(failed.reason), unpublished: pending.length - done.length }, 'scheduled submissions not all published; retrying next sweep');
     return done.length;
   }

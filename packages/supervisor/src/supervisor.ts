@@ -280,9 +280,10 @@ export class Supervisor {
   private async fireSchedules(now: number, epoch: number): Promise<void> {
     if (this.stopped || !this.leadership.isLeader()) return;
     try {
-      const r = await this.schedules.fireDue(now, epoch, catchUpWindowMs(this.settings), () => !this.stopped && this.leadership.isLeader());
+      const { intervalMs } = this.settings;
+      const r = await this.schedules.fireDue(now, epoch, catchUpWindowMs(this.settings), intervalMs, () => !this.stopped && this.leadership.isLeader());
       this.schedulesBehind = r.behind;
-      await this.schedules.publishOutbox();
+      await this.schedules.publishOutbox(now, r.fired, intervalMs);
     } catch (e) {
       this.schedulesBehind = false;
       if (isTriadError(e, 'STALE')) {
