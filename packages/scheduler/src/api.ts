@@ -55,7 +55,7 @@ import type { z } from 'zod';
  * (`features`). A definition that uses another is refused at registration, so a half-built kind can
  * never run; each increment of 0019 §10 adds its feature here with the transitions that run it.
  */
-export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>(['when', 'sleep', 'waitFor']);
+export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>(['when', 'sleep', 'waitFor', 'forEach']);
 
 /** `client`: the client a client-scoped subject names, whose tasks only the handler may read (decision 0017). */
 type Handler = (data: Uint8Array, client?: string) => Promise<unknown>;

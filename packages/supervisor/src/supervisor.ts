@@ -325,8 +325,10 @@ export class Supervisor {
     // The transition already made what it started (a new attempt, the undo's next compensation); ask a
     // scheduler to send it. A lost command is found again when that attempt's complete-by passes.
     for (const d of x.dispatch) {
-      const cmd: SupervisorCommand = { type: 'retry_step', taskId, step: d.step, kind: d.kind, attempt: d.attempt, epoch };
-      work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:${d.step}:${d.kind}:retry:${d.attempt}`));
+      // A fan-out element's attempt names its element (decision 0019 §2.6): `<step>#<i>` in the message id.
+      const cmd: SupervisorCommand = { type: 'retry_step', taskId, step: d.step, kind: d.kind, attempt: d.attempt, epoch, ...(d.item !== undefined ? { item: d.item } : {}) };
+      const which = d.item !== undefined ? `${d.step}#${d.item}` : d.step;
+      work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:${which}:${d.kind}:retry:${d.attempt}`));
     }
     await Promise.all(work);
   }
