@@ -96,6 +96,18 @@ export function stepDetail(s: Pick<StepState, 'status' | 'reason' | 'until' | 's
   return undefined;
 }
 
+/** An interval as `--every` takes it: the largest unit that divides it (`10s`, `5m`, `1500ms`). */
+export function everyText(ms: number): string {
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1_000]] as const) if (ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
+}
+
+/** How a schedule fires, for humans: `every 10s` or `cron "0 2 * * *" (Europe/Paris)`. */
+export function timingText(s: { every?: number | undefined; cron?: string | undefined; timezone?: string | undefined }): string {
+  if (s.every !== undefined) return `every ${everyText(s.every)}`;
+  return `cron "${s.cron ?? ''}" (${s.timezone ?? 'UTC'})`;
+}
+
 /** A fan-out step's elements: "elements 3 done, 2 running, 1 failed, 4 pending of 10" (only the counts that are not 0). */
 export function elementsDetail(items: NonNullable<StepState['items']>): string {
   const parts = (['done', 'running', 'failed', 'pending'] as const).filter((k) => items[k] > 0).map((k) => `${items[k]} ${k}`);
