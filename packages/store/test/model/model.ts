@@ -698,13 +698,12 @@ export class Model {
    */
   private giveUp(tx: Tx, s: StepM, kind: Kind, permanent: boolean, alertAttempt?: string): ExpireAction {
     if (s.parent && kind === 'compensate') {
-      // An element's compensation gives up (U6): its own alert; no other element's starts; the step and
-      // the task end compensation_failed once none of the step's runs.
+      // An element's compensation gives up (U6): no other element's starts; the step and the task end
+      // compensation_failed once none of the step's runs (with its alert, then).
       const ph = s.comp!;
       ph.parked = false;
       ph.reported = false;
       s.status = 'compensation_failed';
-      this.alert(tx, 'compensation_failed', s.spec.name, ph.failureCount, ph.attempt);
       const fe = s.parent.fe!;
       fe.compRunning!--;
       fe.compFailed = (fe.compFailed ?? 0) + 1;
@@ -1028,8 +1027,13 @@ export class Model {
     }
     if (fe.compRunning! > 0) return false;
     if ((fe.compFailed ?? 0) > 0) {
+      // The transition that ends the task records its alerts (decision 0009 §4): one per failed element.
       s.status = 'compensation_failed';
       this.finish(tx, 'compensation_failed');
+      for (const i of fe.undo!.slice(0, fe.undoNext)) {
+        const e = s.elements![i]!;
+        if (e.status === 'compensation_failed') this.alert(tx, 'compensation_failed', e.spec.name, e.comp!.failureCount, e.comp!.attempt);
+      }
     } else s.status = 'compensated';
     return true;
   }
