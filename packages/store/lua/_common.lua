@@ -2,7 +2,7 @@
 --@include _msgpack
 --@include _when
 -- Return codes (mirrored by ScriptCode in src/codes.ts).
-local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY, FORGED, BUFFER_FULL = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY, FORGED, BUFFER_FULL, UNKNOWN_SCHEDULE = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
 
 -- The caller's lease, taken in the same atomic call as the write it guards (decision 0006): free, or
 -- already held with the caller's token → (re)set to the token for `ms`; held by anyone else → false,
