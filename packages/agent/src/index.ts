@@ -6,6 +6,6 @@ export { DEFAULT_AGENT_CONCURRENCY, defineAgent, type AgentDefinition, type Step
 export { PermanentError, RetryableError, ThrottledError, isPermanent, isNotApplied, isThrottled, type StepErrorOptions } from './errors.js';
 export { parseRetryAfter, throttledFrom, type HttpReply } from './throttle.js';
 export { runStep, type StepOutcome, type RunStepOptions } from './run-step.js';
-export { AgentHost, stepBreaker, type AgentHostOptions } from './host.js';
+export { AgentHost, resultMessageId, stepBreaker, type AgentHostOptions } from './host.js';
 export { AgentHostSettingsSchema, BreakerSettingsSchema, resolveAgentHostSettings, type AgentHostSettings, type ResolvedAgentHostSettings } from './options.js';
 export { ResultSender } from './result-sender.js';

@@ -88,7 +88,7 @@ const REDIS_READS = ['get', 'hget', 'hgetall', 'hkeys', 'hmget', 'hvals', 'smemb
 export const REDIS_SCRIPT_COMMANDS = {
   scheduler: [
     'del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hlen', 'hmget', 'hset', 'hsetnx', 'incr', 'llen', 'lpop', 'lrange', 'pexpire',
-    'rpush', 'sadd', 'set', 'zadd', 'zcount', 'zlexcount', 'zrange', 'zrangebylex', 'zrangebyscore', 'zrem', 'zscore',
+    'rpush', 'sadd', 'set', 'srem', 'zadd', 'zcount', 'zlexcount', 'zrange', 'zrangebylex', 'zrangebyscore', 'zrem', 'zscore',
   ],
   supervisor: [
     'del', 'exists', 'get', 'hdel', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hlen', 'hmget', 'hset', 'hsetnx', 'incr', 'llen', 'lpop', 'rpush', 'set', 'zadd',
@@ -103,14 +103,15 @@ export const REDIS_SCRIPT_COMMANDS = {
  * stats, retires empty limiters and removes their registry entries.
  */
 export const REDIS_ROLE_SCRIPTS = {
-  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRegister'],
-  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'limitApply', 'limitStats', 'limitRetire', 'limitRegister'],
+  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRegister'],
+  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'fireSchedule', 'limitApply', 'limitStats', 'limitRetire', 'limitRegister'],
 } as const;
 
 function redisPermissions(namespace: string, role: 'scheduler' | 'supervisor', db = 0): RedisPermissions {
   // `zrem` from TypeScript: the alert outbox (supervisor) and the finished index; `hset`: the supervisor's
-  // status; the scheduler's `hset`/`hdel`: the submission rate limits an operator sets (decision 0022).
-  const own = role === 'supervisor' ? ['hset', 'zrem'] : ['hdel', 'hset', 'zrem'];
+  // status; the scheduler's `hset`/`hdel`: the submission rate limits an operator sets (decision 0022);
+  // the supervisor's `hdel`/`hexists`: the schedules' outbox (decision 0019 §6.3).
+  const own = role === 'supervisor' ? ['hdel', 'hexists', 'hset', 'zrem'] : ['hdel', 'hset', 'zrem'];
   // Another database than 0: that one only (Redis' first-argument rule).
   const select = db === 0 ? [] : [`select|${db}`];
   const commands = new Set([...REDIS_CONNECTION, 'eval', 'evalsha', ...REDIS_READS, ...own, ...REDIS_SCRIPT_COMMANDS[role], ...select]);
@@ -195,6 +196,8 @@ export function supervisorIdentity(namespace: string, redisDb = 0): Identity {
     nats: {
       publish: uniq([
         s.command,
+        // Schedules' tasks, in the name of the schedule's client (decision 0019 §6.3).
+        s.submitAll,
         s.eventAll,
         s.alert,
         s.health,

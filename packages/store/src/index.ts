@@ -8,6 +8,7 @@ export { ScriptCode, scriptError, isLeaseBusy, LeaseBusyError } from './codes.js
 export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts.js';
 export { TaskStore, requireTask, type PendingAlert, type StoreOptions, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome } from './task-store.js';
 export { WorkflowStore, type CompiledWorkflow, type WorkflowSummary } from './workflow-store.js';
+export { ScheduleStore, unknownSchedule, type ScheduleDefinition, type StoredSchedule, type FireAction, type ScheduledSubmission } from './schedule-store.js';
 export { IntakeStore, EVERY_OTHER_CLIENT, LIMITS_REFRESH_MS } from './intake-store.js';
 export {
   LimitStore,
@@ -27,7 +28,7 @@ export {
   type LimiterStats,
   type LimiterPlace,
 } from './limit-store.js';
-export { toTaskEvent, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';
+export { toTaskEvent, elementValueKey, elementOutputKey, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';
 export { Leadership, MIN_LEASE_MS, type LeadershipOptions, type LeadershipState } from './leadership.js';
 export { Leases, type LeaseClaim } from './leases.js';
 export { connectRedis, connectStore, explainRedisRefusal, type RedisHandlers } from './connect.js';

@@ -2,9 +2,9 @@
  * Every Redis key Triad uses, built here and nowhere else (decision 0015). A namespace's tasks are spread
  * over BUCKETS buckets by a hash of the task id; every key of a bucket carries the hash tag `{<ns>:bNN}`,
  * so a transition — one task and its bucket's indexes — touches one Redis Cluster slot. Workflow
- * definitions share the `{<ns>:wf}` slot, the supervisors' election the `{<ns>:sup}` slot, the
- * submission rate limits the `{<ns>:intake}` slot, the registry of dispatch limits the `{<ns>:limits}`
- * slot, and each limited agent type's limiter a `{<ns>:lim:<agent>}` slot of its own. Every key
+ * definitions share the `{<ns>:wf}` slot, schedules the `{<ns>:sch}` slot, the supervisors' election the
+ * `{<ns>:sup}` slot, the submission rate limits the `{<ns>:intake}` slot, the registry of dispatch limits
+ * the `{<ns>:limits}` slot, and each limited agent type's limiter a `{<ns>:lim:<agent>}` slot of its own. Every key
  * stays under `triad:<ns>:` (the ACL pattern of decision 0011). Scripts receive every key in KEYS.
  */
 import { NameSchema, NamespaceSchema } from '@triad/protocol';
@@ -64,6 +64,16 @@ export interface Keys {
   readonly intakeLimits: string;
   /** One client's rate-limit state (takeIntakeSlot.lua), in the same slot. */
   intakeState(client: string): string;
+  /** A schedule's record (hash), in the `{<ns>:sch}` slot (decision 0019 §6.2). */
+  schedule(name: string): string;
+  /** Every schedule's name (set; paused ones included). */
+  readonly scheduleNames: string;
+  /** Schedules not paused, by their next tick (zset name → epoch ms): the leader reads the due ones in O(due). */
+  readonly schedulesDue: string;
+  /** Submissions a fire recorded and the leader has not yet published (hash `<client>|<taskId>` → submission bytes). */
+  readonly scheduleOutbox: string;
+  /** The `sch` slot's supervisor fence (decision 0015's rule, as each bucket's). */
+  readonly scheduleEpoch: string;
   /** The registry of limited agent types, in the `{<ns>:limits}` slot (decision 0020 §1.6). */
   readonly limits: LimitRegistryKeys;
   /** One agent type's dispatch limiter, in its own `{<ns>:lim:<agent>}` slot (decision 0020 §1.6). */
@@ -126,6 +136,7 @@ export function keys(namespace: string): Keys {
   const wf = `${prefix}:{${ns}:wf}`;
   const sup = `${prefix}:{${ns}:sup}`;
   const intake = `${prefix}:{${ns}:intake}`;
+  const sch = `${prefix}:{${ns}:sch}`;
   const limitsSlot = `${prefix}:{${ns}:limits}`;
   const limiters = new Map<string, LimiterKeys>();
   const limiter = (agent: string): LimiterKeys => {
@@ -152,6 +163,11 @@ export function keys(namespace: string): Keys {
     lease: (taskId, what) => `${prefix}:${forTask(taskId).tag}:lease:${taskId}:${what}`,
     intakeLimits: `${intake}:limits`,
     intakeState: (client) => `${intake}:client:${client}`,
+    schedule: (name) => `${sch}:schedule:${name}`,
+    scheduleNames: `${sch}:names`,
+    schedulesDue: `${sch}:due`,
+    scheduleOutbox: `${sch}:outbox`,
+    scheduleEpoch: `${sch}:epoch`,
     limits: { agents: `${limitsSlot}:agents`, version: `${limitsSlot}:version` },
     limiter,
   };

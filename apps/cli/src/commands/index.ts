@@ -11,6 +11,7 @@ import * as dlq from './dlq.js';
 import * as intake from './intake.js';
 import * as list from './list.js';
 import * as retry from './retry.js';
+import * as schedules from './schedules.js';
 import * as signal from './signal.js';
 import * as status from './status.js';
 import * as submit from './submit.js';
@@ -22,4 +23,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, signal, cancel, retry, alerts, dlq, intake, supervisor, dashboard, auth];
+export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, signal, cancel, retry, schedules, alerts, dlq, intake, supervisor, dashboard, auth];
