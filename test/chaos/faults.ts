@@ -166,7 +166,7 @@ export async function serviceLane(ctx: LaneContext, services: readonly RemoteSer
   while (Date.now() < ctx.until) {
     for (const s of services) {
       const spell = weighted(rnd, SPELLS);
-      const f: Faults = { failRate: 0, hangRate: 0, latencyMs: 0 };
+      const f: Faults = { failRate: 0, hangRate: 0, latencyMs: 0, rateLimit: 0 };
       if (spell === 'fail') f.failRate = rnd.between(0.1, 0.6);
       if (spell === 'down') f.failRate = 1;
       if (spell === 'hang') f.hangRate = rnd.between(0.05, 0.3);

@@ -303,6 +303,35 @@ export function buildCases(ctx: KitContext): CaseSpec[] {
   }
 
   {
+    const taskId = 'conf-throttled';
+    add({
+      name: 'throttled',
+      title: 'the service throttles (429, Retry-After: 2): the attempt ends at once, no further call, one result throttled with retryAfterMs 2000, tries 1, effect none (§8.7; decision 0020)',
+      taskId,
+      requests: [{ value: stepRequest(ctx, taskId, { retry: { maxAttempts: 5, initialDelayMs: 50, maxDelayMs: 200 } }), msgId: msgIdOf(taskId, 'run', 1) }],
+      scripts: [[runKey(ctx, taskId), [{ kind: 'throttle', status: 429, retryAfter: '2' }, { kind: 'ok' }]]],
+      // Long enough after the result that a second call inside the Retry-After would have been seen.
+      judgeAfterMs: 2_500,
+      judge: (o) => {
+        const p = [...resultProblems(o, taskId, 'run', [1]), ...keyProblems(o, runKey(o.ctx, taskId), '/apply'), ...ackProblems(o)];
+        if (o.calls.length !== 1) p.push(`the service saw ${o.calls.length} calls; after a 429 the attempt must end at once, with no further call (retry.maxAttempts was 5)`);
+        const r = exactlyOne(o);
+        if (typeof r === 'string') p.push(r);
+        else if (r.ok) p.push('the result is ok; the service answered 429 (the agent called it again inside the attempt?)');
+        else {
+          if (r.error.throttled !== true) p.push(`error.throttled is ${String(r.error.throttled ?? 'absent')}, not true: a 429 is a throttle`);
+          if (r.error.retryAfterMs !== 2_000) p.push(`error.retryAfterMs is ${String(r.error.retryAfterMs ?? 'absent')}, not 2000 (Retry-After: 2 is seconds)`);
+          if (!r.error.retryable) p.push('the failure is not retryable; a throttle is');
+          if (r.tries !== 1) p.push(`the result says tries=${r.tries}, not 1`);
+          if (r.error.effect !== 'none') p.push(`error.effect is ${r.error.effect ?? 'absent (unknown)'}, not none: the service refused the call`);
+          p.push(...circuitHint(r));
+        }
+        return verdict(p);
+      },
+    });
+  }
+
+  {
     const taskId = 'conf-complete-by';
     const completeBy = ctx.t0 + 3_000;
     add({

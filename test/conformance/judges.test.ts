@@ -70,6 +70,10 @@ function conforming(name: string): CaseObservation {
       o.calls = [call(c, { status: 503 }), call(c, { status: 503 }), call(c, { status: 503 })];
       o.results = [result(c, { tries: 3, error: { message: 'unavailable', retryable: true, effect: 'none' } })];
       break;
+    case 'throttled':
+      o.calls = [call(c, { status: 429 })];
+      o.results = [result(c, { error: { message: 'slow down', retryable: true, throttled: true, retryAfterMs: 2_000, effect: 'none' } })];
+      break;
     case 'permanent-failure':
       o.calls = [call(c, { status: 422 })];
       o.results = [result(c, { error: { message: 'refused', retryable: false, effect: 'none' } })];
@@ -111,6 +115,9 @@ const WRONG: [string, string, (o: CaseObservation) => void, RegExp][] = [
   ['retryable-failure', 'effect left unknown', (o) => (o.results = [result(spec('retryable-failure'), { tries: 3, error: { message: 'x', retryable: true } })]), /not none/],
   ['retryable-failure', 'not retryable', (o) => (o.results = [result(spec('retryable-failure'), { tries: 3, error: { message: 'x', retryable: false, effect: 'none' } })]), /not retryable/],
   ['retryable-failure', 'more tries than maxAttempts', (o) => o.calls.push(call(spec('retryable-failure'), { status: 503 })), /retry.maxAttempts was 3/],
+  ['throttled', 'called again inside the window', (o) => o.calls.push(call(spec('throttled'))), /no further call/],
+  ['throttled', 'reported as a plain retryable failure', (o) => (o.results = [result(spec('throttled'), { error: { message: 'x', retryable: true, effect: 'none' } })]), /throttled is absent/],
+  ['throttled', 'Retry-After read as ms', (o) => (o.results = [result(spec('throttled'), { error: { message: 'x', retryable: true, throttled: true, retryAfterMs: 2, effect: 'none' } })]), /retryAfterMs is 2, not 2000/],
   ['permanent-failure', 'retried', (o) => o.calls.push(call(spec('permanent-failure'), { status: 422 })), /not retried/],
   ['permanent-failure', 'marked retryable', (o) => (o.results = [result(spec('permanent-failure'), { error: { message: 'x', retryable: true, effect: 'none' } })]), /marked retryable/],
   ['complete-by-reached', 'a result at complete-by', (o) => (o.results = [result(spec('complete-by-reached'), { error: { message: 'timeout', retryable: true } })]), /sends nothing back/],

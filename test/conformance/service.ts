@@ -17,6 +17,8 @@ export type Reply =
   | { kind: 'slow'; ms: number }
   /** This status and nothing applied (503: unavailable, retry; 4xx: refused for good). */
   | { kind: 'status'; status: number }
+  /** This status with a Retry-After header and nothing applied: the service asks for time (429; decision 0020). */
+  | { kind: 'throttle'; status: number; retryAfter: string }
   /** No answer at all: the call stays open until the agent gives up on it. */
   | { kind: 'hang' };
 
@@ -59,13 +61,13 @@ export async function startScriptedService(): Promise<ScriptedService> {
   const timers = new Set<NodeJS.Timeout>();
   const ref = (key: string): string => `conf_${createHash('sha256').update(key).digest('hex').slice(0, 12)}`;
 
-  const send = (res: ServerResponse, call: ObservedCall, status: number, body: unknown): void => {
+  const send = (res: ServerResponse, call: ObservedCall, status: number, body: unknown, headers: Record<string, string> = {}): void => {
     if (res.destroyed || call.ended !== 'open') return;
     call.ended = 'answered';
     call.endedAt = Date.now();
     call.status = status;
     const text = JSON.stringify(body);
-    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), ...headers });
     res.end(text);
   };
 
@@ -136,6 +138,9 @@ export async function startScriptedService(): Promise<ScriptedService> {
         return;
       case 'status':
         send(res, call, reply.status, { error: `scripted ${reply.status}: nothing was applied` });
+        return;
+      case 'throttle':
+        send(res, call, reply.status, { error: `scripted ${reply.status}: slow down, nothing was applied` }, { 'retry-after': reply.retryAfter });
         return;
       case 'slow': {
         const timer = setTimeout(() => {

@@ -45,6 +45,21 @@ describe('versions', () => {
   });
 });
 
+describe('priority (decision 0020: stored and shown, no scheduling effect yet)', () => {
+  it('a priority other than 3 is stored and read back; 3 and none read as absent; anything else is refused with the reason', async () => {
+    const high = await t.client.run('orders', { orderId: 'prio-1', amount: 1 }, { timeoutMs: 30_000, priority: 1 });
+    expect(high.status).toBe('completed');
+    expect((await t.client.getTask(high.taskId)).priority).toBe(1);
+    const plain = await t.client.run('orders', { orderId: 'prio-3', amount: 1 }, { timeoutMs: 30_000, priority: 3 });
+    expect((await t.client.getTask(plain.taskId)).priority).toBeUndefined();
+    // The SDK refuses it before sending; a raw submission is refused by the scheduler with the same words.
+    await expect(t.client.submit('orders', { orderId: 'prio-0', amount: 1 }, { priority: 0 })).rejects.toThrow(/priority: expected a whole number from 1 \(highest\) to 5 \(lowest\), got 0/);
+    const bus = t.client.bus;
+    await bus.js.publish(bus.names.subjects.submit(t.client.clientId), encode({ taskId: 'prio-9', workflow: 'orders', input: {}, submittedAt: Date.now(), priority: 9 }), { headers: protocolHeaders(), msgID: `${t.client.clientId}:prio-9` });
+    await expect(t.client.wait('prio-9', { timeoutMs: 10_000 })).rejects.toThrow(/priority: expected a whole number from 1 \(highest\) to 5 \(lowest\), got 9/);
+  });
+});
+
 describe('clear answers for every bad submission', () => {
   it('a body that is not msgpack is answered on the Triad-Reply-To subject and in the task event stream, so wait() ends with the reason', async () => {
     const bus = t.client.bus;

@@ -141,6 +141,8 @@ export function taskHeader(t: TaskState, now: number = Date.now()): string {
     ['task', t.taskId],
     ['workflow', `${t.workflow}@${t.version}`],
     ['status', t.status],
+    // Only a priority other than the default 3 is stored (decision 0020).
+    ['priority', t.priority !== undefined ? `${t.priority} (1 highest … 5 lowest; 3 by default)` : undefined],
     // A compacted record (decision 0007) no longer keeps who drove the task.
     ['locked by', t.compacted ? undefined : (t.lockedBy ?? EMPTY)],
     ['lock epoch', t.compacted ? undefined : t.lockEpoch],

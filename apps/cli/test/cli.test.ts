@@ -12,6 +12,7 @@ import { CliError, INPUT_EXAMPLE, TASK_STATUSES, intArg, parseJson, parseStatus,
 import { errorLines, exitCodeOf } from '../src/errors.js';
 import { resolveConnection } from '../src/runtime.js';
 import { followTask } from '../src/follow.js';
+import { priorityArg } from '../src/commands/submit.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, '../../..');
@@ -111,6 +112,14 @@ describe('option parsing', () => {
       expect(() => intArg(1, 100)(bad)).toThrow(InvalidArgumentError);
     }
     expect(() => intArg(1)('0')).toThrow('Expected a whole number of at least 1, got "0".');
+  });
+
+  it('checks --priority before sending, in the protocol\'s words', () => {
+    expect(priorityArg('1')).toBe(1);
+    expect(priorityArg('5')).toBe(5);
+    for (const bad of ['0', '6', '2.5', 'high', '']) {
+      expect(() => priorityArg(bad)).toThrow(`--priority: expected a whole number from 1 (highest) to 5 (lowest), got "${bad}".`);
+    }
   });
 
   it('resolves the connection from flags over the environment', () => {
@@ -253,6 +262,8 @@ describe('formatting', () => {
     expect(header).toContain('created:     2023-12-31T23:59:56.900Z (3.1s ago)');
     expect(header).toContain('error:       boom');
     expect(header.some((l) => l.startsWith('finished'))).toBe(false);
+    expect(header.some((l) => l.startsWith('priority'))).toBe(false);
+    expect(taskHeader({ ...t, priority: 1 }, now).split('\n')).toContain('priority:    1 (1 highest … 5 lowest; 3 by default)');
     const rows = stepsTable(t.steps, now).split('\n');
     expect(rows[0]).toMatch(/^STEP\s+AGENT\s+STATUS\s+ATTEMPT\s+LOCKED BY\s+COMPLETE BY\s+FAILURES\s+DONE #\s+DETAIL$/);
     expect(rows[1]).toContain('2024-01-01T00:00:04.200Z (in 4.2s)');

@@ -4,7 +4,7 @@
  * stops when the complete-by window closes.
  */
 import { z } from 'zod';
-import { PermanentError, RetryableError, defineAgent } from '@triad/agent';
+import { PermanentError, RetryableError, defineAgent, throttledFrom } from '@triad/agent';
 
 export const OrderInputSchema = z.object({
   orderId: z.string().min(1),
@@ -55,7 +55,7 @@ function connectionRefused(e: unknown): boolean {
 }
 
 /**
- * Calls a remote service; 4xx is permanent (retrying the same request cannot help), 5xx and network
+ * Calls a remote service; a throttle (429, 503 with Retry-After) ends the attempt and waits; other 4xx is permanent (retrying the same request cannot help), 5xx and network
  * errors are retryable. A refused connection, a 4xx and a 503 (the stand-in services answer it without
  * applying anything) are marked `notApplied`, so an undo skips a step none of whose tries took effect;
  * anything else (a timeout, a 500, a reset) leaves the effect unknown (decision 0009).
@@ -74,6 +74,10 @@ async function call(url: string, path: string, body: unknown, signal: AbortSigna
     throw e;
   }
   const text = await res.text();
+  // A 429, or a 503 with Retry-After: the service asked for time — the attempt ends and the step waits
+  // (decision 0020 §5.2). Checked before the 4xx rule, which would make a 429 fail the task.
+  const throttle = throttledFrom(res, Date.now(), `${url}${path}`);
+  if (throttle) throw throttle;
   if (res.status >= 400 && res.status < 500) throw new PermanentError(`${url}${path} refused the request (${res.status}): ${text}`, { notApplied: true });
   if (res.status === 503) throw new RetryableError(`${url}${path} is unavailable (503): ${text}`, { notApplied: true });
   if (!res.ok) throw new Error(`${url}${path} failed (${res.status}): ${text}`);

@@ -199,11 +199,11 @@ describe('fault injection', () => {
 
   it('reads and changes faults over HTTP, validating the body', async () => {
     const inventory = await start({ name: 'inventory' });
-    expect(await call(inventory, 'GET', '/faults')).toEqual({ status: 200, json: { failRate: 0, hangRate: 0, latencyMs: 0 } });
+    expect(await call(inventory, 'GET', '/faults')).toEqual({ status: 200, json: { failRate: 0, hangRate: 0, latencyMs: 0, rateLimit: 0 } });
 
     const changed = await call(inventory, 'PUT', '/faults', { failRate: 1, latencyMs: 5 });
-    expect(changed).toEqual({ status: 200, json: { failRate: 1, hangRate: 0, latencyMs: 5 } });
-    expect(inventory.faults()).toEqual({ failRate: 1, hangRate: 0, latencyMs: 5 });
+    expect(changed).toEqual({ status: 200, json: { failRate: 1, hangRate: 0, latencyMs: 5, rateLimit: 0 } });
+    expect(inventory.faults()).toEqual({ failRate: 1, hangRate: 0, latencyMs: 5, rateLimit: 0 });
     expect((await call(inventory, 'POST', '/apply', { idempotencyKey: 'k', action: 'reserve' })).status).toBe(503);
 
     const badRate = await call(inventory, 'PUT', '/faults', { failRate: 2 });
@@ -225,11 +225,55 @@ describe('fault injection', () => {
   });
 });
 
+describe('rate limit and stats (decision 0020 §8)', () => {
+  it('answers 429 with Retry-After above rateLimit calls per second, applies nothing, and counts what it saw', async () => {
+    const payment = await start({ name: 'payment' });
+    const set = await call(payment, 'PUT', '/faults', { rateLimit: 3 });
+    expect(set.json.rateLimit).toBe(3);
+    const statuses: number[] = [];
+    let refusal: Response | undefined;
+    // Sent one after another, well inside one second: the first 3 are taken, the rest refused.
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(`${payment.url}/apply`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ idempotencyKey: `k${i}`, action: 'charge', payload: { amount: 1 } }) });
+      statuses.push(res.status);
+      if (res.status === 429) refusal ??= res;
+      else await res.text();
+    }
+    // The window is time-based: a slow machine may let a 4th in after a second passed; never fewer than 3 accepted.
+    expect(statuses.slice(0, 3)).toEqual([200, 200, 200]);
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(1);
+    const refused = statuses.filter((s) => s === 429).length;
+    expect(refusal?.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+    const body = (await refusal?.json()) as { error: string };
+    expect(body.error).toMatch(/^payment is rate limited to 3 calls\/s \(rateLimit\); nothing was applied, retry after \d+ s$/);
+    expect(payment.effects()).toHaveLength(5 - refused);
+    const stats = (await call(payment, 'GET', '/stats')).json;
+    expect(stats).toMatchObject({ maxInFlight: 1, inFlight: 0, throttled: refused });
+    expect(stats.calls).toHaveLength(5);
+    expect([...stats.calls].sort((a: number, b: number) => a - b)).toEqual(stats.calls);
+    expect(await call(payment, 'POST', '/stats/reset')).toEqual({ status: 200, json: { reset: true } });
+    expect((await call(payment, 'GET', '/stats')).json).toEqual({ maxInFlight: 0, calls: [], inFlight: 0, throttled: 0 });
+    // 0 turns it off.
+    payment.setFaults({ rateLimit: 0 });
+    for (let i = 0; i < 5; i++) expect((await call(payment, 'POST', '/apply', { idempotencyKey: `m${i}`, action: 'charge', payload: { amount: 1 } })).status).toBe(200);
+  });
+
+  it('counts calls held at once, latency included', async () => {
+    const payment = await start({ name: 'payment', faults: { latencyMs: 300 } });
+    await Promise.all([0, 1, 2].map((i) => call(payment, 'POST', '/apply', { idempotencyKey: `c${i}`, action: 'charge', payload: { amount: 1 } })));
+    const stats = payment.stats();
+    expect(stats.calls).toHaveLength(3);
+    // All three were sent at once and each is held 300 ms: at least two overlapped.
+    expect(stats.maxInFlight).toBeGreaterThanOrEqual(2);
+    expect(stats.inFlight).toBe(0);
+  });
+});
+
 describe('faultsFromEnv', () => {
   it('reads <NAME>_FAIL_RATE, _HANG_RATE and _LATENCY_MS, defaulting to no faults', () => {
-    expect(faultsFromEnv('payment', {})).toEqual({ failRate: 0, hangRate: 0, latencyMs: 0 });
-    expect(faultsFromEnv('payment', { PAYMENT_FAIL_RATE: '0.25', PAYMENT_HANG_RATE: '1', PAYMENT_LATENCY_MS: '200', INVENTORY_FAIL_RATE: '1' })).toEqual({ failRate: 0.25, hangRate: 1, latencyMs: 200 });
-    expect(faultsFromEnv('payment', { PAYMENT_FAIL_RATE: '' })).toEqual({ failRate: 0, hangRate: 0, latencyMs: 0 });
+    expect(faultsFromEnv('payment', {})).toEqual({ failRate: 0, hangRate: 0, latencyMs: 0, rateLimit: 0 });
+    expect(faultsFromEnv('payment', { PAYMENT_FAIL_RATE: '0.25', PAYMENT_HANG_RATE: '1', PAYMENT_LATENCY_MS: '200', PAYMENT_RATE_LIMIT: '10', INVENTORY_FAIL_RATE: '1' })).toEqual({ failRate: 0.25, hangRate: 1, latencyMs: 200, rateLimit: 10 });
+    expect(faultsFromEnv('payment', { PAYMENT_FAIL_RATE: '' })).toEqual({ failRate: 0, hangRate: 0, latencyMs: 0, rateLimit: 0 });
   });
 
   it('throws an error naming the variable, the bad value and what is allowed', () => {
@@ -237,6 +281,7 @@ describe('faultsFromEnv', () => {
     expect(() => faultsFromEnv('shipping', { SHIPPING_HANG_RATE: 'often' })).toThrow(/SHIPPING_HANG_RATE="often".*from 0 to 1/);
     expect(() => faultsFromEnv('inventory', { INVENTORY_LATENCY_MS: '-5' })).toThrow(/INVENTORY_LATENCY_MS="-5".*whole number of milliseconds/);
     expect(() => faultsFromEnv('inventory', { INVENTORY_LATENCY_MS: '2.5' })).toThrow(/INVENTORY_LATENCY_MS="2.5"/);
+    expect(() => faultsFromEnv('payment', { PAYMENT_RATE_LIMIT: '2.5' })).toThrow('PAYMENT_RATE_LIMIT="2.5" is not allowed: expected a whole number of calls per second >= 0 (e.g. 10; 0 = no limit)');
   });
 });
 

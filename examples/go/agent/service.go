@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"triadgo/triad"
 )
@@ -29,6 +31,43 @@ type callError struct {
 	// notApplied: the call certainly took no effect (the service refused it or said so, or the
 	// connection was refused), so an undo may skip the step.
 	notApplied bool
+	// throttled: the service asked for time (429, or 503 with Retry-After): the attempt ends at once
+	// and reports throttled with retryAfterMs (decision 0020 §5.3).
+	throttled    bool
+	retryAfterMs int64
+}
+
+// Retry-After bounds (decision 0020 §5.1): 1 s for a 429 without one, at most an hour.
+const (
+	defaultRetryAfterMs = 1000
+	maxRetryAfterMs     = 3600000
+)
+
+// parseRetryAfter reads a Retry-After value (RFC 9110 §10.2.3): delay-seconds or an HTTP-date, as ms
+// from now; a past date is 0; capped at an hour. ok is false for an absent or unreadable value.
+func parseRetryAfter(value string, now time.Time) (ms int64, ok bool) {
+	v := strings.TrimSpace(value)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && !strings.HasPrefix(v, "+") {
+		if n > maxRetryAfterMs/1000 {
+			return maxRetryAfterMs, true
+		}
+		return n * 1000, true
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	ms = at.Sub(now).Milliseconds()
+	if ms < 0 {
+		ms = 0
+	}
+	if ms > maxRetryAfterMs {
+		ms = maxRetryAfterMs
+	}
+	return ms, true
 }
 
 func (e *callError) Error() string { return e.msg }
@@ -60,6 +99,16 @@ func (s *service) call(ctx context.Context, path string, body interface{}) (map[
 		return nil, &callError{msg: fmt.Sprintf("%s%s: reading the answer: %v", s.baseURL, path, err)}
 	}
 	answer := strings.TrimSpace(string(text))
+	// A throttle before the 4xx rule: a 429 (1 s without a usable Retry-After), or a 503 with one.
+	if res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable {
+		after, ok := parseRetryAfter(res.Header.Get("Retry-After"), time.Now())
+		if ok || res.StatusCode == http.StatusTooManyRequests {
+			if !ok {
+				after = defaultRetryAfterMs
+			}
+			return nil, &callError{msg: fmt.Sprintf("%s%s throttled the call (%d, Retry-After %q): %s", s.baseURL, path, res.StatusCode, res.Header.Get("Retry-After"), answer), notApplied: true, throttled: true, retryAfterMs: after}
+		}
+	}
 	switch {
 	case res.StatusCode >= 400 && res.StatusCode < 500:
 		return nil, &callError{msg: fmt.Sprintf("%s%s refused the request (%d): %s", s.baseURL, path, res.StatusCode, answer), permanent: true, notApplied: true}

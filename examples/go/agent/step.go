@@ -97,6 +97,8 @@ func (a *agent) handle(run context.Context, m *nats.Msg) {
 		a.log.Printf("%s: ok after %d tries", label, o.result.Tries)
 	case o.result.Error.CircuitOpen:
 		a.log.Printf("%s: circuit breaker open after %d tries: parked for %d ms", label, o.result.Tries, o.result.Error.RetryAfterMs)
+	case o.result.Error.Throttled:
+		a.log.Printf("%s: throttled by the service after %d tries: waits %d ms", label, o.result.Tries, o.result.Error.RetryAfterMs)
 	default:
 		a.log.Printf("%s: failed after %d tries (retryable=%t, effect=%s): %s", label, o.result.Tries, o.result.Error.Retryable, o.result.Error.Effect, o.result.Error.Message)
 	}
@@ -172,6 +174,15 @@ func (a *agent) runStep(run, window context.Context, req *triad.StepRequest) out
 		if !ce.notApplied {
 			mayHaveApplied = true
 		}
+		if ce.throttled {
+			// The service asked for time: no further call in this window (decision 0020 §5.3).
+			effect := "none"
+			if mayHaveApplied {
+				effect = "unknown"
+			}
+			e := &triad.StepError{Message: triad.Clip(ce.msg), Retryable: true, Throttled: true, RetryAfterMs: ce.retryAfterMs, Effect: effect}
+			return outcome{result: a.result(req, tries, false, nil, e)}
+		}
 		if ce.permanent {
 			return fail(ce.msg, false, mayHaveApplied)
 		}
@@ -197,7 +208,8 @@ func verdictOf(run context.Context, err error) verdict {
 		return succeeded
 	case run.Err() != nil:
 		return abandoned
-	case errors.As(err, &ce) && ce.permanent:
+	case errors.As(err, &ce) && (ce.permanent || ce.throttled):
+		// A throttle says nothing against the service's health either: "slow down" is not "down".
 		return failedPermanent
 	}
 	return failedRetryable

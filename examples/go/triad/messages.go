@@ -101,11 +101,14 @@ func ParseStepRequest(data []byte) (*StepRequest, error) {
 
 // StepError is a failed attempt's error (§8.7).
 type StepError struct {
-	Message      string `msgpack:"message"`
-	Retryable    bool   `msgpack:"retryable"`
-	Name         string `msgpack:"name,omitempty"`
-	CircuitOpen  bool   `msgpack:"circuitOpen,omitempty"`
-	RetryAfterMs int64  `msgpack:"retryAfterMs,omitempty"`
+	Message     string `msgpack:"message"`
+	Retryable   bool   `msgpack:"retryable"`
+	Name        string `msgpack:"name,omitempty"`
+	CircuitOpen bool   `msgpack:"circuitOpen,omitempty"`
+	// Throttled: the service refused the call and asked for time (429, or 503 with Retry-After;
+	// decision 0020 §5): the step is put back after RetryAfterMs without counting a failure.
+	Throttled    bool  `msgpack:"throttled,omitempty"`
+	RetryAfterMs int64 `msgpack:"retryAfterMs,omitempty"`
 	// Effect is "none" when certainly no call took effect, else "unknown".
 	Effect string `msgpack:"effect,omitempty"`
 }

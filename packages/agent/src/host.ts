@@ -13,7 +13,7 @@ import { StepRequestSchema, decode, encode, errorMessage, isTriadError, type Ste
 import { silentLogger, type Logger } from '@triad/telemetry';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
 import { DEFAULT_AGENT_CONCURRENCY, type AgentDefinition } from './define.js';
-import { isPermanent } from './errors.js';
+import { isPermanent, isThrottled } from './errors.js';
 import { ResultSender } from './result-sender.js';
 import { runStep, type StepOutcome } from './run-step.js';
 import { resolveAgentHostSettings, resolveBreakerSettings, type AgentHostSettings, type ResolvedAgentHostSettings } from './options.js';
@@ -34,6 +34,15 @@ export interface AgentHostOptions extends AgentHostSettings {
  * when NATS is slow, the agent stops taking new steps instead of piling results up in memory.
  */
 const MAX_RESULT_BACKLOG = 1_024;
+
+/**
+ * An agent type's circuit breaker: opened by `threshold` retryable failures in a row. A permanent failure
+ * says nothing about the service's health, nor does a throttle — a service that says "slow down" is not
+ * unhealthy (decision 0020 §5.2): neither counts.
+ */
+export function stepBreaker(halfOpenAfterMs: number, threshold: number): CircuitBreakerPolicy {
+  return circuitBreaker(handleWhen((e) => !isPermanent(e) && !isThrottled(e)), { halfOpenAfter: halfOpenAfterMs, breaker: new ConsecutiveBreaker(threshold) });
+}
 
 export class AgentHost {
   readonly id: string;
@@ -63,8 +72,7 @@ export class AgentHost {
     for (const a of o.agents) {
       this.results.set(a.name, new ResultSender(o.bus, o.bus.names.subjects.result(a.name)));
       const b = resolveBreakerSettings(a.name, a.breaker);
-      // Only retryable failures open the breaker: a permanent one says nothing about the service's health.
-      const policy = circuitBreaker(handleWhen((e) => !isPermanent(e)), { halfOpenAfter: b.halfOpenAfterMs, breaker: new ConsecutiveBreaker(b.threshold) });
+      const policy = stepBreaker(b.halfOpenAfterMs, b.threshold);
       policy.onBreak(() => this.log.warn({ agent: a.name, halfOpenAfterMs: b.halfOpenAfterMs }, 'circuit opened: steps are parked until it half-opens'));
       policy.onReset(() => this.log.info({ agent: a.name }, 'circuit closed'));
       this.breakers.set(a.name, { policy, halfOpenAfterMs: b.halfOpenAfterMs });
@@ -212,6 +220,8 @@ export class AgentHost {
     if (outcome.kind === 'ok') result = { ...base, ok: true, output: outcome.output };
     else if (outcome.kind === 'circuit_open') {
       result = { ...base, ok: false, error: { message: `the circuit breaker of agent "${req.agent}" is open; the step was not attempted`, retryable: true, circuitOpen: true, retryAfterMs: outcome.retryAfterMs, effect: 'none' } };
+    } else if (outcome.kind === 'throttled') {
+      result = { ...base, ok: false, error: { message: outcome.message.slice(0, 4000), retryable: true, throttled: true, retryAfterMs: outcome.retryAfterMs, effect: outcome.effect, name: 'ThrottledError' } };
     } else {
       result = { ...base, ok: false, error: { message: outcome.message.slice(0, 4000), retryable: outcome.retryable, effect: outcome.effect, ...(outcome.name ? { name: outcome.name } : {}) } };
     }

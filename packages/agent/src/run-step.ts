@@ -6,9 +6,9 @@
 import { performance } from 'node:perf_hooks';
 import { DEFAULT_RETRY, fullJitterDelay } from '@triad/core';
 import { BrokenCircuitError, type CircuitBreakerPolicy } from 'cockatiel';
-import { errorMessage, type StepRequest } from '@triad/protocol';
+import { DEFAULT_THROTTLE_RETRY_AFTER_MS, MAX_THROTTLE_RETRY_AFTER_MS, errorMessage, type StepRequest } from '@triad/protocol';
 import type { AgentDefinition, StepContext } from './define.js';
-import { isNotApplied, isPermanent } from './errors.js';
+import { isNotApplied, isPermanent, isThrottled } from './errors.js';
 
 export type StepOutcome =
   | { kind: 'ok'; output: unknown; tries: number }
@@ -20,7 +20,12 @@ export type StepOutcome =
   /** The window closed (or had closed on arrival): send nothing back. */
   | { kind: 'expired'; tries: number }
   /** The circuit breaker is open: the service was not called; try again after retryAfterMs. */
-  | { kind: 'circuit_open'; retryAfterMs: number; tries: number };
+  | { kind: 'circuit_open'; retryAfterMs: number; tries: number }
+  /**
+   * The service refused the call and asked for time (a ThrottledError, decision 0020 §5.2): the attempt
+   * ended at once, with no further try. `effect` as for a failure: the refused try applied nothing.
+   */
+  | { kind: 'throttled'; message: string; retryAfterMs: number; tries: number; effect: 'none' | 'unknown' };
 
 export interface RunStepOptions {
   /** Subtracted from completeBy to allow for clock skew between machines. */
@@ -94,6 +99,12 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
       }
       if (outcome.ok) return { kind: 'ok', output: outcome.value, tries: t };
       const e = outcome.error;
+      if (isThrottled(e)) {
+        // The service asked for time: no other try inside this window (the scheduler puts the step back).
+        const after = (e as { retryAfterMs?: unknown }).retryAfterMs;
+        const retryAfterMs = typeof after === 'number' && Number.isFinite(after) ? Math.min(Math.max(0, Math.round(after)), MAX_THROTTLE_RETRY_AFTER_MS) : DEFAULT_THROTTLE_RETRY_AFTER_MS;
+        return { kind: 'throttled', message: errorMessage(e), retryAfterMs, tries: t, effect: mayHaveApplied ? 'unknown' : 'none' };
+      }
       if (!isNotApplied(e)) mayHaveApplied = true;
       const name = e instanceof Error ? e.name : undefined;
       const base = { message: errorMessage(e), ...(name ? { name } : {}), tries: t, effect: mayHaveApplied ? ('unknown' as const) : ('none' as const) };

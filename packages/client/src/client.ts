@@ -25,6 +25,7 @@ import {
   ErrorCode,
   names,
   SubmissionSchema,
+  DEFAULT_PRIORITY,
   TaskEventBatchSchema,
   TriadError,
   decode,
@@ -90,6 +91,11 @@ export interface SubmitOptions {
   version?: number;
   /** A private subject the scheduler publishes this task's events to. */
   replyTo?: string;
+  /**
+   * 1 (highest) … 5 (lowest), default 3: orders the task's steps that wait for a dispatch limit of their
+   * agent type (decision 0020). Those limits are not built yet: today it is stored and shown, nothing more.
+   */
+  priority?: number;
 }
 
 /** A supervisor's last report, and when it was written (epoch ms). */
@@ -406,6 +412,7 @@ export class TriadClient {
       submittedAt: Date.now(),
       ...(o.version !== undefined ? { version: o.version } : {}),
       ...(o.replyTo ? { replyTo: o.replyTo } : {}),
+      ...(o.priority !== undefined && o.priority !== DEFAULT_PRIORITY ? { priority: o.priority } : {}),
     };
     const v = validate(candidate, SubmissionSchema, 'submission');
     if (!v.ok) throw v.error;

@@ -86,14 +86,25 @@ const REDIS_READS = ['get', 'hget', 'hgetall', 'hkeys', 'hmget', 'hvals', 'smemb
  * `permissions.test.ts` re-reads the scripts to keep this list true.
  */
 export const REDIS_SCRIPT_COMMANDS = {
-  scheduler: ['del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hincrby', 'hkeys', 'hmget', 'hset', 'pexpire', 'sadd', 'set', 'srem', 'zadd', 'zrem'],
-  supervisor: ['del', 'exists', 'get', 'hdel', 'hget', 'hgetall', 'hincrby', 'hmget', 'hset', 'incr', 'set', 'zadd', 'zrangebyscore', 'zrem'],
+  scheduler: [
+    'del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hlen', 'hmget', 'hset', 'hsetnx', 'incr', 'llen', 'lpop', 'lrange', 'pexpire',
+    'rpush', 'sadd', 'set', 'srem', 'zadd', 'zcount', 'zlexcount', 'zrange', 'zrangebylex', 'zrangebyscore', 'zrem', 'zscore',
+  ],
+  supervisor: [
+    'del', 'exists', 'get', 'hdel', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hlen', 'hmget', 'hset', 'hsetnx', 'incr', 'llen', 'lpop', 'rpush', 'set', 'zadd',
+    'zcard', 'zcount', 'zlexcount', 'zrange', 'zrangebylex', 'zrangebyscore', 'zrem', 'zscore',
+  ],
 } as const;
 
-/** Which scripts each Redis role runs (the test checks the lists above against these files). */
+/**
+ * Which scripts each Redis role runs (the test checks the lists above against these files). The dispatch
+ * limiters (decision 0020): schedulers queue, release, pump, configure (the API), read places and stats,
+ * and register limits and pauses; the leader supervisor dequeues (`limitApply` without grants), reads
+ * stats, retires empty limiters and removes their registry entries.
+ */
 export const REDIS_ROLE_SCRIPTS = {
-  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule'],
-  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'fireSchedule'],
+  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRegister'],
+  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'fireSchedule', 'limitApply', 'limitStats', 'limitRetire', 'limitRegister'],
 } as const;
 
 function redisPermissions(namespace: string, role: 'scheduler' | 'supervisor', db = 0): RedisPermissions {

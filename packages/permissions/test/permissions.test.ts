@@ -21,10 +21,16 @@ import {
 
 const LUA = join(dirname(fileURLToPath(import.meta.url)), '../../store/lua');
 
-function luaCommands(script: string): Set<string> {
+/** A script's text with every `--@include <fragment>` inlined, recursively (as the store loads it). */
+function luaText(script: string, seen: Set<string> = new Set()): string {
+  if (seen.has(script)) return '';
+  seen.add(script);
   const text = readFileSync(join(LUA, `${script}.lua`), 'utf8');
-  const all = text.includes('--@include _common') ? text + readFileSync(join(LUA, '_common.lua'), 'utf8') : text;
-  return new Set([...all.matchAll(/redis\.p?call\(\s*['"]([A-Za-z]+)['"]/g)].map((m) => (m[1] ?? '').toLowerCase()));
+  return text.replace(/^--@include (\w+)\s*$/gm, (_m, inc: string) => luaText(inc, seen));
+}
+
+function luaCommands(script: string): Set<string> {
+  return new Set([...luaText(script).matchAll(/redis\.p?call\(\s*['"]([A-Za-z]+)['"]/g)].map((m) => (m[1] ?? '').toLowerCase()));
 }
 
 function may(id: Identity, op: 'publish' | 'subscribe', subject: string): boolean {

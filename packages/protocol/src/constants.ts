@@ -23,3 +23,8 @@ export const TERMINAL_TASK_STATUSES: readonly TaskStatus[] = ['completed', 'fail
 export function isTerminal(status: string): boolean {
   return (TERMINAL_TASK_STATUSES as readonly string[]).includes(status);
 }
+
+/** A throttled result's pause when the service gave no Retry-After (decision 0020 §5.1), ms. */
+export const DEFAULT_THROTTLE_RETRY_AFTER_MS = 1_000;
+/** The longest pause a Retry-After can ask for (decision 0020 §1.5: `MAX_PAUSE_MS`), ms. */
+export const MAX_THROTTLE_RETRY_AFTER_MS = 3_600_000;

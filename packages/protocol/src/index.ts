@@ -9,7 +9,7 @@
  *   const bytes = encode({ taskId: 't1', workflow: 'orders', input: {}, submittedAt: Date.now() });
  *   const msg = decode(bytes, SubmissionSchema, 'submission'); // { ok: true, value } | { ok: false, error }
  */
-export { TASK_STATUSES } from './constants.js';
+export { TASK_STATUSES, DEFAULT_THROTTLE_RETRY_AFTER_MS, MAX_THROTTLE_RETRY_AFTER_MS } from './constants.js';
 export { ErrorCode, TriadError, isTriadError, errorMessage, type WireError } from './errors.js';
 export {
   names,
@@ -74,6 +74,8 @@ export {
 } from './definition.js';
 export {
   SubmissionSchema,
+  PrioritySchema,
+  DEFAULT_PRIORITY,
   StepKindSchema,
   StepRequestSchema,
   StepResultSchema,

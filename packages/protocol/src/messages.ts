@@ -45,6 +45,11 @@ export const WireErrorSchema = z.object({
   details: optional(z.array(z.string())),
 });
 
+/** A task's priority: 1 (highest) … 5 (lowest), 3 when not given (decision 0020 §1.4). */
+export const DEFAULT_PRIORITY = 3;
+const priorityError = { error: (issue: { input?: unknown }) => `expected a whole number from 1 (highest) to 5 (lowest), got ${JSON.stringify(issue.input)}` };
+export const PrioritySchema = z.number(priorityError).int(priorityError).min(1, priorityError).max(5, priorityError);
+
 export const SubmissionSchema = z
   .object({
     taskId: TaskIdSchema,
@@ -55,6 +60,11 @@ export const SubmissionSchema = z
     input: optional(z.unknown()),
     replyTo: optional(SubjectSchema),
     submittedAt: epochMs,
+    /**
+     * 1 (highest) … 5 (lowest); absent = 3. Orders the steps that wait for a dispatch limit of their agent
+     * type (decision 0020); until those limits are built it is stored and shown, and changes nothing.
+     */
+    priority: optional(PrioritySchema),
   });
 export type Submission = z.output<typeof SubmissionSchema>;
 
@@ -123,7 +133,12 @@ export const StepResultSchema = z.discriminatedUnion('ok', [
         name: optional(z.string().max(200)),
         /** The agent's circuit breaker for this service is open: the step was not attempted. */
         circuitOpen: optional(z.boolean()),
-        /** With circuitOpen: when the breaker lets a trial call through again. */
+        /**
+         * The service refused the call and asked for time (HTTP 429, or 503 with Retry-After): the step is
+         * put back without counting a failure, after retryAfterMs (1 s when absent; decision 0020 §5).
+         */
+        throttled: optional(z.boolean()),
+        /** With circuitOpen: when the breaker lets a trial call through again; with throttled: the service's Retry-After. */
         retryAfterMs: optional(z.number().int().min(0).max(86_400_000)),
         /**
          * What the agent knows of the remote effect: 'none' when no try of this attempt can have taken
@@ -442,6 +457,8 @@ export const TaskStateSchema = z.object({
   deadlineAt: optional(z.number()),
   /** The client that submitted it: its events are under `triad.<ns>.event.<client>.<taskId>` (decision 0010). */
   client: optional(z.string()),
+  /** The submission's priority when not the default 3 (1 highest … 5 lowest; decision 0020). */
+  priority: optional(z.number().int()),
   error: optional(z.string()),
   steps: z.array(StepStateSchema),
   /**

@@ -36,11 +36,27 @@ describe('what a reader accepts within v1', () => {
   const submission = { taskId: 't-1', workflow: 'orders', input: { a: 1 }, submittedAt: 1_795_401_586_717 };
 
   it('ignores a field it does not know (a newer writer), and keeps validating the ones it knows', () => {
-    const d = decode(raw.pack({ ...submission, priority: 'high', traceState: { x: 1 } }), SubmissionSchema, 'submission');
+    const d = decode(raw.pack({ ...submission, urgency: 'high', traceState: { x: 1 } }), SubmissionSchema, 'submission');
     expect(d.ok && d.value).toEqual(submission);
-    const bad = decode(raw.pack({ ...submission, priority: 'high', submittedAt: 'yesterday' }), SubmissionSchema, 'submission');
+    const bad = decode(raw.pack({ ...submission, urgency: 'high', submittedAt: 'yesterday' }), SubmissionSchema, 'submission');
     expect(bad.ok).toBe(false);
     if (!bad.ok) expect(bad.error.message).toMatch(/submittedAt/);
+  });
+
+  it('reads a priority of 1–5 and refuses any other, saying what it expects (decision 0020)', () => {
+    const d = decode(raw.pack({ ...submission, priority: 1 }), SubmissionSchema, 'submission');
+    expect(d.ok && d.value).toEqual({ ...submission, priority: 1 });
+    for (const p of [0, 6, 2.5, 'high']) {
+      const bad = decode(raw.pack({ ...submission, priority: p }), SubmissionSchema, 'submission');
+      expect(bad.ok).toBe(false);
+      if (!bad.ok) expect(bad.error.message).toContain(`priority: expected a whole number from 1 (highest) to 5 (lowest), got ${JSON.stringify(p)}`);
+    }
+  });
+
+  it('reads a throttled result (decision 0020 §5)', () => {
+    const result = { taskId: 't-1', step: 'charge', kind: 'run', attempt: 1, agentId: 'a1', finishedAt: 1, tries: 1, ok: false, error: { message: 'slow down', retryable: true, throttled: true, retryAfterMs: 2_000, effect: 'none' } };
+    const d = decode(raw.pack(result), StepResultSchema, 'step result');
+    expect(d.ok && d.value).toEqual(result);
   });
 
   it('reads nil for an optional field as absent', () => {

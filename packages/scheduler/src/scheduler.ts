@@ -20,7 +20,9 @@ import {
 } from '@triad/bus';
 import type { MsgHdrs } from '@nats-io/nats-core';
 import {
+  DEFAULT_THROTTLE_RETRY_AFTER_MS,
   ErrorCode,
+  MAX_THROTTLE_RETRY_AFTER_MS,
   TaskIdSchema,
   decodeResults,
   errorMessage,
@@ -176,6 +178,7 @@ export class Scheduler {
         onFailure: wf.onFailure,
         ...(wf.deadlineMs !== undefined ? { deadlineMs: wf.deadlineMs } : {}),
         client,
+        ...(sub.priority !== undefined ? { priority: sub.priority } : {}),
         now,
         schedulerId: this.id,
         ...(sub.replyTo ? { replyTo: sub.replyTo } : {}),
@@ -320,6 +323,9 @@ export class Scheduler {
                 // Absent: an agent that made no call cannot have taken effect (decision 0009).
                 effect: r.error.effect ?? (r.tries === 0 ? 'none' : 'unknown'),
                 ...(r.error.circuitOpen ? { circuitOpenRetryAfterMs: r.error.retryAfterMs ?? 0 } : {}),
+                // A throttle (decision 0020 §5): parked per step until the service's Retry-After (1 s when
+                // absent, at most an hour), a refusal rather than a failure. A permanent failure stays one.
+                ...(r.error.throttled && !r.error.circuitOpen && r.error.retryable ? { throttledRetryAfterMs: Math.min(r.error.retryAfterMs ?? DEFAULT_THROTTLE_RETRY_AFTER_MS, MAX_THROTTLE_RETRY_AFTER_MS) } : {}),
               },
         })
         .catch((e: unknown) => {

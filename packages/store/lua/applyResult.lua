@@ -14,6 +14,7 @@
   ARGV[14] for a failure: what the agent knows of the effect ('none' = no try took effect, 'unknown')
   ARGV[15] the agent type whose result subject the result came on (decision 0010)
   ARGV[16] the fan-out element the result is for ('' = none; decision 0019 §4)
+  ARGV[17] throttled: the service's retry-after ms ('' = not throttled; decision 0020 §5)
 
   Outcomes (decision 0009), the same for a run and a compensation phase:
     ok                 → run: processed (and ready steps start, or the task completes);
@@ -23,6 +24,9 @@
     circuit open       → not attempted: parked until the breaker half-opens (never past the give-up time)
                          without counting a failure — up to maxCircuitOpen times; past that it counts
                          like a retryable failure.
+    throttled          → the service refused the call and asked for time: parked until its Retry-After,
+                         exactly like a circuit-open refusal (the same count and limit). Decision 0020's
+                         increment 5 replaces this per-step park by a pause in the agent type's limiter.
     failed, retryable  → the agent gave up inside its window: deadline moved to now, so the supervisor's
                          next sweep applies the failure ladder.
   A run result while the task is being undone and the step is still in flight (a drain): ok → processed
@@ -163,16 +167,17 @@ elseif ok then
   elseif start_ready(ctx) then finish_task(ctx, 'completed') end
 elseif drain then
   abandon(ctx, spec, rec, 'ended while the task was being undone: ' .. message)
-elseif ARGV[10] ~= '' then
+elseif ARGV[10] ~= '' or (ARGV[17] or '') ~= '' then
+  local throttled = (ARGV[17] or '') ~= ''
   ph.circuitCount = (ph.circuitCount or 0) + 1
   local limit = sp.l[4] or 10
   if ph.circuitCount <= limit then
-    local untilTs = ctx.now + tonumber(ARGV[10])
+    local untilTs = ctx.now + tonumber(throttled and ARGV[17] or ARGV[10])
     if ph.giveUpAt and untilTs > ph.giveUpAt then untilTs = ph.giveUpAt end
     ph.error = message
-    park(ctx, spec, rec, kind, untilTs, message)
+    park(ctx, spec, rec, kind, untilTs, throttled and ('throttled by the service: ' .. message) or message)
   else
-    report_retryable(ctx, spec, rec, kind, message .. ' (' .. ph.circuitCount .. ' attempts refused by the open breaker, over maxCircuitOpen ' .. limit .. ': each now counts as a failure)')
+    report_retryable(ctx, spec, rec, kind, message .. ' (' .. ph.circuitCount .. ' attempts refused by an open breaker or a throttling service, over maxCircuitOpen ' .. limit .. ': each now counts as a failure)')
   end
 elseif ARGV[6] == '0' then
   give_up(ctx, spec, rec, kind, 'failed permanently: ' .. message, message, true)

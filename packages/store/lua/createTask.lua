@@ -8,6 +8,7 @@
   ARGV[6] plan (JSON)  ARGV[7] now (epoch ms)  ARGV[8] schedulerId  ARGV[9] onFailure
   ARGV[10] the lease token   ARGV[11] the lease duration (ms)   ARGV[12] the task deadline, ms after now ('' = none)
   ARGV[13] the submitting client (from the submission's subject, decision 0010)
+  ARGV[14] the submission's priority, 1–5 ('' = the default 3: nothing stored, decision 0020)
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
           { EXISTS, json{status, client} } when the task id was already submitted (a duplicate is harmless;
@@ -36,6 +37,7 @@ redis.call('HSET', taskKey,
   'id', taskId, 'workflow', ARGV[2], 'version', ARGV[3], 'input', ARGV[4], 'replyTo', ARGV[5],
   'plan', ARGV[6], 'status', 'running', 'lockedBy', ARGV[8], 'lockEpoch', 1, 'seq', 0,
   'createdAt', now, 'updatedAt', now, 'onFailure', ARGV[9], 'client', ARGV[13])
+if ARGV[14] ~= '' then redis.call('HSET', taskKey, 'priority', ARGV[14]) end
 ctx.recs = {}
 for _, s in ipairs(ctx.plan) do
   ctx.recs[s.n] = { status = 'pending', attempt = 0, failureCount = 0 }

@@ -10,6 +10,8 @@
 
   Returns 0 (take it now) or how many ms to wait (put it back that long).
 ]]
+--@include _gcra
+
 local key, field = KEYS[1], 'r:' .. ARGV[1]
 local now, interval, tolerance = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 
@@ -23,11 +25,11 @@ if reserved then
 end
 
 local tat = tonumber(redis.call('HGET', key, 'tat') or '0')
-if tat < now then tat = now end
-local allowAt = tat - tolerance
-redis.call('HSET', key, 'tat', string.format('%.3f', tat + interval))
+local allowAt = gcra_allow_at(tat, now, tolerance)
+local nextTat = gcra_take(tat, now, interval)
+redis.call('HSET', key, 'tat', string.format('%.3f', nextTat))
 -- Kept an hour past the last reservation, then dropped: by then the client's allowance is whole again.
-redis.call('PEXPIRE', key, math.ceil(tat + interval - now) + 3600000)
+redis.call('PEXPIRE', key, math.ceil(nextTat - now) + 3600000)
 if allowAt <= now then return 0 end
 redis.call('HSET', key, field, string.format('%.3f', allowAt))
 return math.ceil(allowAt - now)

@@ -3,13 +3,31 @@
  * called through one wrapper, returning codes mapped to typed errors), task and workflow records, and
  * the deadline index the supervisor reads in O(expired).
  */
-export { keys, bucketOf, BUCKETS, parseDeadlineMember, TASK_DEADLINE_STEP, type Keys, type BucketKeys } from './keys.js';
+export { keys, bucketOf, BUCKETS, LIMITER_PARTS, parseDeadlineMember, TASK_DEADLINE_STEP, type Keys, type BucketKeys, type LimitRegistryKeys, type LimiterKeys } from './keys.js';
 export { ScriptCode, scriptError, isLeaseBusy, LeaseBusyError } from './codes.js';
 export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts.js';
 export { TaskStore, requireTask, type PendingAlert, type StoreOptions, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome } from './task-store.js';
 export { WorkflowStore, type CompiledWorkflow, type WorkflowSummary } from './workflow-store.js';
 export { ScheduleStore, unknownSchedule, type ScheduleDefinition, type StoredSchedule, type FireAction, type ScheduledSubmission } from './schedule-store.js';
 export { IntakeStore, EVERY_OTHER_CLIENT, LIMITS_REFRESH_MS } from './intake-store.js';
+export {
+  LimitStore,
+  LimitCache,
+  compactLimit,
+  RegistryEntrySchema,
+  PERMIT_GRACE_MS,
+  PRIORITY_AGING_MS,
+  DEFAULT_LIMITS_REFRESH_MS,
+  MAX_LIMIT_KEY_BYTES,
+  type LimitConfig,
+  type RegistryEntry,
+  type QueueItem,
+  type LimiterOps,
+  type Grant,
+  type LimiterReply,
+  type LimiterStats,
+  type LimiterPlace,
+} from './limit-store.js';
 export { toTaskEvent, elementValueKey, elementOutputKey, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';
 export { Leadership, MIN_LEASE_MS, type LeadershipOptions, type LeadershipState } from './leadership.js';
 export { Leases, type LeaseClaim } from './leases.js';

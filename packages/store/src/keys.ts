@@ -2,11 +2,15 @@
  * Every Redis key Triad uses, built here and nowhere else (decision 0015). A namespace's tasks are spread
  * over BUCKETS buckets by a hash of the task id; every key of a bucket carries the hash tag `{<ns>:bNN}`,
  * so a transition — one task and its bucket's indexes — touches one Redis Cluster slot. Workflow
- * definitions share the `{<ns>:wf}` slot, schedules the `{<ns>:sch}` slot, the supervisors' election the `{<ns>:sup}` slot and the
- * submission rate limits the `{<ns>:intake}` slot. Every key
+ * definitions share the `{<ns>:wf}` slot, schedules the `{<ns>:sch}` slot, the supervisors' election the
+ * `{<ns>:sup}` slot, the submission rate limits the `{<ns>:intake}` slot, the registry of dispatch limits
+ * the `{<ns>:limits}` slot, and each limited agent type's limiter a `{<ns>:lim:<agent>}` slot of its own. Every key
  * stays under `triad:<ns>:` (the ACL pattern of decision 0011). Scripts receive every key in KEYS.
  */
-import { NamespaceSchema } from '@triad/protocol';
+import { NameSchema, NamespaceSchema } from '@triad/protocol';
+
+/** A limiter's keys after its hash tag, in the order of _limiter.lua's KEYS. */
+export const LIMITER_PARTS = ['cfg', 'tickets', 'line', 'ring:1', 'ring:2', 'ring:3', 'ring:4', 'ring:5', 'inring', 'promote', 'inflight', 'keyState', 'blocked', 'idle', 'state', 'gps', 'waitIdx'] as const;
 
 /** The number of buckets: part of the layout, not a setting (changing it moves every task). */
 export const BUCKETS = 64;
@@ -70,6 +74,23 @@ export interface Keys {
   readonly scheduleOutbox: string;
   /** The `sch` slot's supervisor fence (decision 0015's rule, as each bucket's). */
   readonly scheduleEpoch: string;
+  /** The registry of limited agent types, in the `{<ns>:limits}` slot (decision 0020 §1.6). */
+  readonly limits: LimitRegistryKeys;
+  /** One agent type's dispatch limiter, in its own `{<ns>:lim:<agent>}` slot (decision 0020 §1.6). */
+  limiter(agent: string): LimiterKeys;
+}
+
+export interface LimitRegistryKeys {
+  /** Hash: agent → its entry (a limit, a pause-only `{pausedUntil}`, or `{draining: true}`). */
+  readonly agents: string;
+  /** Incremented by every change of `agents`: what each process's LimitCache polls. */
+  readonly version: string;
+}
+
+/** The keys of one agent type's limiter, in the order its scripts take them as KEYS (_limiter.lua). */
+export interface LimiterKeys {
+  readonly tag: string;
+  readonly all: readonly string[];
 }
 
 /** FNV-1a, 32 bit, of the UTF-8 bytes of `s`. */
@@ -116,6 +137,18 @@ export function keys(namespace: string): Keys {
   const sup = `${prefix}:{${ns}:sup}`;
   const intake = `${prefix}:{${ns}:intake}`;
   const sch = `${prefix}:{${ns}:sch}`;
+  const limitsSlot = `${prefix}:{${ns}:limits}`;
+  const limiters = new Map<string, LimiterKeys>();
+  const limiter = (agent: string): LimiterKeys => {
+    const hit = limiters.get(agent);
+    if (hit) return hit;
+    const name = NameSchema.parse(agent);
+    const tag = `{${ns}:lim:${name}}`;
+    const b = `${prefix}:${tag}`;
+    const l: LimiterKeys = { tag, all: LIMITER_PARTS.map((part) => `${b}:${part}`) };
+    limiters.set(agent, l);
+    return l;
+  };
   const k: Keys = {
     prefix,
     buckets,
@@ -135,6 +168,8 @@ export function keys(namespace: string): Keys {
     schedulesDue: `${sch}:due`,
     scheduleOutbox: `${sch}:outbox`,
     scheduleEpoch: `${sch}:epoch`,
+    limits: { agents: `${limitsSlot}:agents`, version: `${limitsSlot}:version` },
+    limiter,
   };
   cache.set(namespace, k);
   return k;

@@ -2,6 +2,7 @@
 import type { RedisClient } from './client.js';
 import {
   DEFAULT_CLIENT_ID,
+  DEFAULT_PRIORITY,
   ErrorCode,
   TriadError,
   errorMessage,
@@ -37,6 +38,8 @@ export interface CreateTaskArgs {
   deadlineMs?: number;
   /** The submitting client, from the submission's subject (decision 0010). */
   client: string;
+  /** The submission's priority (1 highest … 5); stored only when not the default 3 (decision 0020). */
+  priority?: number;
   now: number;
   schedulerId: string;
 }
@@ -65,6 +68,8 @@ export interface ApplyResultArgs {
         message: string;
         retryable: boolean;
         circuitOpenRetryAfterMs?: number;
+        /** The service throttled the call (HTTP 429 / 503 with Retry-After): its retry-after ms (decision 0020 §5). */
+        throttledRetryAfterMs?: number;
         /** What the agent knows of the remote effect: 'none' = no try can have taken effect (decision 0009). */
         effect: 'none' | 'unknown';
       };
@@ -127,7 +132,7 @@ export class TaskStore {
       this.redis,
       'createTask',
       [k.task(a.taskId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox],
-      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client],
+      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client, a.priority === undefined || a.priority === DEFAULT_PRIORITY ? '' : a.priority],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok && code !== ScriptCode.Exists) throw scriptError(code, `create task ${a.taskId}`);
@@ -166,6 +171,7 @@ export class TaskStore {
         o.ok ? '' : o.effect,
         a.agentType,
         a.item ?? '',
+        !o.ok && o.throttledRetryAfterMs !== undefined ? o.throttledRetryAfterMs : '',
       ],
     )) as unknown[];
     const code = Number(reply[0]);

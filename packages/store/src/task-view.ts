@@ -182,6 +182,8 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
   if (deadlineAt !== undefined) state.deadlineAt = deadlineAt;
   const client = str('client');
   if (client) state.client = client;
+  const priority = num('priority');
+  if (priority !== undefined) state.priority = priority;
   const error = str('error');
   if (error) state.error = error;
   return state;

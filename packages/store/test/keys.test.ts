@@ -31,6 +31,17 @@ describe('key layout', () => {
     expect(calculateSlot(k.supervisorLeader)).toBe(calculateSlot(k.supervisorEpoch));
   });
 
+  it('puts the limit registry in one slot and each agent type\'s limiter in a slot of its own (decision 0020)', () => {
+    expect(calculateSlot(k.limits.agents)).toBe(calculateSlot(k.limits.version));
+    const pay = k.limiter('payment');
+    expect(pay.all).toHaveLength(17);
+    for (const key of [...pay.all, k.limits.agents, k.limits.version]) expect(key.startsWith('triad:shop:')).toBe(true);
+    expect(new Set(pay.all.map((key) => calculateSlot(key))).size).toBe(1);
+    expect(pay.all[0]).toBe('triad:shop:{shop:lim:payment}:cfg');
+    expect(calculateSlot(k.limiter('inventory').all[0]!)).not.toBe(calculateSlot(pay.all[0]!));
+    expect(() => k.limiter('no spaces')).toThrow();
+  });
+
   it('spreads tasks over every bucket, and the buckets over many slots', () => {
     const counts = new Array<number>(BUCKETS).fill(0);
     for (const id of ids) counts[bucketOf(id)] = (counts[bucketOf(id)] ?? 0) + 1;

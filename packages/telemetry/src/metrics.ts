@@ -6,7 +6,7 @@
 import { Counter, Gauge, Histogram, register, type Registry } from 'prom-client';
 
 /** How a step attempt ended, as the agent saw it — or `stale` when the scheduler refused its result. */
-export const STEP_OUTCOMES = ['ok', 'retryable', 'permanent', 'expired', 'circuit_open', 'stale'] as const;
+export const STEP_OUTCOMES = ['ok', 'retryable', 'permanent', 'expired', 'circuit_open', 'throttled', 'stale'] as const;
 export type StepOutcomeLabel = (typeof STEP_OUTCOMES)[number];
 
 /** Seconds buckets from a few ms (a cached call) to minutes (a step near its budget, a task with a park). */

@@ -1,5 +1,5 @@
 /** `triad submit <workflow>`: submits a task, optionally waiting for its outcome. */
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { NAME_PATTERN, TASK_ID_PATTERN } from '@triad/protocol/constants';
 import { intArg, out, taskInput, usageError } from '../io.js';
 import { action, connectionOptions, examples, optionsOf } from '../options.js';
@@ -9,6 +9,7 @@ interface SubmitOptions {
   inputFile?: string;
   id?: string;
   version?: number;
+  priority?: number;
   wait?: boolean;
   timeout: number;
   json?: boolean;
@@ -23,6 +24,7 @@ export function register(program: Command): void {
     .option('--input-file <path>', 'read the task input from a JSON file ("-" for stdin)')
     .option('--id <taskId>', 'the task id (default: a random UUID); the same id submitted twice runs once')
     .option('--version <n>', 'pin a workflow version', intArg(1))
+    .option('--priority <n>', '1 (highest) … 5 (lowest), default 3: orders its steps waiting for a dispatch limit (decision 0020; no effect until limits are built)', priorityArg)
     .option('--wait', 'follow the task and exit 0 only if it completes')
     .option('--timeout <ms>', 'with --wait: give up waiting after this long', intArg(1), 60_000)
     .option('--json', 'print one JSON object on stdout: { taskId, status, steps, ... }');
@@ -30,6 +32,7 @@ export function register(program: Command): void {
   examples(cmd, [
     `triad submit orders --input '{"orderId":"o1","amount":42}'`,
     `triad submit orders --input-file order.json --id order-o1 --wait --timeout 30000`,
+    `triad submit orders --priority 1 --input '{"orderId":"o2","amount":42}'`,
   ]);
   cmd.action(
     action(async (workflow: string, _opts: unknown, self: Command) => {
@@ -49,6 +52,7 @@ export function register(program: Command): void {
           submitted = await client.submit(workflow, input, {
             ...(o.id !== undefined ? { taskId: o.id } : {}),
             ...(o.version !== undefined ? { version: o.version } : {}),
+            ...(o.priority !== undefined ? { priority: o.priority } : {}),
           });
         } catch (e) {
           throw explainBusError(e, `submit a task of workflow ${workflow}`, conn.namespace);
@@ -65,4 +69,11 @@ export function register(program: Command): void {
       });
     }),
   );
+}
+
+/** `--priority`: checked before anything is sent, with the protocol's words (decision 0020 §1.4). */
+export function priorityArg(value: string): number {
+  const n = /^\s*\d+\s*$/.test(value) ? Number(value) : Number.NaN;
+  if (!Number.isInteger(n) || n < 1 || n > 5) throw new InvalidArgumentError(`--priority: expected a whole number from 1 (highest) to 5 (lowest), got "${value}".`);
+  return n;
 }

@@ -25,7 +25,7 @@ function portFromEnv(variable: string, fallback: number, env: NodeJS.ProcessEnv)
 /** One status line, e.g. `inventory listening on http://127.0.0.1:7101 (failRate=0 hangRate=0 latencyMs=0)`. */
 export function describeService(service: RemoteService): string {
   const f = service.faults();
-  return `${service.name} listening on ${service.url} (failRate=${f.failRate} hangRate=${f.hangRate} latencyMs=${f.latencyMs})`;
+  return `${service.name} listening on ${service.url} (failRate=${f.failRate} hangRate=${f.hangRate} latencyMs=${f.latencyMs} rateLimit=${f.rateLimit})`;
 }
 
 /**

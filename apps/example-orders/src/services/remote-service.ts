@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 /** The example's three services; any other name works too and gets a generic result. */
 export type ServiceName = 'inventory' | 'payment' | 'shipping' | (string & {});
 
-/** Fault knobs. They apply only to POST /apply and POST /undo, checked in this order: latency, hang, fail. */
+/** Fault knobs. They apply only to POST /apply and POST /undo, checked in this order: latency, rate limit, hang, fail. */
 export interface Faults {
   /** 0..1: probability of answering 503 without applying anything. */
   failRate: number;
@@ -15,7 +15,28 @@ export interface Faults {
   hangRate: number;
   /** Whole milliseconds to wait before handling the request. */
   latencyMs: number;
+  /**
+   * Calls accepted per second, 0 = no limit: a call that arrives when this many were accepted in the
+   * last 1000 ms is answered 429 with Retry-After (whole seconds until the window has room, at least 1),
+   * and nothing is applied (decision 0020 §8).
+   */
+  rateLimit: number;
 }
+
+/** What the service saw of its POST /apply and /undo calls (GET /stats; decision 0020 §8). */
+export interface ServiceStats {
+  /** The most calls held at once (from arrival to answer, latency and hangs included). */
+  maxInFlight: number;
+  /** Arrival time (epoch ms) of every call received, refused ones included, oldest first; the last 100,000. */
+  calls: number[];
+  /** Calls held now. */
+  inFlight: number;
+  /** Calls answered 429 by the rate limit. */
+  throttled: number;
+}
+
+/** The calls GET /stats keeps. */
+export const MAX_STATS_CALLS = 100_000;
 
 /**
  * One entry of the service's ledger, per idempotency key: an applied effect, or a tombstone — an undo
@@ -74,6 +95,10 @@ export interface RemoteService {
    * hanging), with the idempotency key they carry: a test can act once a call has surely arrived.
    */
   waiting(): { path: string; idempotencyKey: string }[];
+  /** GET /stats: what the service saw of its calls (a copy). */
+  stats(): ServiceStats;
+  /** POST /stats/reset: empties `calls`, sets maxInFlight to the calls held now, zeroes `throttled`. */
+  resetStats(): void;
   /** Stops listening and destroys every open socket, hanging ones included. */
   close(): Promise<void>;
 }
@@ -81,7 +106,7 @@ export interface RemoteService {
 /** Request bodies above this size get 413. */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
-export const NO_FAULTS: Readonly<Faults> = Object.freeze({ failRate: 0, hangRate: 0, latencyMs: 0 });
+export const NO_FAULTS: Readonly<Faults> = Object.freeze({ failRate: 0, hangRate: 0, latencyMs: 0, rateLimit: 0 });
 
 interface FaultRule {
   envSuffix: string;
@@ -96,6 +121,7 @@ const FAULT_RULES: Record<keyof Faults, FaultRule> = {
   failRate: { envSuffix: 'FAIL_RATE', allowed: RATE_ALLOWED, pattern: /^\d+(\.\d+)?$/, valid: (n) => Number.isFinite(n) && n >= 0 && n <= 1 },
   hangRate: { envSuffix: 'HANG_RATE', allowed: RATE_ALLOWED, pattern: /^\d+(\.\d+)?$/, valid: (n) => Number.isFinite(n) && n >= 0 && n <= 1 },
   latencyMs: { envSuffix: 'LATENCY_MS', allowed: 'a whole number of milliseconds >= 0 (e.g. 200)', pattern: /^\d+$/, valid: (n) => Number.isSafeInteger(n) && n >= 0 },
+  rateLimit: { envSuffix: 'RATE_LIMIT', allowed: 'a whole number of calls per second >= 0 (e.g. 10; 0 = no limit)', pattern: /^\d+$/, valid: (n) => Number.isSafeInteger(n) && n >= 0 },
 };
 const FAULT_KEYS = Object.keys(FAULT_RULES) as (keyof Faults)[];
 
@@ -105,7 +131,7 @@ export function envPrefix(name: string): string {
 }
 
 /**
- * Reads <NAME>_FAIL_RATE, <NAME>_HANG_RATE and <NAME>_LATENCY_MS; unset or empty means no fault.
+ * Reads <NAME>_FAIL_RATE, <NAME>_HANG_RATE, <NAME>_LATENCY_MS and <NAME>_RATE_LIMIT; unset or empty means no fault.
  * Throws an Error naming the variable, the bad value and what is allowed, so a typo fails at start-up rather than silently disabling a fault.
  */
 export function faultsFromEnv(name: string, env: NodeJS.ProcessEnv = process.env): Faults {
@@ -213,7 +239,7 @@ function requireKey(body: Record<string, unknown>, field: string, example: strin
 
 const APPLY_EXAMPLE = '{"idempotencyKey":"order-1:reserve","action":"reserve","payload":{"sku":"A1","qty":2}}';
 const UNDO_EXAMPLE = '{"idempotencyKey":"order-1:reserve:undo","of":"order-1:reserve"}';
-const ROUTES = 'POST /apply, POST /undo, GET /effects, GET /effects/:key, GET /faults, PUT /faults, GET /health';
+const ROUTES = 'POST /apply, POST /undo, GET /effects, GET /effects/:key, GET /faults, PUT /faults, GET /stats, POST /stats/reset, GET /health';
 
 type Body = { tooLarge: true } | { tooLarge: false; text: string };
 
@@ -257,10 +283,10 @@ async function readJsonObject(req: IncomingMessage, example: string): Promise<Re
   return parsed as Record<string, unknown>;
 }
 
-function send(res: ServerResponse, status: number, body: unknown): void {
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   if (res.headersSent || res.destroyed) return;
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), ...headers });
   res.end(text);
 }
 
@@ -285,6 +311,12 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
   const effects = new Map<string, Effect>();
   const undos = new Map<string, UndoRecord>();
   const held = new Set<{ path: string; idempotencyKey: string }>();
+  // GET /stats: arrivals, the calls held now and at most, 429s; `accepted` is the rate limit's window.
+  let calls: number[] = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let throttled = 0;
+  const accepted: number[] = [];
   // Latency timers are tracked so close() does not have to wait for them to fire.
   const timers = new Set<NodeJS.Timeout>();
   let closed = false;
@@ -303,6 +335,18 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
     const current = faults;
     if (current.latencyMs > 0) await sleep(current.latencyMs);
     if (closed) return false;
+    if (current.rateLimit > 0) {
+      const now = Date.now();
+      while (accepted.length > 0 && (accepted[0] ?? 0) <= now - 1_000) accepted.shift();
+      if (accepted.length >= current.rateLimit) {
+        throttled += 1;
+        // Whole seconds (RFC 9110 allows no fraction) until the oldest accepted call leaves the window.
+        const seconds = Math.max(1, Math.ceil(((accepted[0] ?? now) + 1_000 - now) / 1_000));
+        send(res, 429, { error: `${name} is rate limited to ${current.rateLimit} calls/s (rateLimit); nothing was applied, retry after ${seconds} s` }, { 'retry-after': String(seconds) });
+        return false;
+      }
+      accepted.push(now);
+    }
     // Draw only when a rate is set, so an injected random sequence maps one value to one decision.
     if (current.hangRate > 0 && random() < current.hangRate) return false; // Leave the socket open; close() or the client ends it.
     if (current.failRate > 0 && random() < current.failRate) {
@@ -408,6 +452,11 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
       // Read the body first so a fault never leaves an unread request on the connection.
       const body = await readJsonObject(req, path === '/apply' ? APPLY_EXAMPLE : UNDO_EXAMPLE);
       const call = { path, idempotencyKey: typeof body['idempotencyKey'] === 'string' ? body['idempotencyKey'] : '' };
+      calls.push(Date.now());
+      if (calls.length > MAX_STATS_CALLS) calls.splice(0, calls.length - MAX_STATS_CALLS);
+      inFlight += 1;
+      if (inFlight > maxInFlight) maxInFlight = inFlight;
+      res.once('close', () => (inFlight -= 1));
       held.add(call);
       // A hanging request stays listed until the client goes away.
       res.once('close', () => held.delete(call));
@@ -431,9 +480,15 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
       return send(res, 200, effect);
     }
 
+    if (method === 'GET' && path === '/stats') return send(res, 200, stats());
+    if (method === 'POST' && path === '/stats/reset') {
+      req.resume();
+      resetStats();
+      return send(res, 200, { reset: true });
+    }
     if (method === 'GET' && path === '/faults') return send(res, 200, faults);
     if (method === 'PUT' && path === '/faults') {
-      const body = await readJsonObject(req, '{"failRate":0,"hangRate":0,"latencyMs":0}');
+      const body = await readJsonObject(req, '{"failRate":0,"hangRate":0,"latencyMs":0,"rateLimit":0}');
       let patch: Partial<Faults>;
       try {
         patch = validateFaultsPatch(body, 'PUT /faults body');
@@ -447,6 +502,15 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
     // Drain any body so the connection stays usable for the client's next request.
     req.resume();
     send(res, 404, { error: `no route ${method} ${path} on ${name}; routes are ${ROUTES}` });
+  }
+
+  function stats(): ServiceStats {
+    return { maxInFlight, calls: [...calls], inFlight, throttled };
+  }
+  function resetStats(): void {
+    calls = [];
+    maxInFlight = inFlight;
+    throttled = 0;
   }
 
   const server = createServer((req, res) => {
@@ -477,6 +541,8 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
     },
     effects: () => structuredClone([...effects.values()]),
     waiting: () => [...held].map((c) => ({ ...c })),
+    stats,
+    resetStats,
     close(): Promise<void> {
       closing ??= new Promise<void>((resolve, reject) => {
         closed = true;

@@ -220,7 +220,9 @@ export type ResultOutcome =
   | { type: 'ok'; total?: number }
   | { type: 'permanent'; effect: 'none' | 'unknown' }
   | { type: 'retryable'; effect: 'none' | 'unknown' }
-  | { type: 'circuit_open'; effect: 'none' | 'unknown'; retryAfterMs: number };
+  | { type: 'circuit_open'; effect: 'none' | 'unknown'; retryAfterMs: number }
+  /** The service throttled the call (decision 0020 §5): until increment 5, parked per phase like a breaker refusal, on the same count. */
+  | { type: 'throttled'; effect: 'none' | 'unknown'; retryAfterMs: number };
 
 /**
  * The agent type whose result for a phase is accepted: the run's agent, or the compensation's (decision
@@ -432,7 +434,7 @@ export class Model {
       else this.startReady(tx);
     } else if (drain) {
       this.abandonDrain(tx, s);
-    } else if (outcome.type === 'circuit_open') {
+    } else if (outcome.type === 'circuit_open' || outcome.type === 'throttled') {
       ph.circuitCount++;
       if (ph.circuitCount <= this.phaseSpec(s, kind).maxCircuitOpen) {
         this.park(tx, s, kind, Math.min(tx.now + outcome.retryAfterMs, ph.giveUpAt ?? Infinity));

@@ -271,6 +271,7 @@ export const outcomeArb: fc.Arbitrary<ResultOutcome> = fc.oneof(
   { arbitrary: fc.record({ type: fc.constant('permanent' as const), effect: effectArb }), weight: 1 },
   { arbitrary: fc.record({ type: fc.constant('retryable' as const), effect: effectArb }), weight: 2 },
   { arbitrary: fc.record({ type: fc.constant('circuit_open' as const), effect: effectArb, retryAfterMs: fc.constantFrom(50, 200, 800) }), weight: 2 },
+  { arbitrary: fc.record({ type: fc.constant('throttled' as const), effect: effectArb, retryAfterMs: fc.constantFrom(0, 200, 1_000) }), weight: 1 },
 );
 
 const ladderArb = fc.tuple(fc.integer({ min: 0, max: 2 }), fc.constantFrom(100, 300), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 0, max: 2 }));

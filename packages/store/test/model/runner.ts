@@ -156,6 +156,8 @@ function realOutcome(o: ResultOutcome) {
       return { ok: false as const, message: 'retryable failure', retryable: true, effect: o.effect };
     case 'circuit_open':
       return { ok: false as const, message: 'the circuit breaker is open', retryable: true, circuitOpenRetryAfterMs: o.retryAfterMs, effect: o.effect };
+    case 'throttled':
+      return { ok: false as const, message: 'rate limited', retryable: true, throttledRetryAfterMs: o.retryAfterMs, effect: o.effect };
   }
 }
 
