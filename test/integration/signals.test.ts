@@ -116,7 +116,7 @@ describe('signals', () => {
     const r = await t.client.registerWorkflow(JSON.parse(block ?? '{}') as WorkflowDefinitionInput);
     // Registered (this test runs no inventory or payment agent: the only warnings say so).
     expect(r.name).toBe('approved-orders');
-    for (const w of r.warnings) expect(w).toMatch(/^no agent "(inventory|payment)" has connected/);
+    for (const w of r.warnings) expect(w).toMatch(/^no agent "(inventory|payment|shipping)" has connected/);
   });
 
   it('refuses a signal no step waits for, naming the ones it does', async () => {
