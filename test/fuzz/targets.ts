@@ -138,6 +138,17 @@ function apiSample(op: ApiOp): fc.Arbitrary<unknown> {
       return fc.record({ taskId });
     case 'task.list':
       return fc.record({ status: opt(fc.constantFrom(...TaskStatusSchema.options)), limit: opt(fc.integer({ min: 1, max: 10_000 })) }).map(defined);
+    case 'task.query':
+    case 'task.count':
+      return fc
+        .record({
+          tags: opt(fc.dictionary(fc.constantFrom('customer', 'region'), fc.string({ minLength: 1, maxLength: 8 }), { maxKeys: 2 })),
+          status: opt(fc.constantFrom(...TaskStatusSchema.options)),
+          workflow: opt(name),
+          since: opt(fc.integer({ min: 0, max: 2_000_000_000_000 })),
+          ...(op === 'task.query' ? { limit: opt(fc.integer({ min: 1, max: 1000 })) } : {}),
+        })
+        .map(defined);
     case 'task.retry':
       return fc.record({ taskId, step: opt(name), input: opt(json), replaceInput: opt(fc.boolean()) }).map(defined);
     case 'task.cancel':

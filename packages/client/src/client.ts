@@ -43,6 +43,10 @@ import {
   type SignalReply,
   type TaskStatus,
   type TaskSummary,
+  type TaskQuery,
+  type TaskQueryReply,
+  type TaskCountRequest,
+  type TaskCountReply,
   type WorkflowDefinitionInput,
 } from '@triad/protocol';
 import { DEFAULT_NATS_URL, type NatsConnectionOptions } from '@triad/settings';
@@ -88,6 +92,11 @@ export interface SubmitOptions {
   version?: number;
   /** A private subject the scheduler publishes this task's events to. */
   replyTo?: string;
+  /**
+   * Search attributes (decision 0021): at most 16, key a letter then ≤ 31 letters, digits, "_", "." or
+   * "-", value 1–128 bytes; `queryTasks({ tags })` and `triad list --tag k=v` find the task by them.
+   */
+  tags?: Record<string, string>;
 }
 
 /** A supervisor's last report, and when it was written (epoch ms). */
@@ -352,6 +361,21 @@ export class TriadClient {
   }
 
   /**
+   * Tasks matching every filter given — `tags` (all of them), `status`, `workflow`, `client` (operators),
+   * created in [`since`, `until`] — newest first, one page (≤ 1000) at a time: pass `next` back as
+   * `cursor` for the next page; a page may be short, only an absent `next` means the end (decision 0021).
+   * A query with a tag is answered from the search index, its cost following the matches.
+   */
+  async queryTasks(q: TaskQuery = {}): Promise<TaskQueryReply> {
+    return this.request('task.query', q);
+  }
+
+  /** How many tasks match `queryTasks`' filters; `exact: false` when the count stopped at its budget (a lower bound). */
+  async countTasks(q: TaskCountRequest = {}): Promise<TaskCountReply> {
+    return this.request('task.count', q);
+  }
+
+  /**
    * Submits a task; resolves once JetStream has stored the submission (so it will not be lost).
    * The same task id submitted twice runs once.
    */
@@ -363,6 +387,7 @@ export class TriadClient {
       submittedAt: Date.now(),
       ...(o.version !== undefined ? { version: o.version } : {}),
       ...(o.replyTo ? { replyTo: o.replyTo } : {}),
+      ...(o.tags && Object.keys(o.tags).length > 0 ? { tags: o.tags } : {}),
     };
     const v = validate(candidate, SubmissionSchema, 'submission');
     if (!v.ok) throw v.error;

@@ -11,7 +11,7 @@ export const ROLES = ['scheduler', 'supervisor', 'agent', 'client', 'operator'] 
 export type Role = (typeof ROLES)[number];
 
 /** API operations that only read; the others change state (operator only). */
-export const READ_ONLY_API_OPS: readonly ApiOp[] = ['workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.events', 'supervisor.status'];
+export const READ_ONLY_API_OPS: readonly ApiOp[] = ['workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.query', 'task.count', 'task.events', 'supervisor.status'];
 
 /**
  * The namespace-wide operations a client identity may call: the read-only ones except the task reads,
@@ -86,13 +86,13 @@ const REDIS_READS = ['get', 'hget', 'hgetall', 'hkeys', 'hmget', 'hvals', 'smemb
  * `permissions.test.ts` re-reads the scripts to keep this list true.
  */
 export const REDIS_SCRIPT_COMMANDS = {
-  scheduler: ['del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hincrby', 'hkeys', 'hmget', 'hset', 'pexpire', 'sadd', 'set', 'zadd', 'zrem'],
+  scheduler: ['del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hincrby', 'hkeys', 'hmget', 'hset', 'pexpire', 'sadd', 'set', 'zadd', 'zcount', 'zlexcount', 'zrem', 'zrevrangebylex', 'zrevrangebyscore', 'zscore'],
   supervisor: ['del', 'exists', 'get', 'hdel', 'hget', 'hgetall', 'hincrby', 'hmget', 'hset', 'incr', 'set', 'zadd', 'zrangebyscore', 'zrem'],
 } as const;
 
 /** Which scripts each Redis role runs (the test checks the lists above against these files). */
 export const REDIS_ROLE_SCRIPTS = {
-  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask'],
+  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'querySearch'],
   supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch'],
 } as const;
 

@@ -93,6 +93,8 @@ describe('NATS allow lists', () => {
       'triad.shop.api.supervisor.status',
       'triad.shop.api.client.web.task.get',
       'triad.shop.api.client.web.task.list',
+      'triad.shop.api.client.web.task.query',
+      'triad.shop.api.client.web.task.count',
       'triad.shop.api.client.web.task.events',
       'triad.shop.api.client.web.task.signal',
     ]);
@@ -169,6 +171,8 @@ describe('NATS accounts (decision 0022)', () => {
       'service triad.shop.submit.web',
       'service triad.shop.api.client.web.task.get',
       'service triad.shop.api.client.web.task.list',
+      'service triad.shop.api.client.web.task.query',
+      'service triad.shop.api.client.web.task.count',
       'service triad.shop.api.client.web.task.events',
       'service triad.shop.api.client.web.task.signal',
       'service triad.shop.api.workflow.get',

@@ -9,7 +9,7 @@
  *   const bytes = encode({ taskId: 't1', workflow: 'orders', input: {}, submittedAt: Date.now() });
  *   const msg = decode(bytes, SubmissionSchema, 'submission'); // { ok: true, value } | { ok: false, error }
  */
-export { TASK_STATUSES } from './constants.js';
+export { TASK_STATUSES, MAX_TAGS, MAX_TAG_VALUE_BYTES, TAG_KEY_PATTERN, RESERVED_TAG_PREFIX, tagProblems } from './constants.js';
 export { ErrorCode, TriadError, isTriadError, errorMessage, type WireError } from './errors.js';
 export {
   names,
@@ -108,6 +108,16 @@ export {
   StepStateSchema,
   TaskStateSchema,
   TaskSummarySchema,
+  TagsSchema,
+  TaskQuerySchema,
+  TaskQueryReplySchema,
+  TaskCountRequestSchema,
+  TaskCountReplySchema,
+  type Tags,
+  type TaskQuery,
+  type TaskQueryReply,
+  type TaskCountRequest,
+  type TaskCountReply,
   ApiReplySchema,
   TERMINAL_TASK_STATUSES,
   isTerminal,

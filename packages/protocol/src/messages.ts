@@ -5,7 +5,7 @@
  * an integer of epoch milliseconds (a msgpack timestamp is read as one too).
  */
 import { z } from 'zod';
-import { TASK_ID_PATTERN, TASK_STATUSES, TERMINAL_TASK_STATUSES, isTerminal } from './constants.js';
+import { TASK_ID_PATTERN, TASK_STATUSES, TERMINAL_TASK_STATUSES, isTerminal, tagProblems } from './constants.js';
 import { ClientIdSchema, NameSchema, TaskIdSchema } from './names.js';
 
 /** An optional field: absent, or nil (read as absent), else valid by `schema`. */
@@ -44,6 +44,18 @@ export const WireErrorSchema = z.object({
   details: optional(z.array(z.string())),
 });
 
+/**
+ * Search attributes (decision 0021 §1): string → string, at most 16, key `^[A-Za-z][A-Za-z0-9_.-]{0,31}$`,
+ * value 1–128 bytes of UTF-8 without control characters; keys under `triad.` are Triad's. Fixed at
+ * submission; matched exactly, byte for byte.
+ */
+export const TagsSchema = z.record(z.string(), z.string()).superRefine((tags, ctx) => {
+  for (const message of tagProblems(tags)) ctx.addIssue({ code: 'custom', message });
+});
+export type Tags = z.output<typeof TagsSchema>;
+/** Tags as they are read back (a task's, possibly with Triad's own `triad.` keys). */
+const StoredTagsSchema = z.record(z.string(), z.string());
+
 export const SubmissionSchema = z
   .object({
     taskId: TaskIdSchema,
@@ -54,6 +66,8 @@ export const SubmissionSchema = z
     input: optional(z.unknown()),
     replyTo: optional(SubjectSchema),
     submittedAt: epochMs,
+    /** Search attributes (decision 0021): `triad list --tag k=v` finds the task by them. */
+    tags: optional(TagsSchema),
   });
 export type Submission = z.output<typeof SubmissionSchema>;
 
@@ -419,6 +433,8 @@ export const TaskStateSchema = z.object({
   compacted: optional(z.boolean()),
   /** Signals accepted and kept until a step waits for them, oldest first (decision 0019 §3.3). */
   signals: optional(z.array(z.object({ name: z.string(), signalId: z.string(), at: z.number(), by: z.string() }))),
+  /** Its search attributes (decision 0021), as submitted. */
+  tags: optional(StoredTagsSchema),
 });
 export type TaskState = z.output<typeof TaskStateSchema>;
 
@@ -429,8 +445,46 @@ export const TaskSummarySchema = z.object({
   status: tolerant(TaskStatusSchema),
   createdAt: z.number(),
   updatedAt: z.number(),
+  /** Its search attributes (decision 0021); `task.query` fills them, `task.list` does not. */
+  tags: optional(StoredTagsSchema),
+  /** The client that submitted it (`task.query`). */
+  client: optional(z.string()),
 });
 export type TaskSummary = z.output<typeof TaskSummarySchema>;
+
+/**
+ * `task.query` (decision 0021 §1.3): tasks newest first (createdAt, then task id, descending) that have
+ * every tag of `tags` and the given status, workflow and client, created in [since, until]. `cursor` is the
+ * `next` of the previous page of the same query. A short page does not mean the end: only an absent `next` does.
+ */
+export const TaskQuerySchema = z.object({
+  tags: optional(TagsSchema),
+  status: optional(TaskStatusSchema),
+  workflow: optional(NameSchema),
+  /** Operators only: a client-scoped subject sets it to its own client. */
+  client: optional(ClientIdSchema),
+  /** createdAt ≥ since (epoch ms). */
+  since: optional(epochMs),
+  /** createdAt ≤ until (epoch ms). */
+  until: optional(epochMs),
+  limit: z.number().int().min(1).max(1000).default(50),
+  cursor: optional(z.string().min(1).max(400)),
+});
+export type TaskQuery = z.input<typeof TaskQuerySchema>;
+export const TaskQueryReplySchema = z.object({
+  tasks: z.array(TaskSummarySchema),
+  /** Where the next page starts; absent once every match was returned. */
+  next: optional(z.string()),
+  /** Index entries the query read (its cost; decision 0021 §6). */
+  scanned: z.number().int().nonnegative(),
+});
+export type TaskQueryReply = z.output<typeof TaskQueryReplySchema>;
+/** `task.count`: the filters of `task.query`. */
+export const TaskCountRequestSchema = TaskQuerySchema.omit({ limit: true, cursor: true });
+export type TaskCountRequest = z.input<typeof TaskCountRequestSchema>;
+/** `exact: false`: the count stopped at its read budget and is a lower bound. */
+export const TaskCountReplySchema = z.object({ count: z.number().int().nonnegative(), exact: z.boolean(), scanned: z.number().int().nonnegative() });
+export type TaskCountReply = z.output<typeof TaskCountReplySchema>;
 
 /** Every API reply: a value or a wire error. */
 export const ApiReplySchema = z.union([

@@ -15,6 +15,8 @@ import {
   MAX_LISTED_ISSUES,
   GetWorkflowRequestSchema,
   ListTasksRequestSchema,
+  TaskQuerySchema,
+  TaskCountRequestSchema,
   CancelTaskRequestSchema,
   MAX_SIGNAL_DATA_BYTES,
   SignalRequestSchema,
@@ -38,7 +40,7 @@ import {
   type WorkflowDefinition,
 } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
-import { requireTask, type IntakeStore, type LeaseClaim, type TaskStore, type WorkflowStore } from '@triad/store';
+import { requireTask, type IntakeStore, type LeaseClaim, type TaskFilter, type TaskStore, type WorkflowStore } from '@triad/store';
 import { triadMetrics } from '@triad/telemetry';
 import type { Dispatcher } from './dispatcher.js';
 import { Discovery, endpointName, type EndpointStats } from './discovery.js';
@@ -52,6 +54,25 @@ import type { z } from 'zod';
  * never run; each increment of 0019 §10 adds its feature here with the transitions that run it.
  */
 export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>(['when', 'sleep', 'waitFor']);
+
+/**
+ * A query's filter; on a client-scoped subject (decision 0021 §1.4) always that client's tasks, and a
+ * `client` field naming another is refused.
+ */
+function scopedFilter(q: z.output<typeof TaskCountRequestSchema>, client: string | undefined): TaskFilter {
+  if (client !== undefined && q.client !== undefined && q.client !== client) {
+    throw new TriadError(ErrorCode.InvalidMessage, `client "${q.client}" is not this subject's client ("${client}"): a client queries only its own tasks; leave client out`);
+  }
+  const owner = client ?? q.client;
+  return {
+    ...(q.tags && Object.keys(q.tags).length > 0 ? { tags: q.tags } : {}),
+    ...(q.status ? { status: q.status } : {}),
+    ...(q.workflow ? { workflow: q.workflow } : {}),
+    ...(owner !== undefined ? { client: owner } : {}),
+    ...(q.since !== undefined ? { since: q.since } : {}),
+    ...(q.until !== undefined ? { until: q.until } : {}),
+  };
+}
 
 /** `client`: the client a client-scoped subject names, whose tasks only the handler may read (decision 0017). */
 type Handler = (data: Uint8Array, client?: string) => Promise<unknown>;
@@ -179,6 +200,15 @@ export class ApiServer {
       'task.list': async (data, client) => {
         const q = req(data, ListTasksRequestSchema, 'task.list request');
         return this.tasks.listTasks({ limit: q.limit, ...(q.status ? { status: q.status } : {}), ...(client !== undefined ? { client } : {}) });
+      },
+      'task.query': async (data, client) => {
+        const q = req(data, TaskQuerySchema, 'task.query request');
+        const r = await this.tasks.queryTasks(scopedFilter(q, client), q.limit, q.cursor);
+        return { tasks: r.tasks, ...(r.next ? { next: r.next } : {}), scanned: r.scanned };
+      },
+      'task.count': async (data, client) => {
+        const q = req(data, TaskCountRequestSchema, 'task.count request');
+        return this.tasks.countTasks(scopedFilter(q, client));
       },
       'task.events': async (data, client) => {
         const q = req(data, TaskEventsRequestSchema, 'task.events request');

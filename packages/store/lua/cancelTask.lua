@@ -5,7 +5,7 @@
   compensation_failed).
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] the scheduler's task lease
-  KEYS[5] compaction index
+  KEYS[5] compaction index   KEYS[6] the bucket's search index (decision 0021)
   ARGV[1] taskId  ARGV[2] reason  ARGV[3] now  ARGV[4] schedulerId  ARGV[5] the lease token
   ARGV[6] the lease duration (ms)
 
@@ -23,7 +23,7 @@ local status = redis.call('HGET', taskKey, 'status')
 if status ~= 'running' then
   return { INVALID_STATE, cjson.encode({ reason = 'the task is ' .. status .. '; only a running task can be cancelled' }) }
 end
-local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[5] }, taskId, task_now(taskKey, tonumber(ARGV[3])))
+local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[5], search = KEYS[6] }, taskId, task_now(taskKey, tonumber(ARGV[3])))
 local lockEpoch = take_lock(taskKey, ARGV[4])
 begin_undo(ctx, 'cancelled', ARGV[2])
 flush(ctx)

@@ -10,6 +10,7 @@
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] open alerts (hash)
   KEYS[5] the scheduler's task lease   KEYS[6] compaction index   KEYS[7] alert outbox (zset)
+  KEYS[8] the bucket's search index (decision 0021)
   ARGV[1] taskId  ARGV[2] step ('' = the task's failed step)  ARGV[3] new input (msgpack, '' = keep)
   ARGV[4] now  ARGV[5] schedulerId  ARGV[6] the lease token  ARGV[7] the lease duration (ms)
 
@@ -28,7 +29,7 @@ local taskStatus = redis.call('HGET', taskKey, 'status')
 if taskStatus ~= 'running' and taskStatus ~= 'failed' and taskStatus ~= 'compensation_failed' then
   return { INVALID_STATE, cjson.encode({ reason = 'the task is ' .. taskStatus .. '; only a failed, compensation_failed or running task has a step to retry' }) }
 end
-local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[6] }, taskId, task_now(taskKey, tonumber(ARGV[4])))
+local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[6], search = KEYS[8] }, taskId, task_now(taskKey, tonumber(ARGV[4])))
 ctx.alertsKey, ctx.outboxKey = alertsKey, KEYS[7]
 local recs = recs_of(ctx)
 local spec, rec
@@ -68,6 +69,7 @@ local newStatus = compensation and 'compensating' or 'running'
 -- stand. Its open alerts are closed (their ids start with "<taskId>:").
 if taskStatus ~= newStatus then
   redis.call('HSET', taskKey, 'status', newStatus)
+  note_status(ctx, newStatus)
   redis.call('HDEL', taskKey, 'finishedAt')
   if not compensation then redis.call('HDEL', taskKey, 'error') end
   redis.call('ZREM', ctx.finished.zset, taskId)

@@ -7,6 +7,7 @@ export { keys, bucketOf, BUCKETS, parseDeadlineMember, TASK_DEADLINE_STEP, type 
 export { ScriptCode, scriptError, isLeaseBusy, LeaseBusyError } from './codes.js';
 export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts.js';
 export { TaskStore, requireTask, type PendingAlert, type StoreOptions, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome } from './task-store.js';
+export { TaskSearch, canonicalTags, encodeCursor, decodeCursor, type TaskFilter, type QueryResult, type CountResult } from './search.js';
 export { WorkflowStore, type CompiledWorkflow, type WorkflowSummary } from './workflow-store.js';
 export { IntakeStore, EVERY_OTHER_CLIENT, LIMITS_REFRESH_MS } from './intake-store.js';
 export { toTaskEvent, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';

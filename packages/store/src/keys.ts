@@ -38,6 +38,12 @@ export interface BucketKeys {
   readonly alertOutbox: string;
   /** The highest supervisor epoch this bucket has seen: its fence (decision 0015). */
   readonly epoch: string;
+  /**
+   * The search index of this bucket's tagged tasks (decision 0021 §1.2): a sorted set of score 0 whose
+   * members `<kind>␟<value>␟<createdAt, 13 digits>␟<taskId>` (␟ = 0x1F) index each tag, status, workflow
+   * and client; read by querySearch.lua.
+   */
+  readonly search: string;
 }
 
 export interface Keys {
@@ -99,6 +105,7 @@ export function keys(namespace: string): Keys {
       alerts: `${b}:alerts`,
       alertOutbox: `${b}:alerts:outbox`,
       epoch: `${b}:epoch`,
+      search: `${b}:search`,
     });
   }
   const forTask = (taskId: string): BucketKeys => buckets[bucketOf(taskId)] as BucketKeys;

@@ -20,6 +20,7 @@ import { runScript } from './scripts.js';
 import { parseBody, parseExpiry, parseTransition, type Dispatch, type Expiry, type Transition } from './transitions.js';
 import { compactTaskView, fullTaskView, isCompacted, type StepRecord, type TaskHash } from './task-view.js';
 import { WorkflowStore } from './workflow-store.js';
+import { TaskSearch, canonicalTags, type CountResult, type QueryResult, type TaskFilter } from './search.js';
 
 export interface CreateTaskArgs {
   /** The scheduler's task lease (taken inside the transition). */
@@ -37,6 +38,8 @@ export interface CreateTaskArgs {
   deadlineMs?: number;
   /** The submitting client, from the submission's subject (decision 0010). */
   client: string;
+  /** Search attributes (decision 0021), validated by the caller; a task with none is not indexed. */
+  tags?: Readonly<Record<string, string>>;
   now: number;
   schedulerId: string;
 }
@@ -88,6 +91,7 @@ export class TaskStore {
   /** Replicas that must acknowledge a task's creation before it is confirmed (Redis WAIT, decision 0015). */
   private readonly waitReplicas: number;
   private readonly waitMs: number;
+  private readonly search: TaskSearch;
 
   constructor(
     readonly redis: RedisClient,
@@ -98,6 +102,17 @@ export class TaskStore {
     this.workflows = options.workflows ?? new WorkflowStore(redis, namespace);
     this.waitReplicas = options.waitReplicas ?? 0;
     this.waitMs = options.waitMs ?? 1_000;
+    this.search = new TaskSearch(redis, this.keys);
+  }
+
+  /** A page of tasks matching `filter`, newest first (decision 0021 §1.3); `cursor`: the previous page's `next`. */
+  async queryTasks(filter: TaskFilter, limit: number, cursor?: string): Promise<QueryResult> {
+    return this.search.query(filter, limit, cursor);
+  }
+
+  /** How many tasks match `filter` (exact, or a lower bound with `exact: false`). */
+  async countTasks(filter: TaskFilter): Promise<CountResult> {
+    return this.search.count(filter);
   }
 
   /**
@@ -124,8 +139,8 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'createTask',
-      [k.task(a.taskId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox],
-      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client],
+      [k.task(a.taskId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search],
+      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client, canonicalTags(a.tags)],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok && code !== ScriptCode.Exists) throw scriptError(code, `create task ${a.taskId}`);
@@ -146,7 +161,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'applyResult',
-      [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox],
+      [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search],
       [
         a.taskId,
         a.step,
@@ -306,7 +321,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'retryStep',
-      [k.task(a.taskId), b.deadlines, b.finished, b.alerts, a.lease.key, b.compact, b.alertOutbox],
+      [k.task(a.taskId), b.deadlines, b.finished, b.alerts, a.lease.key, b.compact, b.alertOutbox, b.search],
       [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -326,7 +341,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'signalTask',
-      [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox],
+      [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search],
       [a.taskId, a.name, a.signalId, a.data ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms, a.client ?? ''],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -339,7 +354,7 @@ export class TaskStore {
   async cancelTask(a: { lease: LeaseClaim; taskId: string; reason: string; now: number; schedulerId: string }): Promise<Transition> {
     const k = this.keys;
     const b = k.forTask(a.taskId);
-    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms])) as unknown[];
+    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.search], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms])) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `cancel ${a.taskId}`, parseBody(reply[1]).reason);
     return parseTransition(reply);
@@ -361,7 +376,7 @@ export class TaskStore {
   async purgeFinishedBuckets(cutoff: number, limit: number, epoch: number): Promise<{ removed: number; full: boolean }> {
     const { counts, full } = await this.dueByBucket('finished', cutoff, limit);
     const replies = await Promise.all(
-      counts.map(async ([b, n]) => (await runScript(this.redis, 'purgeFinished', [b.finished, b.tasks, b.epoch, b.compact], [b.taskPrefix, cutoff, n, epoch])) as unknown[]),
+      counts.map(async ([b, n]) => (await runScript(this.redis, 'purgeFinished', [b.finished, b.tasks, b.epoch, b.compact, b.search], [b.taskPrefix, cutoff, n, epoch])) as unknown[]),
     );
     let removed = 0;
     for (const reply of replies) {
@@ -478,7 +493,7 @@ export class TaskStore {
   async expireStep(taskId: string, step: string, now: number, epoch: number): Promise<Expiry> {
     const k = this.keys;
     const b = k.forTask(taskId);
-    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox], [taskId, step, now, epoch])) as unknown[];
+    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox, b.search], [taskId, step, now, epoch])) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire ${taskId}/${step} at epoch ${epoch}`);
@@ -492,7 +507,7 @@ export class TaskStore {
   async expireTask(taskId: string, now: number, epoch: number): Promise<Expiry> {
     const k = this.keys;
     const b = k.forTask(taskId);
-    const reply = (await runScript(this.redis, 'expireTask', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox], [taskId, now, epoch])) as unknown[];
+    const reply = (await runScript(this.redis, 'expireTask', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox, b.search], [taskId, now, epoch])) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire the deadline of ${taskId} at epoch ${epoch}`);

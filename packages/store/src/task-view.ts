@@ -158,7 +158,16 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
   if (client) state.client = client;
   const error = str('error');
   if (error) state.error = error;
+  const tags = parseTags(str('tags'));
+  if (tags) state.tags = tags;
   return state;
+}
+
+/** A task's stored tags (canonical JSON, decision 0021), or undefined. */
+export function parseTags(json: string | undefined | null): Record<string, string> | undefined {
+  if (!json) return undefined;
+  const v = JSON.parse(json) as unknown;
+  return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, string>) : undefined;
 }
 
 /** One step of a compact record: `k:<step>` = `status|attempt|failureCount|startedAt|finishedAt[|order|compAttempt|compFailureCount|compStartedAt|compFinishedAt]`. */
@@ -262,5 +271,7 @@ export function compactTaskView(taskId: string, h: TaskHash, plan: readonly Plan
   if (error) state.error = error;
   const client = str('client');
   if (client) state.client = client;
+  const tags = parseTags(str('tags'));
+  if (tags) state.tags = tags;
   return state;
 }

@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import * as alerts from './alerts.js';
 import * as auth from './auth.js';
 import * as cancel from './cancel.js';
+import * as count from './count.js';
 import * as dashboard from './dashboard.js';
 import * as dlq from './dlq.js';
 import * as intake from './intake.js';
@@ -22,4 +23,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, signal, cancel, retry, alerts, dlq, intake, supervisor, dashboard, auth];
+export const commands: readonly CommandModule[] = [submit, status, watch, list, count, workflows, signal, cancel, retry, alerts, dlq, intake, supervisor, dashboard, auth];
