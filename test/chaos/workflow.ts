@@ -35,20 +35,24 @@ export function chaosOrdersWorkflow(): WorkflowDefinitionInput {
     description: `chaos variant of the example's orders workflow: budgets ${CHAOS_BUDGET_MS} ms, ladder ${JSON.stringify(CHAOS_LADDER)}`,
     defaults: { retry: CHAOS_RETRY, ladder: CHAOS_LADDER },
     steps: [
-      ...base.steps.map((s) => ({
-        ...s,
-        budgetMs: CHAOS_BUDGET_MS,
-        ...(s.compensate ? { compensate: { ...s.compensate, budgetMs: CHAOS_BUDGET_MS } } : {}),
-        // charge waits for the approval (which waits for the cool-off after reserve ∥ fraud).
-        ...(s.name === 'charge' ? { dependsOn: ['approval'] } : {}),
-      })),
+      ...base.steps.map((s) =>
+        s.waitFor
+          ? // The example's approval, sooner: after a cool-off, over a lower amount, with a short timeout.
+            { ...s, when: { input: 'amount', gt: CHAOS_APPROVAL_OVER }, waitFor: { signal: CHAOS_SIGNAL, timeoutMs: CHAOS_APPROVAL_TIMEOUT_MS }, dependsOn: ['cool-off'] }
+          : {
+              ...s,
+              budgetMs: CHAOS_BUDGET_MS,
+              ...(s.compensate ? { compensate: { ...s.compensate, budgetMs: CHAOS_BUDGET_MS } } : {}),
+            },
+      ),
       { name: 'cool-off', sleep: { ms: CHAOS_COOL_OFF_MS }, dependsOn: ['reserve', 'fraud'] },
-      { name: 'approval', when: { input: 'amount', gt: CHAOS_APPROVAL_OVER }, waitFor: { signal: CHAOS_SIGNAL, timeoutMs: CHAOS_APPROVAL_TIMEOUT_MS }, dependsOn: ['cool-off'] },
     ],
   };
   const problems: string[] = [];
   if (doc.onFailure !== 'compensate') problems.push(`onFailure is ${JSON.stringify(doc.onFailure)}, not 'compensate'`);
-  if (!base.steps.some((s) => s.name === 'charge' && s.dependsOn?.includes('reserve') && s.dependsOn.includes('fraud'))) problems.push('charge no longer follows reserve ∥ fraud');
+  const approval = base.steps.find((s) => s.name === 'approval');
+  if (!approval?.waitFor || !approval.dependsOn?.includes('reserve') || !approval.dependsOn.includes('fraud')) problems.push('no approval wait after reserve ∥ fraud');
+  if (!base.steps.some((s) => s.name === 'charge' && s.dependsOn?.includes('approval'))) problems.push('charge no longer follows the approval');
   for (const name of ['reserve', 'charge', 'ship']) {
     const step = doc.steps.find((s) => s.name === name);
     if (!step?.compensate) problems.push(`step ${name} ${step ? 'has no compensation' : 'is missing'}`);

@@ -167,7 +167,7 @@ describe('namespaces', () => {
     expect(there.steps.map((s) => s.name)).toEqual(['reserve']);
     expect(await triad.client.getTask(there.taskId).catch((e: unknown) => (e as TriadError).code)).toBe(ErrorCode.UnknownTask);
     const ours = await triad.client.getWorkflow('orders');
-    expect(ours.steps.map((s) => s.name)).toEqual(['reserve', 'fraud', 'charge', 'ship']);
+    expect(ours.steps.map((s) => s.name)).toEqual(['reserve', 'fraud', 'approval', 'charge', 'ship']);
     expect(other.services.inventory.effects().every((e) => e.idempotencyKey.startsWith(`${other.namespace}/`))).toBe(true);
     expect(triad.services.inventory.effects().every((e) => e.idempotencyKey.startsWith(`${triad.namespace}/`))).toBe(true);
   });

@@ -3,8 +3,9 @@
 // the reason once it passes the redelivery limit, while the consumer moves on.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DeliverPolicy } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { connectBus, ensureConsumer, ensureStreams, startConsumer, type Bus } from '@triad/bus';
-import { DeadLetterSchema, decode } from '@triad/protocol';
+import { DeadLetterSchema, ErrorCode, TriadError, decode } from '@triad/protocol';
 import { startNats, uniqueNamespace, waitFor, withTeardown, type NatsServer } from '../harness/index.js';
 
 const td = withTeardown(afterAll);
@@ -21,6 +22,20 @@ async function bus(): Promise<Bus> {
 }
 
 describe('bus', () => {
+  it('a JetStream API that never answers at connect is reported with what to check, not as a bare "timeout"', async () => {
+    // A NATS server without JetStream, where something takes $JS.API.INFO and never answers: what a
+    // JetStream stuck without a quorum looks like to a client (no "no responders", no answer).
+    const silent = await startNats({ teardown: td, jetstream: false });
+    const squatter = await connect({ servers: silent.url });
+    td.add(() => squatter.close());
+    squatter.subscribe('$JS.API.>', { callback: () => undefined });
+    await squatter.flush();
+    const err = await connectBus({ url: silent.url, namespace: uniqueNamespace('silent'), name: 'bus-test' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TriadError);
+    expect((err as TriadError).code).toBe(ErrorCode.Unavailable);
+    expect((err as TriadError).message).toMatch(/^the JetStream API of NATS at nats:\/\/127\.0\.0\.1:\d+ timed out at connect \(no answer within 10 s\): check that nats-server runs with JetStream enabled/);
+  }, 30_000);
+
   it('creates streams and consumers idempotently and applies a changed setting as an update', async () => {
     const b = await bus();
     await ensureStreams(b);

@@ -21,7 +21,9 @@ const orders = fastOrders({ budgetMs: 800, retry: { maxAttempts: 1, initialDelay
 describe('agent faults', () => {
   it('an agent killed (SIGKILL) mid-step: the step is retried with attempt 2 and the task completes, effect once', async () => {
     const t = await startTriad(td, { nats, redis }, { registerOrders: false });
-    await t.client.registerWorkflow(orders);
+    // A wide ladder: the new agent process may take seconds to start on a busy machine, and every
+    // attempt sent meanwhile times out; the step must still be retried when it is up, not given up.
+    await t.client.registerWorkflow({ ...orders, defaults: { ...orders.defaults, ladder: { retries: 20, longBackoffMs: 300, maxFailures: 25 } } });
     // The call takes 1.5 s, longer than the step's budget: the agent is surely mid-step when killed.
     t.services.payment.setFaults({ latencyMs: 1_500 });
     const { taskId } = await t.client.submit('orders', { orderId: 'kill-1', amount: 10 });

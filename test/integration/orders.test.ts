@@ -78,7 +78,7 @@ describe('orders workflow end to end', () => {
     // Both schedulers and both agent processes took part (the work is shared, not pinned to one).
     const lockedBy = new Set(states.map((s) => s.lockedBy));
     expect(lockedBy.size, 'tasks driven by both schedulers').toBe(2);
-    const agentIds = new Set(states.flatMap((s) => s.steps.map((st) => st.lockedBy)));
+    const agentIds = new Set(states.flatMap((s) => s.steps.filter((st) => st.agent).map((st) => st.lockedBy)));
     expect(agentIds.size, 'steps run by both agent processes').toBe(2);
   });
 
@@ -98,7 +98,7 @@ describe('orders workflow end to end', () => {
     expect(list.length).toBe(5);
     expect(list.every((t) => t.status === 'completed' && t.workflow === 'orders')).toBe(true);
     const one = await triad.client.getTask(list[0]!.taskId);
-    expect(one.steps.map((s) => s.name)).toEqual(['reserve', 'fraud', 'charge', 'ship']);
+    expect(one.steps.map((s) => s.name)).toEqual(['reserve', 'fraud', 'approval', 'charge', 'ship']);
   });
 
   it('wait() returns the final state of a task whose events were lost (events go without PubAck: a NATS failover can drop one)', async () => {
@@ -112,6 +112,43 @@ describe('orders workflow end to end', () => {
   });
 });
 
+describe("the example's approval of large orders (decision 0019: a conditional wait for the signal approved)", () => {
+  const approvalOf = (s: TaskState) => s.steps.find((x) => x.name === 'approval')!;
+
+  it('an order above 1000 waits for approved: signalled, it is charged and shipped; the approval is the signal data', async () => {
+    const { taskId } = await triad.client.submit('orders', { orderId: 'big-1', amount: 1500 });
+    await waitFor(async () => (approvalOf(await triad.client.getTask(taskId)).status === 'waiting' ? true : undefined), { timeoutMs: 30_000, what: 'the approval to wait' });
+    const waiting = await triad.client.getTask(taskId);
+    // Nothing is charged while it waits.
+    expect(triad.services.payment.effects().some((e) => e.idempotencyKey === `${triad.namespace}/${taskId}/charge`)).toBe(false);
+    expect(waiting.steps.find((x) => x.name === 'charge')!.status).toBe('pending');
+    await triad.client.signal(taskId, 'approved', { approvedBy: 'ana' });
+    const done = await triad.client.wait(taskId, { timeoutMs: 30_000 });
+    expect(done.status).toBe('completed');
+    expect(approvalOf(done)).toMatchObject({ status: 'processed', output: { approvedBy: 'ana' } });
+    expectInOrder(done, ['charge', 'ship']);
+    expect(done.steps.find((x) => x.name === 'charge')!.startedAt!).toBeGreaterThanOrEqual(approvalOf(done).finishedAt!);
+  });
+
+  it('an order of 1000 or less skips the approval, with the reason', async () => {
+    const done = await triad.client.run('orders', { orderId: 'small-1', amount: 1000 }, { timeoutMs: 30_000 });
+    expect(done.status).toBe('completed');
+    expect(approvalOf(done)).toMatchObject({ status: 'skipped', reason: 'amount 1000 is not > 1000' });
+  });
+
+  it('without the signal the approval times out and the order is undone: the reservation released, nothing charged', async () => {
+    // The example's definition with a short approval window (two minutes in the example).
+    const base = ordersWorkflow.toJSON();
+    await triad.client.registerWorkflow({ ...base, name: 'orders-unapproved', steps: base.steps.map((s) => (s.waitFor ? { ...s, waitFor: { ...s.waitFor, timeoutMs: 2_000 } } : s)) });
+    const state = await triad.client.run('orders-unapproved', { orderId: 'big-2', amount: 5000 }, { timeoutMs: 30_000 });
+    expect(state.status).toBe('compensated');
+    expect(Object.fromEntries(state.steps.map((s) => [s.name, s.status]))).toMatchObject({ reserve: 'compensated', approval: 'error', charge: 'pending', ship: 'pending' });
+    const reservation = triad.services.inventory.effects().find((e) => e.idempotencyKey === `${triad.namespace}/${state.taskId}/reserve`);
+    expect(reservation).toMatchObject({ applied: true, undone: true, reversals: 1 });
+    expect(triad.services.payment.effects().some((e) => e.idempotencyKey.startsWith(`${triad.namespace}/${state.taskId}/`))).toBe(false);
+  });
+});
+
 describe('the example undoes an order it cannot finish', () => {
   it('a failure injected in shipping refunds the charge, then releases the reservation (reverse order)', async () => {
     // The example's own definition, with a short failure ladder so the test does not wait minutes.
@@ -122,7 +159,7 @@ describe('the example undoes an order it cannot finish', () => {
       const events: TaskEvent[] = [];
       const state = await triad.client.run('orders-fast', { orderId: 'undo-me', amount: 30 }, { timeoutMs: 30_000, onEvent: (e) => events.push(e) });
       expect(state.status).toBe('compensated');
-      expect(Object.fromEntries(state.steps.map((s) => [s.name, s.status]))).toEqual({ reserve: 'compensated', fraud: 'processed', charge: 'compensated', ship: 'error' });
+      expect(Object.fromEntries(state.steps.map((s) => [s.name, s.status]))).toEqual({ reserve: 'compensated', fraud: 'processed', approval: 'skipped', charge: 'compensated', ship: 'error' });
       expect(events.filter((e) => e.type === 'compensation_done').map((e) => e.step)).toEqual(['charge', 'reserve']);
       const refund = triad.services.payment.effects().find((e) => e.idempotencyKey === `${triad.namespace}/${state.taskId}/charge`)!;
       const release = triad.services.inventory.effects().find((e) => e.idempotencyKey === `${triad.namespace}/${state.taskId}/reserve`)!;
@@ -143,7 +180,7 @@ describe('the triad CLI against a running Triad', () => {
     expect(r.code, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout) as TaskState;
     expect(out.status).toBe('completed');
-    expect(out.steps.map((s) => `${s.name}:${s.status}`)).toEqual(['reserve:processed', 'fraud:processed', 'charge:processed', 'ship:processed']);
+    expect(out.steps.map((s) => `${s.name}:${s.status}`)).toEqual(['reserve:processed', 'fraud:processed', 'approval:skipped', 'charge:processed', 'ship:processed']);
     expectInOrder(out, ['reserve', 'charge', 'ship']);
   });
 

@@ -101,7 +101,7 @@ describe('a new user follows the README', () => {
     expect(r.code, r.stderr).toBe(0);
     const task = JSON.parse(r.stdout) as { taskId: string; status: string; steps: { name: string; status: string }[] };
     expect(task.status).toBe('completed');
-    expect(task.steps.map((s) => s.name).sort()).toEqual(['charge', 'fraud', 'reserve', 'ship']);
+    expect(task.steps.map((s) => s.name).sort()).toEqual(['approval', 'charge', 'fraud', 'reserve', 'ship']);
   }, 180_000);
 
   it('submit prints the id; watch follows it to the end; status and list show it', async () => {
@@ -118,6 +118,30 @@ describe('a new user follows the README', () => {
     const list = await typed('npx triad list');
     expect(list.code, list.stderr).toBe(0);
     expect(list.stdout).toContain(taskId);
+  }, 180_000);
+
+  it('npm start\'s demo sends one large order and approves it after a few seconds: it completes', async () => {
+    await npmStart.waitForOutput(/signal approved sent \(delivered\)/, 120_000);
+    const out = npmStart.output();
+    const id = /^(\S{12})\s+demo-\d+ is a large order \(amount 1500\)/m.exec(out)?.[1];
+    expect(id, out).toBeDefined();
+    await npmStart.waitForOutput(new RegExp(`${id ?? '-'}\\s+completed`), 60_000);
+    expect(npmStart.output()).toMatch(new RegExp(`${id ?? '-'}\\s+step_waiting approval`));
+  }, 200_000);
+
+  it('a large order waits for approval; npx triad signal <taskId> approved lets it finish', async () => {
+    const submitted = await typed(`npx triad submit orders --input '{"orderId":"o3","amount":1500}'`);
+    expect(submitted.code, submitted.stderr).toBe(0);
+    const taskId = submitted.stdout.trim();
+    const signalled = await typed(`npx triad signal ${taskId} approved --data '{"approvedBy":"me"}'`);
+    expect(signalled.code, signalled.stderr).toBe(0);
+    const watched = await typed(`npx triad watch ${taskId}`);
+    expect(watched.code, watched.stderr).toBe(0);
+    expect(watched.stdout).toMatch(/completed/);
+    const status = await typed(`npx triad status ${taskId} --json`);
+    const task = JSON.parse(status.stdout) as { status: string; steps: { name: string; status: string; output?: unknown }[] };
+    expect(task.status).toBe('completed');
+    expect(task.steps.find((s) => s.name === 'approval')).toMatchObject({ status: 'processed', output: { approvedBy: 'me' } });
   }, 180_000);
 
   it('cancel stops an order whose charge is in flight, and undoes it: the charge waited for, then refunded', async () => {

@@ -78,7 +78,7 @@ describe('the start:* scripts, one process per actor', () => {
     expect(r.code, `triad submit --wait exited ${r.code}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`).toBe(0);
     const state = JSON.parse(r.stdout) as { status: string; steps: { name: string; status: string }[] };
     expect(state.status).toBe('completed');
-    expect(state.steps.map((s) => s.name).sort()).toEqual(['charge', 'fraud', 'reserve', 'ship']);
+    expect(state.steps.map((s) => s.name).sort()).toEqual(['approval', 'charge', 'fraud', 'reserve', 'ship']);
   }, 180_000);
 
   it('a restarted agent host registers no new version, and orders.workflow.json is that same version', async () => {

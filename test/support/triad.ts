@@ -227,7 +227,7 @@ export function fastOrders(o: { budgetMs: number; retry: RetryPolicy; ladder: La
 }
 
 /**
- * The example's own `orders` workflow (reserve ∥ fraud → charge → ship, undone on failure) with short
+ * The example's own `orders` workflow (reserve ∥ fraud → approval above 1000 → charge → ship, undone on failure) with short
  * budgets and a given ladder, so fault tests see a whole ladder in seconds. `steps` overrides per step.
  */
 export function fastExampleOrders(o: {
@@ -244,6 +244,7 @@ export function fastExampleOrders(o: {
     defaults: { retry: o.retry, ladder: o.ladder },
     ...(o.deadlineMs !== undefined ? { deadlineMs: o.deadlineMs } : {}),
     steps: base.steps.map((s) => {
+      if (s.agent === undefined) return s; // the approval wait: no agent, no budget
       const over = o.steps?.[s.name as 'reserve'] ?? {};
       return {
         ...s,

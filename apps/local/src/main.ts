@@ -21,6 +21,10 @@ import { chooseServicePorts } from './service-ports.js';
 const ROOT = workspaceRoot(dirname(fileURLToPath(import.meta.url))) ?? resolve(fileURLToPath(new URL('../../../', import.meta.url)));
 const DATA = join(ROOT, LOCAL_DATA_FOLDER);
 const DEMO_INTERVAL_MS = Number(process.env['TRIAD_DEMO_INTERVAL_MS'] ?? 5_000);
+/** The demo's second order is large: it waits for the signal approved, which the demo sends this much later. */
+const DEMO_LARGE_ORDER = 2;
+const DEMO_LARGE_AMOUNT = 1500;
+const DEMO_APPROVE_AFTER_MS = 3_000;
 
 /** `httpOffset`: with TRIAD_HTTP_PORT=P, the actor serves /metrics, /healthz and /readyz on P + offset (decision 0013). */
 const ACTORS: { name: string; script: string; httpOffset?: number }[] = [
@@ -81,6 +85,8 @@ function printNextSteps(namespace: string, secured: boolean): void {
   console.log('In another shell, from this repository:');
   if (exports.length > 0) console.log(`  export ${exports.join(' ')}`);
   console.log(`  npx triad submit orders --input '{"orderId":"o1","amount":42}' --wait --json`);
+  console.log(`  npx triad submit orders --input '{"orderId":"o3","amount":1500}'`);
+  console.log('  npx triad signal <taskId> approved --data \'{"approvedBy":"me"}\'');
   console.log('  npx triad list');
   console.log('  npx triad watch <taskId>');
   console.log('  npx triad dashboard');
@@ -190,8 +196,24 @@ async function main(): Promise<void> {
       const submitDemo = async (): Promise<void> => {
         if (!client || stopping) return;
         n++;
-        const { taskId } = await client.submit('orders', { orderId: `demo-${n}`, amount: 10 + n });
-        await client.wait(taskId, { timeoutMs: 120_000, onEvent: (e) => console.log(describe(e)) }).catch((e: unknown) => console.log(`${taskId}: ${errorMessage(e)}`));
+        const large = n === DEMO_LARGE_ORDER;
+        const { taskId } = await client.submit('orders', { orderId: `demo-${n}`, amount: large ? DEMO_LARGE_AMOUNT : 10 + n });
+        if (large) console.log(`${taskId.slice(0, 12)}  demo-${n} is a large order (amount ${DEMO_LARGE_AMOUNT}): its approval waits for the signal approved, which the demo sends ${DEMO_APPROVE_AFTER_MS / 1000} s after, as  npx triad signal ${taskId} approved  would`);
+        const approve = (): void => {
+          const timer = setTimeout(() => {
+            if (!client || stopping) return;
+            client
+              .signal(taskId, 'approved', { approvedBy: 'npm start demo' })
+              .then((r) => console.log(`${time(Date.now())}  ${taskId.slice(0, 12)}  signal approved sent (${r.outcome})`))
+              .catch((e: unknown) => console.log(`${taskId}: the demo's approval was refused: ${errorMessage(e)}`));
+          }, DEMO_APPROVE_AFTER_MS);
+          timer.unref();
+        };
+        const onEvent = (e: TaskEvent): void => {
+          console.log(describe(e));
+          if (large && e.type === 'step_waiting' && e.step === 'approval') approve();
+        };
+        await client.wait(taskId, { timeoutMs: 120_000 + (large ? 120_000 : 0), onEvent }).catch((e: unknown) => console.log(`${taskId}: ${errorMessage(e)}`));
       };
       void submitDemo();
       demo = setInterval(() => void submitDemo().catch((e: unknown) => console.error(errorMessage(e))), DEMO_INTERVAL_MS);

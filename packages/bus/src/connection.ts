@@ -76,8 +76,7 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
     // A client identity's own account has no JetStream (decision 0022): it publishes its submissions
     // into the namespace's account through an import and needs no JetStream API of its own.
     if (isJetStreamNotEnabled(e)) return jetstreamManager(nc, { timeout: 10_000, checkAPI: false });
-    const refused = explainPermissionViolation(e, opts.namespace);
-    if (refused === undefined) throw e;
+    const refused = explainPermissionViolation(e, opts.namespace) ?? explainJetStreamSilence(e, settings);
     await nc.close().catch(() => undefined);
     throw refused;
   });
@@ -94,6 +93,20 @@ export async function connectBus(opts: BusOptions): Promise<Bus> {
       if (!nc.isClosed()) await nc.drain().catch(() => nc.close());
     },
   };
+}
+
+/**
+ * A JetStream API that does not answer at connect (nats.js says only "timeout"): what it may mean and
+ * what to check. Kept `Unavailable` and worded "timed out", so callers that retry what may heal (the
+ * CLI against a cluster electing leaders) still do.
+ */
+function explainJetStreamSilence(e: unknown, s: NatsSettings): unknown {
+  if (!/timeout|timed out/i.test(errorMessage(e))) return e;
+  return new TriadError(
+    ErrorCode.Unavailable,
+    `the JetStream API of NATS at ${s.servers.join(', ')} timed out at connect (no answer within 10 s): check that nats-server runs with JetStream enabled (-js, or jetstream {} in its config), and for a cluster that a majority of its nodes is up; then start again`,
+    { cause: e },
+  );
 }
 
 /**

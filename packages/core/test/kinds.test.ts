@@ -26,6 +26,12 @@ function problems(raw: unknown): string[] {
 }
 
 const wf = (...steps: unknown[]): unknown => ({ name: 'orders', steps });
+/** The example's orders workflow as it was before its approval step (decision 0019): agent steps only. */
+function plainOrders(): { steps: { name: string; dependsOn?: string[] }[] } {
+  const doc = readJson('apps/example-orders/orders.workflow.json') as { steps: { name: string; dependsOn?: string[] }[] };
+  doc.steps = doc.steps.filter((x) => x.name !== 'approval').map((x) => (x.name === 'charge' ? { ...x, dependsOn: ['reserve', 'fraud'] } : x));
+  return doc;
+}
 
 describe('one kind per step (0019 §1.5)', () => {
   it('a step does exactly one thing', () => {
@@ -229,7 +235,7 @@ describe('the example (docs/decisions/0019-example.workflow.json)', () => {
 
 describe('compilePlan of the new fields', () => {
   it('a plain agent step is byte-for-byte what it always was (the orders example)', () => {
-    const orders = validateDefinition(readJson('apps/example-orders/orders.workflow.json'));
+    const orders = validateDefinition(plainOrders());
     // The plan field compiled before decision 0019, byte for byte (JSON.stringify is how the store writes it).
     expect(JSON.stringify(compilePlan(orders))).toBe(
       '[{"n":"reserve","a":"inventory","b":5000,"d":[],"nd":[],"l":[3,5000,6,10],"g":140000,"c":{"a":"inventory","b":5000,"l":[3,5000,6,10],"g":140000}},' +
@@ -329,6 +335,10 @@ describe('features and the registration guard (0019 §10)', () => {
       'step "ship" uses forEach, which this scheduler does not support yet',
     ]);
     expect(unsupportedFeatures(def, new Set(['when', 'sleep', 'waitFor']))).toEqual(['step "ship" uses forEach, which this scheduler does not support yet']);
-    expect(unsupportedFeatures(validateDefinition(readJson('apps/example-orders/orders.workflow.json')), new Set())).toEqual([]);
+    expect(unsupportedFeatures(validateDefinition(plainOrders()), new Set())).toEqual([]);
+    expect(unsupportedFeatures(validateDefinition(readJson('apps/example-orders/orders.workflow.json')), new Set(['sleep']))).toEqual([
+      'step "approval" uses when, which this scheduler does not support yet',
+      'step "approval" uses waitFor, which this scheduler does not support yet',
+    ]);
   });
 });
