@@ -16,6 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createInbox, type Msg, type Subscription } from '@nats-io/nats-core';
 import { REPLY_TO_HEADER, connectBus, explainPermissionViolation, isBacklogFull, protocolHeaders, publishRetrying, type Bus } from '@triad/bus';
 import { SpanKind, inSpan } from '@triad/telemetry';
+import { runBulkOperation, type BulkApi, type BulkRunOptions } from './bulk.js';
 import { getDeadLetter, listDeadLetters, replayDeadLetter, type DeadLetterQuery, type ReplayResult, type StoredDeadLetter } from './dead-letters.js';
 import {
   ApiReplySchema,
@@ -47,6 +48,7 @@ import {
   type TaskQueryReply,
   type TaskCountRequest,
   type TaskCountReply,
+  type BulkOp,
   type WorkflowDefinitionInput,
 } from '@triad/protocol';
 import { DEFAULT_NATS_URL, type NatsConnectionOptions } from '@triad/settings';
@@ -373,6 +375,35 @@ export class TriadClient {
   /** How many tasks match `queryTasks`' filters; `exact: false` when the count stopped at its budget (a lower bound). */
   async countTasks(q: TaskCountRequest = {}): Promise<TaskCountReply> {
     return this.request('task.count', q);
+  }
+
+  /** The bulk operations' API (operator role; decision 0021 §2), for runBulkOperation. */
+  bulkApi(): BulkApi {
+    return {
+      start: (req) => this.request('bulk.start', req),
+      query: (q) => this.queryTasks(q),
+      apply: (opId, taskIds) => this.request('bulk.apply', { opId, taskIds }),
+      checkpoint: (req) => this.request('bulk.checkpoint', req),
+      end: (opId, state) => this.request('bulk.end', { opId, state }),
+    };
+  }
+
+  /**
+   * Cancels (running) or retries (failed) every task matching a filter, paced, acting on each task at
+   * most once per operation even when run again after an interruption with the same `opId` (operator role).
+   */
+  async bulk(o: BulkRunOptions): Promise<BulkOp> {
+    return runBulkOperation(this.bulkApi(), o);
+  }
+
+  /** One bulk operation's record (operator role). */
+  async bulkOperation(opId: string): Promise<BulkOp> {
+    return this.request('bulk.get', { opId });
+  }
+
+  /** Recent bulk operations, newest first (operator role). */
+  async bulkOperations(limit = 20): Promise<BulkOp[]> {
+    return this.request('bulk.list', { limit });
   }
 
   /**

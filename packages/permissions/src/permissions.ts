@@ -86,13 +86,13 @@ const REDIS_READS = ['get', 'hget', 'hgetall', 'hkeys', 'hmget', 'hvals', 'smemb
  * `permissions.test.ts` re-reads the scripts to keep this list true.
  */
 export const REDIS_SCRIPT_COMMANDS = {
-  scheduler: ['del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hincrby', 'hkeys', 'hmget', 'hset', 'pexpire', 'sadd', 'set', 'zadd', 'zcount', 'zlexcount', 'zrem', 'zrevrangebylex', 'zrevrangebyscore', 'zscore'],
+  scheduler: ['del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hincrby', 'hkeys', 'hmget', 'hgetall', 'hset', 'pexpire', 'sadd', 'set', 'zadd', 'zcount', 'zlexcount', 'zrangebyscore', 'zrem', 'zrevrangebylex', 'zrevrangebyscore', 'zscore'],
   supervisor: ['del', 'exists', 'get', 'hdel', 'hget', 'hgetall', 'hincrby', 'hmget', 'hset', 'incr', 'set', 'zadd', 'zrangebyscore', 'zrem'],
 } as const;
 
 /** Which scripts each Redis role runs (the test checks the lists above against these files). */
 export const REDIS_ROLE_SCRIPTS = {
-  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'querySearch'],
+  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'querySearch', 'startOp', 'checkpointOp', 'endOp'],
   supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch'],
 } as const;
 

@@ -23,7 +23,9 @@ const LUA = join(dirname(fileURLToPath(import.meta.url)), '../../store/lua');
 
 function luaCommands(script: string): Set<string> {
   const text = readFileSync(join(LUA, `${script}.lua`), 'utf8');
-  const all = text.includes('--@include _common') ? text + readFileSync(join(LUA, '_common.lua'), 'utf8') : text;
+  // Every fragment it includes (_common, _ops), as the loader inlines them.
+  const fragments = [...text.matchAll(/^--@include (\w+)\s*$/gm)].map((m) => readFileSync(join(LUA, `${m[1] ?? ''}.lua`), 'utf8'));
+  const all = [text, ...fragments].join('\n');
   return new Set([...all.matchAll(/redis\.p?call\(\s*['"]([A-Za-z]+)['"]/g)].map((m) => (m[1] ?? '').toLowerCase()));
 }
 
@@ -103,6 +105,11 @@ describe('NATS allow lists', () => {
     expect(may(byName('operator'), 'publish', n.subjects.api('task.signal'))).toBe(true);
     // The scheduler hears them on its API subscription.
     expect(may(byName('scheduler'), 'subscribe', n.subjects.clientApi('web', 'task.get'))).toBe(true);
+    // Bulk operations are the operator's alone (decision 0021 §2.4): no client subject reaches them.
+    for (const o of ['bulk.start', 'bulk.apply', 'bulk.checkpoint', 'bulk.end', 'bulk.get', 'bulk.list'] as const) {
+      expect(may(web, 'publish', n.subjects.api(o)), o).toBe(false);
+      expect(may(byName('operator'), 'publish', n.subjects.api(o)), o).toBe(true);
+    }
   });
 
   it('the operator may cancel, retry, register, set limits, read alerts and dead letters, and replay submissions and commands', () => {

@@ -486,6 +486,61 @@ export type TaskCountRequest = z.input<typeof TaskCountRequestSchema>;
 export const TaskCountReplySchema = z.object({ count: z.number().int().nonnegative(), exact: z.boolean(), scanned: z.number().int().nonnegative() });
 export type TaskCountReply = z.output<typeof TaskCountReplySchema>;
 
+/** What a bulk operation does (decision 0021 §2): cancel running tasks, or retry failed ones. */
+export const BulkActionSchema = z.enum(['cancel', 'retry']);
+export type BulkAction = z.output<typeof BulkActionSchema>;
+/** The tasks a bulk operation may act on: `task.count`'s filters but `until` (the operation's snapshot sets it). */
+export const BulkFilterSchema = TaskCountRequestSchema.omit({ until: true });
+export type BulkFilter = z.output<typeof BulkFilterSchema>;
+/** `bulk.start`: a new operation, or the one `opId` names again with the same action and filter (a resume). */
+export const BulkStartRequestSchema = z.object({
+  opId: optional(NameSchema),
+  action: BulkActionSchema,
+  filter: BulkFilterSchema,
+  /** retry: the step to retry (default: each task's failed one). */
+  step: optional(NameSchema),
+  /** cancel: the reason recorded on each task. */
+  reason: optional(z.string().max(400)),
+});
+/** A bulk operation's record (decision 0021 §2.2). */
+export const BulkOpSchema = z.object({
+  id: z.string(),
+  action: tolerant(BulkActionSchema),
+  filter: BulkFilterSchema,
+  step: optional(z.string()),
+  reason: optional(z.string()),
+  /** The snapshot time: it acts only on tasks created at or before it. */
+  asOf: z.number().int(),
+  by: z.string(),
+  createdAt: z.number().int(),
+  updatedAt: z.number().int(),
+  state: tolerant(z.enum(['running', 'done', 'stopped'])),
+  /** The count of matching tasks at asOf (for progress; not a promise). */
+  matched: z.number().int().nonnegative(),
+  /** The query cursor after the last checkpointed batch (absent: from the start, or the end once done). */
+  cursor: optional(z.string()),
+  batch: z.number().int().nonnegative(),
+  acted: z.number().int().nonnegative(),
+  already: z.number().int().nonnegative(),
+  skipped: z.number().int().nonnegative(),
+  missing: z.number().int().nonnegative(),
+  failed: z.number().int().nonnegative(),
+});
+export type BulkOp = z.output<typeof BulkOpSchema>;
+export const BulkStartReplySchema = z.object({ op: BulkOpSchema, resumed: z.boolean() });
+/** `bulk.apply`: act on these tasks, in order, as the operation says (at most 100 a request). */
+export const BulkApplyRequestSchema = z.object({ opId: NameSchema, taskIds: z.array(TaskIdSchema).min(1).max(100) });
+export const BulkOutcomeSchema = z.enum(['acted', 'already', 'skipped', 'missing', 'failed']);
+export type BulkOutcome = z.output<typeof BulkOutcomeSchema>;
+export const BulkApplyReplySchema = z.object({ results: z.array(z.object({ taskId: z.string(), outcome: tolerant(BulkOutcomeSchema), reason: optional(z.string()) })) });
+export type BulkApplyReply = z.output<typeof BulkApplyReplySchema>;
+const countsShape = { acted: z.number().int().nonnegative(), already: z.number().int().nonnegative(), skipped: z.number().int().nonnegative(), missing: z.number().int().nonnegative(), failed: z.number().int().nonnegative() };
+/** `bulk.checkpoint`: batch `batch` is done; applied only when it is the record's batch + 1. */
+export const BulkCheckpointRequestSchema = z.object({ opId: NameSchema, batch: z.number().int().min(1), cursor: optional(z.string().max(400)), counts: z.object(countsShape) });
+export const BulkEndRequestSchema = z.object({ opId: NameSchema, state: z.enum(['done', 'stopped']) });
+export const BulkGetRequestSchema = z.object({ opId: NameSchema });
+export const BulkListRequestSchema = z.object({ limit: z.number().int().min(1).max(200).default(20) });
+
 /** Every API reply: a value or a wire error. */
 export const ApiReplySchema = z.union([
   z.object({ ok: z.literal(true), value: z.unknown() }),

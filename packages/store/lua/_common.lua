@@ -3,6 +3,34 @@
 --@include _when
 -- Return codes (mirrored by ScriptCode in src/codes.ts).
 local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY, FORGED, BUFFER_FULL = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+-- A bulk operation already acted on this task (decision 0021 §2.3; 11 is left to decision 0019).
+local ALREADY_APPLIED = 12
+
+-- The fence of a bulk operation, checked atomically with its act (decision 0021 §2.3): the operation's id
+-- in the task's `bo` (its last 16 operations) → ALREADY_APPLIED; created after the operation's snapshot,
+-- or no longer in the status it acts on → INVALID_STATE with the reason. Returns the refusal, or nil and
+-- the ids to record with op_record once the act is done. Nothing is read when `opId` is ''.
+local function op_fence(taskKey, opId, expectStatus, createdBefore)
+  if not opId or opId == '' then return nil, nil end
+  local f = redis.call('HMGET', taskKey, 'bo', 'status', 'createdAt')
+  local bo = f[1] and cjson.decode(f[1]) or {}
+  for _, x in ipairs(bo) do
+    if x == opId then return { ALREADY_APPLIED, cjson.encode({ reason = 'operation ' .. opId .. ' already acted on this task' }) }, nil end
+  end
+  if tonumber(f[3]) > tonumber(createdBefore) then
+    return { INVALID_STATE, cjson.encode({ reason = 'created after the operation started' }) }, nil
+  end
+  if f[2] ~= expectStatus then
+    return { INVALID_STATE, cjson.encode({ reason = 'status is now ' .. tostring(f[2]) }) }, nil
+  end
+  bo[#bo + 1] = opId
+  while #bo > 16 do table.remove(bo, 1) end
+  return nil, bo
+end
+
+local function op_record(taskKey, bo)
+  if bo then redis.call('HSET', taskKey, 'bo', cjson.encode(bo)) end
+end
 
 -- The caller's lease, taken in the same atomic call as the write it guards (decision 0006): free, or
 -- already held with the caller's token → (re)set to the token for `ms`; held by anyone else → false,

@@ -25,6 +25,9 @@ local taskId, stepName = ARGV[1], ARGV[2]
 
 if not take_lease(KEYS[5], ARGV[6], ARGV[7], true) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
+-- A bulk retry (decision 0021 §2.3): ARGV[8] its id ('' = none), ARGV[9] the status it acts on, ARGV[10] its snapshot time.
+local refused, bo = op_fence(taskKey, ARGV[8], ARGV[9], ARGV[10])
+if refused then return refused end
 local taskStatus = redis.call('HGET', taskKey, 'status')
 if taskStatus ~= 'running' and taskStatus ~= 'failed' and taskStatus ~= 'compensation_failed' then
   return { INVALID_STATE, cjson.encode({ reason = 'the task is ' .. taskStatus .. '; only a failed, compensation_failed or running task has a step to retry' }) }
@@ -117,5 +120,6 @@ else
     if e.step == spec.n and e.type == 'step_started' then e.type, e.reason, e.status = 'step_retried', 'operator retry', newStatus end
   end
 end
+op_record(taskKey, bo)
 flush(ctx)
 return reply(OK, ctx, { lockEpoch = lockEpoch, step = spec.n })

@@ -16,6 +16,8 @@ export const ScriptCode = {
   Forged: 9,
   /** A task already holds as many buffered signals as it may (decision 0019 §3.3): nothing was written. */
   BufferFull: 10,
+  /** A bulk operation already acted on this task (decision 0021 §2.3): nothing was written. */
+  AlreadyApplied: 12,
 } as const;
 export type ScriptCode = (typeof ScriptCode)[keyof typeof ScriptCode];
 
@@ -26,6 +28,15 @@ export class LeaseBusyError extends TriadError {
 
 export function isLeaseBusy(e: unknown): e is LeaseBusyError {
   return e instanceof LeaseBusyError;
+}
+
+/** A bulk operation's act refused because that operation already acted on the task (decision 0021 §2.3). */
+export class AlreadyAppliedError extends TriadError {
+  override name = 'AlreadyAppliedError';
+}
+
+export function isAlreadyApplied(e: unknown): e is AlreadyAppliedError {
+  return e instanceof AlreadyAppliedError;
 }
 
 export function scriptError(code: number, context: string, reason?: string): TriadError {
@@ -41,6 +52,8 @@ export function scriptError(code: number, context: string, reason?: string): Tri
       return new TriadError(ErrorCode.Stale, `${context}: rejected, a newer fencing epoch exists${why}`);
     case ScriptCode.LeaseBusy:
       return new LeaseBusyError(ErrorCode.Unavailable, `${context}: another instance holds the lease on this task or step at the moment${why}; nothing was written, try again shortly`);
+    case ScriptCode.AlreadyApplied:
+      return new AlreadyAppliedError(ErrorCode.InvalidState, `${context}${why}`);
     case ScriptCode.BufferFull:
       return new TriadError(ErrorCode.Unavailable, `${context}${why}`);
     case ScriptCode.InvalidState:

@@ -66,6 +66,12 @@ export interface Keys {
   readonly intakeLimits: string;
   /** One client's rate-limit state (takeIntakeSlot.lua), in the same slot. */
   intakeState(client: string): string;
+  /** A bulk operation's record (hash), in the `{<ns>:ops}` slot (decision 0021 §2.2). */
+  op(id: string): string;
+  /** The prefix of the operations' records (startOp.lua drops old ones by it). */
+  readonly opPrefix: string;
+  /** The bulk operations by creation time (zset id → createdAt), in the same slot. */
+  readonly ops: string;
 }
 
 /** FNV-1a, 32 bit, of the UTF-8 bytes of `s`. */
@@ -112,6 +118,7 @@ export function keys(namespace: string): Keys {
   const wf = `${prefix}:{${ns}:wf}`;
   const sup = `${prefix}:{${ns}:sup}`;
   const intake = `${prefix}:{${ns}:intake}`;
+  const ops = `${prefix}:{${ns}:ops}`;
   const k: Keys = {
     prefix,
     buckets,
@@ -126,6 +133,9 @@ export function keys(namespace: string): Keys {
     lease: (taskId, what) => `${prefix}:${forTask(taskId).tag}:lease:${taskId}:${what}`,
     intakeLimits: `${intake}:limits`,
     intakeState: (client) => `${intake}:client:${client}`,
+    op: (id) => `${ops}:op:${id}`,
+    opPrefix: `${ops}:op:`,
+    ops: `${ops}:ops`,
   };
   cache.set(namespace, k);
   return k;

@@ -74,6 +74,17 @@ export interface ApplyResultArgs {
 /** Not applied: stale (fenced by the attempt), or `forged` (from another agent type than the step's). */
 export type ApplyOutcome = { applied: true; transition: Transition } | { applied: false; reason: string; forged?: true };
 
+/**
+ * A bulk operation's act (decision 0021 §2.3): at most once per operation per task (AlreadyAppliedError
+ * on a repeat), only on a task created at or before `createdBefore` and still `expectStatus` (else
+ * INVALID_STATE with the reason) — checked atomically with the act.
+ */
+export interface BulkFence {
+  id: string;
+  expectStatus: TaskStatus;
+  createdBefore: number;
+}
+
 export interface StoreOptions {
   /** Replicas that must acknowledge a task's creation (TRIAD_REDIS_WAIT_REPLICAS; default 0 = no WAIT). */
   waitReplicas?: number;
@@ -315,14 +326,14 @@ export class TaskStore {
   }
 
   /** An operator's retry of a failed (or parked) step, optionally with a corrected task input. */
-  async retryStep(a: { lease: LeaseClaim; taskId: string; step?: string; input?: Uint8Array; now: number; schedulerId: string }): Promise<Transition & { step: string }> {
+  async retryStep(a: { lease: LeaseClaim; taskId: string; step?: string; input?: Uint8Array; now: number; schedulerId: string; op?: BulkFence }): Promise<Transition & { step: string }> {
     const k = this.keys;
     const b = k.forTask(a.taskId);
     const reply = (await runScript(
       this.redis,
       'retryStep',
       [k.task(a.taskId), b.deadlines, b.finished, b.alerts, a.lease.key, b.compact, b.alertOutbox, b.search],
-      [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms],
+      [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms, a.op?.id ?? '', a.op?.expectStatus ?? '', a.op?.createdBefore ?? ''],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `retry ${a.taskId}${a.step ? `/${a.step}` : ''}`, parseBody(reply[1]).reason);
@@ -351,10 +362,10 @@ export class TaskStore {
   }
 
   /** An operator cancels a running task: it stops and its completed steps are compensated. */
-  async cancelTask(a: { lease: LeaseClaim; taskId: string; reason: string; now: number; schedulerId: string }): Promise<Transition> {
+  async cancelTask(a: { lease: LeaseClaim; taskId: string; reason: string; now: number; schedulerId: string; op?: BulkFence }): Promise<Transition> {
     const k = this.keys;
     const b = k.forTask(a.taskId);
-    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.search], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms])) as unknown[];
+    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.search], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms, a.op?.id ?? '', a.op?.expectStatus ?? '', a.op?.createdBefore ?? ''])) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `cancel ${a.taskId}`, parseBody(reply[1]).reason);
     return parseTransition(reply);

@@ -11,6 +11,7 @@ import * as dashboard from './dashboard.js';
 import * as dlq from './dlq.js';
 import * as intake from './intake.js';
 import * as list from './list.js';
+import * as ops from './ops.js';
 import * as retry from './retry.js';
 import * as signal from './signal.js';
 import * as status from './status.js';
@@ -23,4 +24,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, watch, list, count, workflows, signal, cancel, retry, alerts, dlq, intake, supervisor, dashboard, auth];
+export const commands: readonly CommandModule[] = [submit, status, watch, list, count, workflows, signal, cancel, retry, ops, alerts, dlq, intake, supervisor, dashboard, auth];
