@@ -129,8 +129,9 @@ function resultProblems(o: CaseObservation, taskId: string, kind: 'run' | 'compe
     if (r.subject !== o.ctx.resultSubject) p.push(`a result came on ${r.subject}, not on the agent type's own subject ${o.ctx.resultSubject}`);
     const v = r.value;
     if (!v) continue;
-    const wantId = `${v.taskId}:${v.step}:${v.kind}:${v.attempt}:result`;
-    if (!r.batched && r.msgId !== wantId) p.push(`a result's Nats-Msg-Id is ${JSON.stringify(r.msgId)}, not ${JSON.stringify(wantId)} (<taskId>:<step>:<kind>:<attempt>:result)`);
+    // A fan-out element's result names its element (decision 0019 §8.3): `<step>#<index>`.
+    const wantId = `${v.taskId}:${v.step}${v.item !== undefined ? `#${v.item}` : ''}:${v.kind}:${v.attempt}:result`;
+    if (!r.batched && r.msgId !== wantId) p.push(`a result's Nats-Msg-Id is ${JSON.stringify(r.msgId)}, not ${JSON.stringify(wantId)} (<taskId>:<step>[#<index>]:<kind>:<attempt>:result)`);
     if (v.taskId !== taskId || v.step !== STEP) p.push(`a result names ${v.taskId}/${v.step}, not the request's ${taskId}/${STEP}`);
     if (v.kind !== kind) p.push(`a result's kind is ${v.kind}, not the request's ${kind}`);
     if (!attempts.includes(v.attempt)) p.push(`a result's attempt is ${v.attempt}; the requests sent attempt ${attempts.join(' and ')}`);
@@ -452,6 +453,39 @@ export function buildCases(ctx: KitContext): CaseSpec[] {
         const r = exactlyOne(o);
         if (typeof r === 'string') p.push(r);
         else if (!r.ok) p.push(`the result is a failure (${r.error.message}); the undo was answered 200`, ...circuitHint(r));
+        return verdict(p);
+      },
+    });
+  }
+
+  {
+    const taskId = 'conf-fan-out';
+    const items = [{ sku: 'a' }, 'b'];
+    const keyOf = (i: number): string => `${runKey(ctx, taskId)}/${i}`;
+    add({
+      name: 'fan-out',
+      title: "two elements of a fan-out step (item, decision 0019): each called with its own key; each result echoes its item.index, with <step>#<index> in its message id (§8.2, §8.7)",
+      taskId,
+      requests: items.map((value, index) => ({
+        value: stepRequest(ctx, taskId, { idempotencyKey: keyOf(index), item: { index, count: items.length, value } }),
+        msgId: `${taskId}:${STEP}#${index}:run:1`,
+      })),
+      keys: items.map((_, i) => keyOf(i)),
+      judgeAfterMs: 0,
+      judge: (o) => {
+        const p = [...resultProblems(o, taskId, 'run', [1]), ...ackProblems(o)];
+        for (const c of o.calls) {
+          if (c.path !== '/apply') p.push(`the agent called ${c.path}, not /apply`);
+          if (!items.some((_, i) => c.idempotencyKey === keyOf(i))) p.push(`a call carried idempotencyKey ${JSON.stringify(c.idempotencyKey)}, not one of the elements' keys (the request's idempotencyKey)`);
+        }
+        items.forEach((_, i) => {
+          if (!o.calls.some((c) => c.idempotencyKey === keyOf(i))) p.push(`element ${i} was never called with its key ${keyOf(i)}`);
+          const mine = valid(o).filter((r) => r.item === i);
+          if (mine.length !== 1) p.push(`${mine.length} results echo item ${i}; each element's result must echo its request's item.index, once`);
+          else if (!mine[0]!.ok) p.push(`element ${i}'s result is a failure (${mine[0]!.error.message}); the service answered 200`, ...circuitHint(mine[0]!));
+        });
+        const unnamed = valid(o).filter((r) => r.item === undefined).length;
+        if (unnamed > 0) p.push(`${unnamed} result(s) name no item: a fan-out element's result must echo item.index (the scheduler refuses it as stale otherwise)`);
         return verdict(p);
       },
     });

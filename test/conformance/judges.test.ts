@@ -41,6 +41,12 @@ function result(c: CaseSpec, o: { attempt?: number; tries?: number; error?: Extr
   return { subject: ctx.resultSubject, msgId: `${c.taskId}:s:${base.kind}:${base.attempt}:result`, batched: false, taskId: c.taskId, protocolHeader: '1', receivedAt: ctx.t0 + 40, value, problems: [] };
 }
 
+/** A conforming result for element `i` of the fan-out case: its index echoed, `#<i>` in its message id. */
+function element(c: CaseSpec, i: number): ObservedResult {
+  const r = result(c);
+  return { ...r, msgId: `${c.taskId}:s#${i}:run:1:result`, value: { ...r.value!, item: i } };
+}
+
 /** What a conforming agent does in each case. */
 function conforming(name: string): CaseObservation {
   const c = spec(name);
@@ -79,6 +85,10 @@ function conforming(name: string): CaseObservation {
       o.calls = [call(c), call(c)];
       o.results = [result(c, { attempt: 2 }), result(c, { attempt: 1 })];
       break;
+    case 'fan-out':
+      o.calls = c.requests.map((_, i) => call(c, { idempotencyKey: field(c, i, 'idempotencyKey') as string }));
+      o.results = c.requests.map((_, i) => element(c, i));
+      break;
     case 'invalid-request':
     case 'wrong-agent':
       o.deadLetters = [{ subject: ctx.deadLetterSubject, value: { source: 'step.fraud', reason: 'invalid', receivedAt: ctx.t0, deliveries: 1, original: new Uint8Array(o.requests[0]!.bytes) }, problems: [] }];
@@ -113,6 +123,9 @@ const WRONG: [string, string, (o: CaseObservation) => void, RegExp][] = [
   ['compensation-applied', 'applied instead of undone', (o) => (o.calls[0]!.path = '/apply'), /not \/undo/],
   ['compensation-unknown', 'undoing another key', (o) => (o.calls[0]!.of = 'other'), /of="other"/],
   ['compensation-unknown', 'reported as a run', (o) => (o.results = [{ ...result(spec('compensation-unknown')), value: { ...result(spec('compensation-unknown')).value!, kind: 'run' } }]), /kind is run/],
+  ['fan-out', 'no item echoed', (o) => (o.results = o.results.map((r) => ({ ...r, msgId: `${spec('fan-out').taskId}:s:run:1:result`, value: { ...r.value!, item: undefined } }))), /name no item/],
+  ['fan-out', 'the element left out of the message id', (o) => (o.results[1]!.msgId = `${spec('fan-out').taskId}:s:run:1:result`), /Nats-Msg-Id/],
+  ['fan-out', 'one key for every element', (o) => (o.calls[1]!.idempotencyKey = o.calls[0]!.idempotencyKey), /element 1 was never called/],
   ['invalid-request', 'not dead-lettered', (o) => (o.deadLetters = []), /no dead letter/],
   ['wrong-agent', 'run anyway', (o) => (o.deadLetters = [], o.calls = [call(spec('wrong-agent'))]), /no call/],
 ];

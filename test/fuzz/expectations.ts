@@ -4,6 +4,7 @@
  * it without a dead letter, run it as a task, or answer the API request with a given error.
  */
 import { validateDefinition } from '@triad/core';
+import { scheduleTiming } from '@triad/scheduler';
 import {
   ErrorCode,
   StepRequestSchema,
@@ -237,6 +238,26 @@ function apiExpectation(c: FuzzCase, { registry, accepted }: Context): Expectati
       e.api = known ? { outcome: 'ok', why: `workflow ${q.name} is registered` } : { outcome: ErrorCode.UnknownWorkflow, rule: includesRule(`"${q.name}"`), why: `workflow ${q.name} is not registered` };
       break;
     }
+    case 'schedule.create': {
+      // The timing is checked first (the scheduler's own function), then the workflow.
+      const sq = v.value as { workflow: string; version?: number; every?: number | string; cron?: string; timezone?: string };
+      try {
+        scheduleTiming(sq);
+        const versions = registry.get(sq.workflow);
+        const known = versions !== undefined && (sq.version === undefined || versions.includes(sq.version));
+        e.api = known ? { outcome: 'any', why: `schedule of registered workflow ${sq.workflow}` } : { outcome: ErrorCode.UnknownWorkflow, rule: includesRule(`"${sq.workflow}"`), why: `a schedule of workflow ${sq.workflow}, which is not registered` };
+      } catch (err) {
+        if (!isTriadError(err)) throw err;
+        e.api = { outcome: err.code, rule: includesRule(err.message), why: `a schedule whose timing is refused: ${err.message}` };
+      }
+      break;
+    }
+    case 'schedule.get':
+    case 'schedule.pause':
+    case 'schedule.resume':
+    case 'schedule.delete':
+      e.api = { outcome: ErrorCode.UnknownSchedule, rule: includesRule(`"${q.name}"`), why: `valid ${t.op} request for schedule ${q.name}, which does not exist` };
+      break;
     case 'workflow.register':
       // The definition inside is judged by its own schema and graph checks (@triad/core's validateDefinition).
       try {

@@ -177,10 +177,22 @@ function apiSample(op: ApiOp): fc.Arbitrary<unknown> {
       return fc.record({ client: fc.constant('fuzzLimited'), ratePerSecond: fc.integer({ min: 10_000, max: 100_000 }), burst: opt(fc.constant(100_000)) }).map(defined);
     case 'intake.clear':
       return fc.record({ client: fc.constant('fuzzLimited') });
+    // A schedule of a workflow that is never registered: refused, so the storm never gets tasks it did not submit.
+    case 'schedule.create':
+      return fc
+        .record({ name, workflow: fc.constant(UNREGISTERED_WORKFLOW), every: opt(fc.constantFrom('10s', '5m', 60_000)), cron: opt(fc.constantFrom('0 2 * * *', '*/5 * * * *')), input: opt(json), overlap: opt(fc.constantFrom('skip', 'allow')) })
+        .map(defined);
+    // Names of schedules that do not exist (the storm creates none).
+    case 'schedule.get':
+    case 'schedule.pause':
+    case 'schedule.resume':
+    case 'schedule.delete':
+      return fc.record({ name });
     case 'workflow.list':
     case 'alert.list':
     case 'supervisor.status':
     case 'intake.list':
+    case 'schedule.list':
       return fc.constant({});
   }
 }

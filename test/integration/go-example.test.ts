@@ -106,6 +106,24 @@ describe('the example with the Go agent serving fraud', () => {
     expect(screened).toMatchObject({ action: 'screen', payload: { orderId: 'go-1', amount: 42 } });
   });
 
+  it('the Go agent runs a fan-out step (decision 0019 §8.3): one call per element under its own key, its index echoed, the outputs in order', async () => {
+    await t.client.registerWorkflow({ name: 'go-fanout', steps: [{ name: 'screen-each', agent: 'fraud', budgetMs: 5_000, forEach: 'items', maxParallel: 2 }] });
+    const items = [{ sku: 'a' }, 'b', 3];
+    const state = await t.client.run('go-fanout', { orderId: 'go-fan', amount: 5, items }, { timeoutMs: 45_000 });
+    expect(state.status).toBe('completed');
+    const step = state.steps[0]!;
+    const output = step.output as { ref: string }[];
+    expect(output).toHaveLength(3);
+    for (const o of output) expect(o.ref).toMatch(/^fraud_/);
+    const keyOf = (i: number): string => `${t.namespace}/${state.taskId}/screen-each/${i}`;
+    const effects = new Map(t.services.fraud.effects().map((e) => [e.idempotencyKey, e]));
+    items.forEach((item, i) => {
+      expect(effects.get(keyOf(i)), `element ${i}`).toMatchObject({ applied: true, calls: 1, payload: { orderId: 'go-fan', amount: 5, item, index: i } });
+      // The outputs are in index order: element i's output is the result the service gave its key.
+      expect(output[i]).toEqual(effects.get(keyOf(i))!.result);
+    });
+  });
+
   it('the Go client exits non-zero with the reason when its submission is rejected', async () => {
     const r = await goClient(['-workflow', 'no-such-workflow', '-task-id', 'go-rejected-1']);
     expect(r.code, r.stdout + r.stderr).not.toBe(0);

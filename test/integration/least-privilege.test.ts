@@ -143,6 +143,27 @@ describe('refusals', () => {
     await expect(mobile.wait(other, { timeoutMs: 20_000 })).resolves.toMatchObject({ status: 'completed' });
   });
 
+  it('schedules are the operator\'s (decision 0019 §6): a client is refused every schedule operation; the supervisor submits a schedule\'s tasks in its client\'s name', async () => {
+    const web = await clientAs(nsA, 'client-web');
+    await expect(web.createSchedule('lp-beat', { workflow: 'lp-nap', every: '1s' })).rejects.toThrow(/publish to "triad\..*\.api\.schedule\.create".*only the operator role may/);
+    await expect(web.listSchedules()).rejects.toThrow(/publish to "triad\..*\.api\.schedule\.list".*only the operator role may/);
+    await expect(web.pauseSchedule('lp-beat')).rejects.toThrow(/publish to "triad\..*\.api\.schedule\.pause".*only the operator role may/);
+    await expect(web.deleteSchedule('lp-beat')).rejects.toThrow(/publish to "triad\..*\.api\.schedule\.delete".*only the operator role may/);
+    // The operator schedules tasks of client web: the secured supervisor publishes them on submit.web, and web reads them.
+    await t.client.registerWorkflow({ name: 'lp-nap', steps: [{ name: 'rest', sleep: { ms: 10 } }] });
+    // Overlap skip (the default): the supervisor reads the last task's status and the outbox too.
+    await t.client.createSchedule('lp-beat', { workflow: 'lp-nap', every: '1s', client: 'web' });
+    await waitFor(async () => ((await t.client.getSchedule('lp-beat')).fired >= 2 ? true : undefined), { timeoutMs: 30_000, what: 'two ticks fired' });
+    const fired = await waitFor(async () => (await t.client.getSchedule('lp-beat')).lastTaskId, { timeoutMs: 30_000, what: 'a tick fired' });
+    await t.client.pauseSchedule('lp-beat');
+    const state = await waitFor(() => web.getTask(fired).catch(() => undefined), { timeoutMs: 30_000, what: `task ${fired} to be recorded, readable by web` });
+    expect(state).toMatchObject({ taskId: fired, client: 'web', workflow: 'lp-nap' });
+    await expect(web.wait(fired, { timeoutMs: 30_000 })).resolves.toMatchObject({ status: 'completed' });
+    await t.client.deleteSchedule('lp-beat');
+    // Redis refused none of the scheduler's and supervisor's schedule commands.
+    expect(await t.redis.call('ACL', 'LOG')).toEqual([]);
+  });
+
   it("an agent cannot publish another agent type's result, read its steps, nor use Redis", async () => {
     const payment = await busAs(nsA, 'agent-payment');
     await expect(payment.js.publish(payment.names.subjects.result('shipping'), encode({}))).rejects.toThrow(/Permissions Violation for Publish to "triad\..*\.result\.shipping"/);

@@ -30,7 +30,9 @@ export function checkLedgers(namespace: string, services: Readonly<Record<string
       const where = `${service.name} ${e.idempotencyKey}`;
       if (e.reversals > 1) report.duplicates.push(`${where} reverted ${e.reversals} times`);
       if (!task) continue;
-      if (!step || rest.length > 0 || step.agent !== service.name) {
+      // A fan-out step's effects are its elements': <step>/<index> (decision 0019 §4).
+      const element = step?.forEach !== undefined && rest.length === 1 && /^\d+$/.test(rest[0] ?? '');
+      if (!step || (rest.length > 0 && !element) || step.agent !== service.name) {
         report.duplicates.push(`${where}: no step of the workflow applies effects under this key on this service`);
         continue;
       }

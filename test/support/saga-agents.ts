@@ -1,6 +1,8 @@
 // A test agent whose behaviour its task input scripts: it applies one effect per step on a ledger
 // service (LEDGER_URL) under the step's idempotency key, and undoes it in its compensation. The input
 // says where to fail permanently, which compensation fails (once, or always) and how long steps take.
+// A fan-out element (decision 0019 §4) is named `<step>#<index>` in those, applies its own key with its
+// value as the payload, and returns `{ index, value, result }`.
 import { PermanentError, defineAgent } from '@triad/agent';
 
 export interface SagaInput {
@@ -37,16 +39,20 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 export const worker = defineAgent<SagaInput>({
   name: 'worker',
   retry: { maxAttempts: 1, initialDelayMs: 1, maxDelayMs: 1 },
-  async handler({ input, step, idempotencyKey, signal }) {
-    const delay = input.delayMs?.[step];
+  async handler({ input, step, item, idempotencyKey, signal }) {
+    const name = item ? `${step}#${item.index}` : step;
+    const delay = input.delayMs?.[name];
     if (delay) await sleep(delay, signal);
     // Refused before anything is applied: an undo of the task can skip this step (decision 0009).
-    if (input.failAt === step) throw new PermanentError(`${step} refused`, { notApplied: true });
-    return post('/apply', { idempotencyKey, action: step }, signal);
+    if (input.failAt === name) throw new PermanentError(`${name} refused`, { notApplied: true });
+    if (!item) return post('/apply', { idempotencyKey, action: step }, signal);
+    const applied = await post('/apply', { idempotencyKey, action: step, payload: item.value ?? null }, signal);
+    return { index: item.index, value: item.value ?? null, result: (applied as { result?: unknown }).result };
   },
-  async compensate({ input, step, attempt, idempotencyKey, undoes, signal }) {
+  async compensate({ input, step, item, attempt, idempotencyKey, undoes, signal }) {
     const f = input.compFail;
-    if (f && f.step === step && (f.mode === 'always' || attempt === 1)) throw new Error(`undo of ${step} failed`);
+    const name = item ? `${step}#${item.index}` : step;
+    if (f && f.step === name && (f.mode === 'always' || attempt === 1)) throw new Error(`undo of ${name} failed`);
     return post('/undo', { idempotencyKey, of: undoes }, signal);
   },
 });

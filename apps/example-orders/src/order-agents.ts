@@ -131,8 +131,10 @@ export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv(), breaker = 
   const shipping = defineAgent({
     name: 'shipping',
     ...common,
-    handler: ({ input, needs, idempotencyKey, signal }) =>
-      apply(urls.shipping, idempotencyKey, 'ship', { orderId: input.orderId, reservation: needs['reserve'], charge: needs['charge'] }, signal),
+    // Ships the order; in a step that fans out over the order's items (forEach, decision 0019), each
+    // element's call ships that item, under the element's own idempotency key.
+    handler: ({ input, needs, item, idempotencyKey, signal }) =>
+      apply(urls.shipping, idempotencyKey, 'ship', { orderId: input.orderId, reservation: needs['reserve'], charge: needs['charge'], ...(item ? { item: item.value } : {}) }, signal),
     // Cancel the shipment.
     compensate: (ctx) => undo(urls.shipping, ctx),
   });

@@ -268,10 +268,16 @@ func (a *agent) request(req *triad.StepRequest) (string, interface{}, error) {
 	if err := f.Err(); err != nil {
 		return "", nil, err
 	}
+	payload := map[string]interface{}{"orderId": orderID, "amount": amount}
+	if req.Item != nil {
+		// A fan-out element is screened on its own, under its own key (the request's idempotencyKey).
+		payload["item"] = req.Item.Value
+		payload["index"] = req.Item.Index
+	}
 	return "/apply", map[string]interface{}{
 		"idempotencyKey": req.IdempotencyKey,
 		"action":         screenAction,
-		"payload":        map[string]interface{}{"orderId": orderID, "amount": amount},
+		"payload":        payload,
 	}, nil
 }
 
@@ -287,10 +293,16 @@ func nonNegativeNumber(v interface{}) bool {
 }
 
 func (a *agent) result(req *triad.StepRequest, tries int64, ok bool, output interface{}, e *triad.StepError) *triad.StepResult {
-	return &triad.StepResult{
+	r := &triad.StepResult{
 		TaskID: req.TaskID, Step: req.Step, Kind: req.Kind, Attempt: req.Attempt,
 		AgentID: a.agentID, FinishedAt: time.Now().UnixMilli(), Tries: tries, OK: ok, Output: output, Error: e,
 	}
+	if req.Item != nil {
+		// A fan-out element: its result names it (§8.7).
+		index := req.Item.Index
+		r.Item = &index
+	}
+	return r
 }
 
 // publishResult stores the result in the RESULTS stream on this agent type's subject, retrying while
@@ -301,7 +313,7 @@ func (a *agent) publishResult(run context.Context, r *triad.StepResult) error {
 		return fmt.Errorf("encoding the result: %w", err)
 	}
 	msg := nats.NewMsg(a.names.Result(a.agentType))
-	msg.Header.Set(triad.MsgIDHeader, triad.ResultMsgID(r.TaskID, r.Step, r.Kind, r.Attempt))
+	msg.Header.Set(triad.MsgIDHeader, triad.ResultMsgID(r.TaskID, r.Step, r.Kind, r.Attempt, r.Item))
 	msg.Header.Set(triad.ProtocolHeader, triad.ProtocolVersion)
 	msg.Data = data
 	give := time.Now().Add(time.Minute)

@@ -2,6 +2,7 @@ package triad
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -36,6 +37,16 @@ type StepRequest struct {
 	DispatchedAt   int64
 	Undoes         string
 	Effect         string
+	// Item is set for an element of a fan-out (forEach) step: the element this request is for (§8.2).
+	Item *Item
+}
+
+// Item is a fan-out element: its 0-based index, how many elements the list has, and its value (nil when
+// absent). The result must echo Index (StepResult.Item) and name it in its message id (ResultMsgID).
+type Item struct {
+	Index int64
+	Count int64
+	Value interface{}
 }
 
 // CompleteByTime is the request's complete-by as a time.
@@ -64,6 +75,14 @@ func ParseStepRequest(data []byte) (*StepRequest, error) {
 		DispatchedAt:   f.Millis("dispatchedAt", true),
 		Undoes:         f.String("undoes", false, Length(1, 512)),
 		Effect:         f.Enum("effect", false, "applied", "unknown"),
+	}
+	if item := f.Map("item", false); item != nil {
+		itf := NewFields(item, "item.")
+		r.Item = &Item{Index: itf.Int("index", true, 0), Count: itf.Int("count", true, 1), Value: itf.Raw("value")}
+		if r.Item.Index >= r.Item.Count && len(itf.Problems) == 0 {
+			itf.Problems = append(itf.Problems, fmt.Sprintf("item.index: %d is not below item.count %d", r.Item.Index, r.Item.Count))
+		}
+		f.Problems = append(f.Problems, itf.Problems...)
 	}
 	if retry := f.Map("retry", false); retry != nil {
 		rf := NewFields(retry, "retry.")
@@ -103,6 +122,8 @@ type StepResult struct {
 	OK         bool        `msgpack:"ok"`
 	Output     interface{} `msgpack:"output,omitempty"`
 	Error      *StepError  `msgpack:"error,omitempty"`
+	// Item echoes the request's item.index for a fan-out element (nil otherwise).
+	Item *int64 `msgpack:"item,omitempty"`
 }
 
 // DeadLetter is a message a consumer could not handle, with the reason (§7).

@@ -99,8 +99,12 @@ func (n Names) Inbox(client string) string { return "_INBOX." + n.NS + "." + cli
 func (n Names) StepsStream() string  { return "TRIAD_" + n.NS + "_STEPS" }
 func (n Names) EventsStream() string { return "TRIAD_" + n.NS + "_EVENTS" }
 
-// ResultMsgID is the JetStream message id of a step attempt's result (§8.7).
-func ResultMsgID(taskID, step, kind string, attempt int64) string {
+// ResultMsgID is the JetStream message id of a step attempt's result (§8.7); a fan-out element's
+// (item non-nil) names it as <step>#<index>, so elements at the same attempt are not repeats of one another.
+func ResultMsgID(taskID, step, kind string, attempt int64, item *int64) string {
+	if item != nil {
+		step = fmt.Sprintf("%s#%d", step, *item)
+	}
 	return fmt.Sprintf("%s:%s:%s:%d:result", taskID, step, kind, attempt)
 }
 

@@ -39,6 +39,12 @@ export interface StepContext<I> {
   readonly effect?: 'applied' | 'unknown';
   /** Absolute deadline, epoch ms. */
   readonly completeBy: number;
+  /**
+   * For a step that runs once per element of a list (`forEach`, decision 0019 §4): this call's element —
+   * its 0-based `index`, the list's `count`, and its `value`. `input` stays the task input, and
+   * `idempotencyKey` is the element's own (`…/<step>/<index>`).
+   */
+  readonly item?: { readonly index: number; readonly count: number; readonly value: unknown };
   /** Fires when the window closes: stop work; whatever is returned after it is discarded. */
   readonly signal: AbortSignal;
 }

@@ -204,8 +204,10 @@ export class AgentHost {
     return { ...outcome, trace: traceHeaders() };
   }
 
-  private async report(req: Pick<StepRequest, 'taskId' | 'step' | 'agent' | 'kind' | 'attempt'>, outcome: Exclude<StepOutcome, { kind: 'expired' }>, trace: Record<string, string>): Promise<void> {
-    const base = { taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id, finishedAt: Date.now(), tries: outcome.tries };
+  private async report(req: Pick<StepRequest, 'taskId' | 'step' | 'agent' | 'kind' | 'attempt' | 'item'>, outcome: Exclude<StepOutcome, { kind: 'expired' }>, trace: Record<string, string>): Promise<void> {
+    // A fan-out element's result echoes its index (decision 0019 §8.3).
+    const item = req.item ? { item: req.item.index } : {};
+    const base = { taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id, finishedAt: Date.now(), tries: outcome.tries, ...item };
     let result: StepResult;
     if (outcome.kind === 'ok') result = { ...base, ok: true, output: outcome.output };
     else if (outcome.kind === 'circuit_open') {
@@ -224,6 +226,16 @@ export class AgentHost {
     }
     const sender = this.results.get(req.agent);
     if (!sender) throw new Error(`no result sender for agent ${req.agent}`);
-    await sender.send(bytes, `${req.taskId}:${req.step}:${req.kind}:${req.attempt}:result`, trace);
+    await sender.send(bytes, resultMessageId(req), trace);
   }
+}
+
+/**
+ * A result's JetStream message id: one per step (element) attempt, so a result sent twice is stored once,
+ * and the results of a fan-out step's elements — one attempt number each — are never taken for repeats
+ * of one another (`<step>#<index>`, protocol §8).
+ */
+export function resultMessageId(req: Pick<StepRequest, 'taskId' | 'step' | 'kind' | 'attempt' | 'item'>): string {
+  const step = req.item ? `${req.step}#${req.item.index}` : req.step;
+  return `${req.taskId}:${step}:${req.kind}:${req.attempt}:result`;
 }

@@ -74,6 +74,7 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
         ...(req.undoes ? { undoes: req.undoes } : {}),
         ...(req.effect ? { effect: req.effect } : {}),
         completeBy: req.completeBy,
+        ...(req.item ? { item: { index: req.item.index, count: req.item.count, value: req.item.value } } : {}),
         signal: controller.signal,
       };
       let outcome: { ok: true; value: unknown } | { ok: false; error: unknown } | 'closed';

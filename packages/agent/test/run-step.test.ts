@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen } from 'cockatiel';
 import type { StepRequest } from '@triad/protocol';
-import { PermanentError, RetryableError, defineAgent, isPermanent, runStep, type StepContext } from '../src/index.js';
+import { PermanentError, RetryableError, defineAgent, isPermanent, resultMessageId, runStep, type StepContext } from '../src/index.js';
 
 function request(over: Partial<StepRequest> = {}): StepRequest {
   const now = Date.now();
@@ -53,6 +53,23 @@ describe('runStep', () => {
     expect(ctx.needs).toEqual({ reserve: { reservationId: 'r-1' } });
     expect(ctx).toMatchObject({ taskId: 'order-1', step: 'charge', kind: 'run', attempt: 2, try: 1, idempotencyKey: 'test:order-1:charge', completeBy: req.completeBy });
     expect(ctx.signal).toBeInstanceOf(AbortSignal);
+  });
+
+  it("gives the handler a fan-out element (decision 0019 §4): item with its index, count and value; input stays the task input", async () => {
+    const req = request({ item: { index: 2, count: 5, value: { sku: 'c' } }, idempotencyKey: 'test/order-1/charge/2' });
+    const { agent, calls } = recordingAgent((ctx) => ctx.item?.value);
+    expect(await runStep(req, agent, opts)).toEqual({ kind: 'ok', output: { sku: 'c' }, tries: 1 });
+    expect(calls[0]).toMatchObject({ item: { index: 2, count: 5, value: { sku: 'c' } }, input: { orderId: 'o-1', amount: 42 }, idempotencyKey: 'test/order-1/charge/2' });
+    // A step that is not a fan-out has no item.
+    const plain = recordingAgent(() => 1);
+    await runStep(request(), plain.agent, opts);
+    expect(plain.calls[0]).not.toHaveProperty('item');
+  });
+
+  it('names the element in its result message id, so the results of different elements at one attempt are not taken for repeats', () => {
+    expect(resultMessageId(request())).toBe('order-1:charge:run:2:result');
+    expect(resultMessageId(request({ item: { index: 0, count: 2 } }))).toBe('order-1:charge#0:run:2:result');
+    expect(resultMessageId(request({ item: { index: 1, count: 2 } }))).toBe('order-1:charge#1:run:2:result');
   });
 
   it('retries retryable errors up to maxAttempts, then reports failed retryable:true with the last error', async () => {

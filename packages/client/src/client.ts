@@ -36,6 +36,8 @@ import {
   type Alert,
   type ApiOp,
   type ClientLimit,
+  type Schedule,
+  type ScheduleOverlap,
   type SupervisorHealth,
   type RegisteredWorkflow,
   type Submission,
@@ -347,6 +349,47 @@ export class TriadClient {
   /** The submission rate limits (operator role). */
   async intakeLimits(): Promise<ClientLimit[]> {
     return this.request('intake.list', {});
+  }
+
+  /**
+   * Creates a schedule (operator role; decision 0019 §6): a task of `workflow` with `input` at every tick —
+   * `every` (ms, or `10s`, `5m`, `2h`, `1d`; 1 s to 30 days) or `cron` (5 fields, 6 with seconds, in
+   * `timezone`, default UTC). The tasks are `client`'s (default: this client's id), their ids
+   * `sch:<name>:<tick>`. `overlap: 'skip'` (the default) skips a tick while the previous task still runs.
+   * An existing name is refused unless `replace` (which keeps what was fired: no tick fires twice).
+   */
+  async createSchedule(
+    name: string,
+    o: { workflow: string; every?: number | string; cron?: string; timezone?: string; input?: unknown; overlap?: ScheduleOverlap; version?: number; client?: string; replace?: boolean },
+  ): Promise<Schedule & { created: boolean }> {
+    const body: Record<string, unknown> = { name, workflow: o.workflow, client: o.client ?? this.clientId, overlap: o.overlap ?? 'skip', replace: o.replace ?? false };
+    for (const f of ['every', 'cron', 'timezone', 'input', 'version'] as const) if (o[f] !== undefined) body[f] = o[f];
+    return this.request('schedule.create', body);
+  }
+
+  /** Every schedule, paused ones included, by name (operator role). */
+  async listSchedules(): Promise<Schedule[]> {
+    return this.request('schedule.list', {});
+  }
+
+  /** One schedule (operator role); UNKNOWN_SCHEDULE when there is none of that name. */
+  async getSchedule(name: string): Promise<Schedule> {
+    return this.request('schedule.get', { name });
+  }
+
+  /** Stops firing a schedule until it is resumed (operator role). */
+  async pauseSchedule(name: string): Promise<Schedule> {
+    return this.request('schedule.pause', { name });
+  }
+
+  /** Fires a paused schedule again from now on; the ticks of the paused period are not caught up (operator role). */
+  async resumeSchedule(name: string): Promise<Schedule> {
+    return this.request('schedule.resume', { name });
+  }
+
+  /** Removes a schedule (operator role). A task it already fired runs on. */
+  async deleteSchedule(name: string): Promise<{ name: string; deleted: boolean }> {
+    return this.request('schedule.delete', { name });
   }
 
   /** The current supervisor leader and every supervisor's last report. */

@@ -108,8 +108,11 @@ function otherStep(s: StepDefinition): PlanStep {
 /**
  * The idempotency key of a step: stable across attempts, distinct per namespace, task, step and kind.
  * "/" separates the parts because no namespace, task id or step name may contain it, so no two
- * (task, step, kind) share a key (task ids may contain ":").
+ * (task, step, kind) share a key (task ids may contain ":"). A fan-out element's is its step's with its
+ * index (`…/<step>/<i>`, `…/<step>/<i>/compensate`; decision 0019 §4): digits are never "compensate",
+ * so elements, steps and kinds never share one.
  */
-export function idempotencyKey(namespace: string, taskId: string, step: string, kind: 'run' | 'compensate'): string {
-  return kind === 'run' ? `${namespace}/${taskId}/${step}` : `${namespace}/${taskId}/${step}/compensate`;
+export function idempotencyKey(namespace: string, taskId: string, step: string, kind: 'run' | 'compensate', item?: number): string {
+  const base = item === undefined ? `${namespace}/${taskId}/${step}` : `${namespace}/${taskId}/${step}/${item}`;
+  return kind === 'run' ? base : `${base}/compensate`;
 }

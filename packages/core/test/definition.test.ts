@@ -317,5 +317,11 @@ describe('idempotencyKey', () => {
   // make two different (task, step, kind) share a key. Documents the promised distinctness.
   it('is distinct for every (task, step, kind), even with ":" in task ids', () => {
     expect(idempotencyKey('prod', 'order:s1', 'compensate', 'run')).not.toBe(idempotencyKey('prod', 'order', 's1', 'compensate'));
+    // Fan-out elements (decision 0019 §4): one key per element and kind, none shared with a step's.
+    expect(idempotencyKey('prod', 't-1', 'ship', 'run', 3)).toBe('prod/t-1/ship/3');
+    expect(idempotencyKey('prod', 't-1', 'ship', 'compensate', 3)).toBe('prod/t-1/ship/3/compensate');
+    const elementKeys = new Set(['run', 'compensate'].flatMap((k) => [0, 1, 10].map((i) => idempotencyKey('prod', 't-1', 'ship', k as 'run' | 'compensate', i))));
+    elementKeys.add(idempotencyKey('prod', 't-1', 'ship', 'run')).add(idempotencyKey('prod', 't-1', 'ship', 'compensate'));
+    expect(elementKeys.size).toBe(8);
   });
 });

@@ -86,20 +86,21 @@ const REDIS_READS = ['get', 'hget', 'hgetall', 'hkeys', 'hmget', 'hvals', 'smemb
  * `permissions.test.ts` re-reads the scripts to keep this list true.
  */
 export const REDIS_SCRIPT_COMMANDS = {
-  scheduler: ['del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hincrby', 'hkeys', 'hmget', 'hgetall', 'hset', 'pexpire', 'sadd', 'set', 'zadd', 'zcount', 'zlexcount', 'zrangebyscore', 'zrem', 'zrevrangebylex', 'zrevrangebyscore', 'zscore'],
+  scheduler: ['del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hmget', 'hset', 'pexpire', 'sadd', 'set', 'srem', 'zadd', 'zcount', 'zlexcount', 'zrangebyscore', 'zrem', 'zrevrangebylex', 'zrevrangebyscore', 'zscore'],
   supervisor: ['del', 'exists', 'get', 'hdel', 'hget', 'hgetall', 'hincrby', 'hmget', 'hset', 'incr', 'set', 'zadd', 'zrangebyscore', 'zrem'],
 } as const;
 
 /** Which scripts each Redis role runs (the test checks the lists above against these files). */
 export const REDIS_ROLE_SCRIPTS = {
-  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'querySearch', 'startOp', 'checkpointOp', 'endOp'],
-  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch'],
+  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'querySearch', 'startOp', 'checkpointOp', 'endOp'],
+  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'fireSchedule'],
 } as const;
 
 function redisPermissions(namespace: string, role: 'scheduler' | 'supervisor', db = 0): RedisPermissions {
   // `zrem` from TypeScript: the alert outbox (supervisor) and the finished index; `hset`: the supervisor's
-  // status; the scheduler's `hset`/`hdel`: the submission rate limits an operator sets (decision 0022).
-  const own = role === 'supervisor' ? ['hset', 'zrem'] : ['hdel', 'hset', 'zrem'];
+  // status; the scheduler's `hset`/`hdel`: the submission rate limits an operator sets (decision 0022);
+  // the supervisor's `hdel`/`hexists`: the schedules' outbox (decision 0019 §6.3).
+  const own = role === 'supervisor' ? ['hdel', 'hexists', 'hset', 'zrem'] : ['hdel', 'hset', 'zrem'];
   // Another database than 0: that one only (Redis' first-argument rule).
   const select = db === 0 ? [] : [`select|${db}`];
   const commands = new Set([...REDIS_CONNECTION, 'eval', 'evalsha', ...REDIS_READS, ...own, ...REDIS_SCRIPT_COMMANDS[role], ...select]);
@@ -184,6 +185,8 @@ export function supervisorIdentity(namespace: string, redisDb = 0): Identity {
     nats: {
       publish: uniq([
         s.command,
+        // Schedules' tasks, in the name of the schedule's client (decision 0019 §6.3).
+        s.submitAll,
         s.eventAll,
         s.alert,
         s.health,

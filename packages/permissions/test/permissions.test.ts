@@ -153,7 +153,13 @@ describe('NATS allow lists', () => {
   it('names who may do a refused operation', () => {
     expect(rolesAllowed('shop', 'publish', n.subjects.api('task.cancel'))).toEqual(['operator']);
     expect(rolesAllowed('shop', 'publish', n.subjects.result('payment'))).toEqual(['agent "payment"']);
-    expect(rolesAllowed('shop', 'publish', n.subjects.submit('web'))).toEqual(['operator', 'client "web"']);
+    // The supervisor submits a schedule's tasks in its client's name (decision 0019 §6.3).
+    expect(rolesAllowed('shop', 'publish', n.subjects.submit('web'))).toEqual(['supervisor', 'operator', 'client "web"']);
+    // Schedules are the operator's alone: a client is refused every schedule operation.
+    for (const op of ['schedule.create', 'schedule.get', 'schedule.list', 'schedule.pause', 'schedule.resume', 'schedule.delete'] as const) {
+      expect(rolesAllowed('shop', 'publish', n.subjects.api(op)), op).toEqual(['operator']);
+      expect(may(byName('client-web'), 'publish', n.subjects.api(op)), op).toBe(false);
+    }
     expect(rolesAllowed('shop', 'publish', n.subjects.deadLetter('step_fraud'))).toEqual(['scheduler', 'supervisor', 'agent "fraud"']);
     expect(rolesAllowed('shop', 'publish', n.subjects.deadLetter('submit'))).toEqual(['scheduler', 'supervisor']);
     expect(rolesAllowed('shop', 'publish', 'triad.other.api.task.get')).toEqual([]);

@@ -43,6 +43,7 @@ import {
   tolerant,
 } from './messages.js';
 import type { ApiOp } from './names.js';
+import { CreateScheduleReplySchema, CreateScheduleRequestSchema, DeleteScheduleReplySchema, ScheduleNameRequestSchema, ScheduleSchema } from './schedules.js';
 
 export const RegisterWorkflowReplySchema = z.object({
   name: z.string(),
@@ -103,4 +104,10 @@ export const API: Record<ApiOp, { request: z.ZodType; reply: z.ZodType; what: st
   'intake.set': { request: SetLimitRequestSchema, reply: ClientLimitSchema, what: "set a client's submission rate limit (operator)" },
   'intake.clear': { request: ClearLimitRequestSchema, reply: ClearLimitReplySchema, what: "remove a client's submission rate limit (operator)" },
   'intake.list': { request: EmptyRequestSchema, reply: z.array(ClientLimitSchema), what: 'the submission rate limits (operator)' },
+  'schedule.create': { request: CreateScheduleRequestSchema, reply: CreateScheduleReplySchema, what: 'create (or with replace, change) a schedule that submits a task per tick (operator)' },
+  'schedule.get': { request: ScheduleNameRequestSchema, reply: ScheduleSchema, what: 'one schedule and what its firing recorded (operator)' },
+  'schedule.list': { request: EmptyRequestSchema, reply: z.array(ScheduleSchema), what: 'every schedule, paused ones included, by name (operator)' },
+  'schedule.pause': { request: ScheduleNameRequestSchema, reply: ScheduleSchema, what: 'stop firing a schedule until it is resumed (operator)' },
+  'schedule.resume': { request: ScheduleNameRequestSchema, reply: ScheduleSchema, what: 'fire a paused schedule again, from now on: the paused period is not caught up (operator)' },
+  'schedule.delete': { request: ScheduleNameRequestSchema, reply: DeleteScheduleReplySchema, what: 'remove a schedule (operator)' },
 };

@@ -7,6 +7,7 @@ export const ErrorCode = {
   UnknownWorkflow: 'UNKNOWN_WORKFLOW',
   UnknownTask: 'UNKNOWN_TASK',
   UnknownStep: 'UNKNOWN_STEP',
+  UnknownSchedule: 'UNKNOWN_SCHEDULE',
   VersionConflict: 'VERSION_CONFLICT',
   Stale: 'STALE',
   InvalidState: 'INVALID_STATE',

@@ -173,3 +173,15 @@ export {
   ClearLimitReplySchema,
 } from './api.js';
 export { protocolJsonSchemas } from './json-schemas.js';
+export {
+  ScheduleOverlapSchema,
+  CreateScheduleRequestSchema,
+  ScheduleNameRequestSchema,
+  ScheduleSchema,
+  CreateScheduleReplySchema,
+  DeleteScheduleReplySchema,
+  scheduleTaskId,
+  type ScheduleOverlap,
+  type CreateScheduleRequest,
+  type Schedule,
+} from './schedules.js';

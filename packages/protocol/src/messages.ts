@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { TASK_ID_PATTERN, TASK_STATUSES, TERMINAL_TASK_STATUSES, isTerminal, tagProblems } from './constants.js';
 import { ClientIdSchema, NameSchema, TaskIdSchema } from './names.js';
+import { MAX_FOREACH_ITEMS } from './definition.js';
 
 /** An optional field: absent, or nil (read as absent), else valid by `schema`. */
 export function optional<T extends z.ZodType>(schema: T) {
@@ -102,6 +103,12 @@ export const StepRequestSchema = z
     needs: z.record(z.string(), z.unknown()),
     retry: optional(z.object({ maxAttempts: z.number().int().min(1), initialDelayMs: z.number().int().min(1), maxDelayMs: z.number().int().min(1) })),
     dispatchedAt: epochMs,
+    /**
+     * A fan-out step (`forEach`, decision 0019 §4) runs once per element of a list: this request is for
+     * element `index` (0-based) of `count`, whose value is `value` (`input` stays the task input). The
+     * agent must echo `index` as its result's `item` (and put `#<index>` in the result's message id).
+     */
+    item: optional(z.object({ index: z.number().int().min(0).max(MAX_FOREACH_ITEMS - 1), count: z.number().int().min(1).max(MAX_FOREACH_ITEMS), value: optional(z.unknown()) })),
   });
 export type StepRequest = z.output<typeof StepRequestSchema>;
 
@@ -114,6 +121,8 @@ const resultBase = {
   finishedAt: epochMs,
   /** Handler calls made inside the window (agent-side retries included); 0 when none was made (an open breaker, invalid input). */
   tries: z.number().int().min(0),
+  /** For a fan-out element: the request's `item.index`, echoed (a fan-out step's result without it is refused as stale). */
+  item: optional(z.number().int().min(0).max(MAX_FOREACH_ITEMS - 1)),
 };
 export const StepResultSchema = z.discriminatedUnion('ok', [
   // output is optional: a handler that returns nothing (void) sends no output key.
@@ -216,6 +225,8 @@ export const TaskEventSchema = z
     until: optional(epochMs),
     /** The signal a step waits for, or that was received (decision 0019). */
     signal: optional(NameSchema),
+    /** The fan-out element (its index) the event is about (decision 0019 §4). */
+    item: optional(z.number().int().min(0)),
   });
 export type TaskEvent = z.output<typeof TaskEventSchema>;
 
@@ -236,7 +247,16 @@ export type TaskEventBatch = z.output<typeof TaskEventBatchSchema>;
  * if that attempt is still the current one. `epoch` is the supervisor leader's fencing value.
  */
 export const SupervisorCommandSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('retry_step'), taskId: TaskIdSchema, step: NameSchema, kind: StepKindSchema, attempt: z.number().int().min(1), epoch: z.number().int().nonnegative() }),
+  z.object({
+    type: z.literal('retry_step'),
+    taskId: TaskIdSchema,
+    step: NameSchema,
+    kind: StepKindSchema,
+    attempt: z.number().int().min(1),
+    epoch: z.number().int().nonnegative(),
+    /** The fan-out element whose attempt this is (decision 0019 §4). */
+    item: optional(z.number().int().min(0).max(MAX_FOREACH_ITEMS - 1)),
+  }),
 ]);
 export type SupervisorCommand = z.output<typeof SupervisorCommandSchema>;
 
@@ -247,6 +267,8 @@ export const AlertSchema = z
     kind: z.enum(['step_error', 'step_failed', 'compensation_failed', 'task_deadline']),
     taskId: z.string(),
     step: optional(z.string()),
+    /** The fan-out element that gave up (its index; decision 0019 §4). */
+    item: optional(z.number().int().min(0)),
     failureCount: z.number().int().nonnegative(),
     lastError: optional(z.string().max(4000)),
     raisedAt: epochMs,

@@ -112,6 +112,12 @@ export const API_OPS = [
   'intake.set',
   'intake.clear',
   'intake.list',
+  'schedule.create',
+  'schedule.get',
+  'schedule.list',
+  'schedule.pause',
+  'schedule.resume',
+  'schedule.delete',
 ] as const;
 export type ApiOp = (typeof API_OPS)[number];
 

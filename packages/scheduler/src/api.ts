@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Msg, Subscription } from '@nats-io/nats-core';
 import { PROTOCOL_MAJOR, deadLetter, protocolHeaders, unsupportedVersion, type Bus } from '@triad/bus';
-import { unsupportedFeatures, validateDefinition, type StepFeature } from '@triad/core';
+import { cronProblems, nextTick, parseEvery, unsupportedFeatures, validateDefinition, type ScheduleTiming, type StepFeature } from '@triad/core';
 import {
   ErrorCode,
   GetTaskRequestSchema,
@@ -33,6 +33,9 @@ import {
   EmptyRequestSchema,
   SetLimitRequestSchema,
   TaskEventsRequestSchema,
+  CreateScheduleRequestSchema,
+  ScheduleNameRequestSchema,
+  DEFAULT_CLIENT_ID,
   ListWorkflowsRequestSchema,
   RegisterWorkflowRequestSchema,
   RetryTaskRequestSchema,
@@ -46,10 +49,11 @@ import {
   type ApiReply,
   type Names,
   type WireError,
+  type Schedule,
   type WorkflowDefinition,
 } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
-import { OpStore, canonicalTags, isAlreadyApplied, requireTask, unknownOp, type IntakeStore, type LeaseClaim, type TaskFilter, type TaskStore, type WorkflowStore } from '@triad/store';
+import { OpStore, ScheduleStore, canonicalTags, isAlreadyApplied, requireTask, unknownOp, unknownSchedule, type IntakeStore, type LeaseClaim, type StoredSchedule, type TaskFilter, type TaskStore, type WorkflowStore } from '@triad/store';
 import { randomBytes } from 'node:crypto';
 import { triadMetrics } from '@triad/telemetry';
 import type { Dispatcher } from './dispatcher.js';
@@ -63,7 +67,7 @@ import type { z } from 'zod';
  * (`features`). A definition that uses another is refused at registration, so a half-built kind can
  * never run; each increment of 0019 §10 adds its feature here with the transitions that run it.
  */
-export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>(['when', 'sleep', 'waitFor']);
+export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>(['when', 'sleep', 'waitFor', 'forEach']);
 
 /**
  * A query's filter; on a client-scoped subject (decision 0021 §1.4) always that client's tasks, and a
@@ -114,6 +118,8 @@ export class ApiServer {
   private readonly stats: Map<string, EndpointStats>;
   /** Bulk operations' records (decision 0021 §2.2). */
   private readonly ops: OpStore;
+  /** Schedules (decision 0019 §6): created, changed and removed here; fired by the leader supervisor. */
+  private readonly schedules: ScheduleStore;
 
   constructor(
     private readonly bus: Bus,
@@ -127,6 +133,7 @@ export class ApiServer {
   ) {
     this.ops = new OpStore(tasks.redis, tasks.namespace);
     this.stats = new Map(endpoints(bus.names.subjects).map((e) => [e.name, { requests: 0, errors: 0, lastError: '', processingNs: 0 }]));
+    this.schedules = new ScheduleStore(tasks.redis, bus.names.namespace);
   }
 
   private handlers(): Record<ApiOp, Handler> {
@@ -328,7 +335,64 @@ export class ApiServer {
         req(data, EmptyRequestSchema, 'limit.list request');
         return this.intake.limits();
       },
+      'schedule.create': async (data) => {
+        const q = req(data, CreateScheduleRequestSchema, 'schedule.create request');
+        const timing = scheduleTiming(q);
+        if (!(await this.workflows.get(q.workflow, q.version))) throw unknownWorkflow(q.workflow, q.version);
+        const now = Date.now();
+        const next = nextTick({ ...timing, anchor: now }, now);
+        const def = {
+          name: q.name,
+          workflow: q.workflow,
+          ...(q.version !== undefined ? { version: q.version } : {}),
+          client: q.client ?? DEFAULT_CLIENT_ID,
+          ...(timing.every !== undefined ? { every: timing.every } : {}),
+          ...(timing.cron !== undefined ? { cron: timing.cron, timezone: timing.timezone ?? 'UTC' } : {}),
+          overlap: q.overlap,
+          ...(q.input !== undefined ? { input: encode(q.input) } : {}),
+        };
+        const r = await this.schedules.put(def, next, now, q.replace);
+        this.log.info({ schedule: q.name, workflow: q.workflow, every: timing.every, cron: timing.cron, created: r.created, generation: r.generation, nextTick: next }, r.created ? 'schedule created' : 'schedule replaced');
+        return { ...(await this.schedule(q.name)), created: r.created };
+      },
+      'schedule.get': async (data) => {
+        const { name } = req(data, ScheduleNameRequestSchema, 'schedule.get request');
+        return this.schedule(name);
+      },
+      'schedule.list': async (data) => {
+        req(data, EmptyRequestSchema, 'schedule.list request');
+        return (await this.schedules.list()).map(scheduleView);
+      },
+      'schedule.pause': async (data) => {
+        const { name } = req(data, ScheduleNameRequestSchema, 'schedule.pause request');
+        const changed = await this.schedules.setPaused(name, true, undefined, Date.now());
+        this.log.info({ schedule: name, changed }, 'schedule paused');
+        return this.schedule(name);
+      },
+      'schedule.resume': async (data) => {
+        const { name } = req(data, ScheduleNameRequestSchema, 'schedule.resume request');
+        const s = await this.schedules.get(name);
+        if (!s) throw unknownSchedule(name);
+        // From now on: the ticks of the paused period are not caught up (decision 0019 §6.2).
+        const now = Date.now();
+        const next = nextTick({ ...storedTiming(s), anchor: s.anchor }, now);
+        const changed = await this.schedules.setPaused(name, false, next, now);
+        this.log.info({ schedule: name, changed, nextTick: next }, 'schedule resumed');
+        return this.schedule(name);
+      },
+      'schedule.delete': async (data) => {
+        const { name } = req(data, ScheduleNameRequestSchema, 'schedule.delete request');
+        await this.schedules.delete(name);
+        this.log.info({ schedule: name }, 'schedule deleted');
+        return { name, deleted: true };
+      },
     };
+  }
+
+  private async schedule(name: string): Promise<Schedule> {
+    const s = await this.schedules.get(name);
+    if (!s) throw unknownSchedule(name);
+    return scheduleView(s);
   }
 
   /** An operator's operation under the task's lease; while another scheduler holds it, tried a few times. */
@@ -460,6 +524,38 @@ function bounded(w: WireError): WireError {
   const details = w.details ?? [];
   const more = details.length > MAX_LISTED_ISSUES ? [`… and ${details.length - MAX_LISTED_ISSUES} more`] : [];
   return { code: w.code, message: clip(w.message, 8 * MAX_ISSUE_CHARS), details: [...details.slice(0, MAX_LISTED_ISSUES).map((d) => clip(d, MAX_ISSUE_CHARS)), ...more] };
+}
+
+/**
+ * A schedule request's timing, checked with core's schedule module (decision 0019 §6.1): exactly one of
+ * every and cron; every within 1 s … 30 days; a cron pattern croner accepts in an IANA time zone.
+ */
+export function scheduleTiming(q: { every?: number | string | undefined; cron?: string | undefined; timezone?: string | undefined }): Omit<ScheduleTiming, 'anchor'> {
+  if ((q.every === undefined) === (q.cron === undefined)) {
+    throw new TriadError(ErrorCode.InvalidMessage, `a schedule fires either every interval or by a cron pattern: give exactly one of --every (e.g. 10s) and --cron (e.g. "0 2 * * *")${q.every !== undefined ? ', not both' : ''}`);
+  }
+  if (q.every !== undefined) {
+    if (q.timezone !== undefined) throw new TriadError(ErrorCode.InvalidMessage, `--timezone applies to --cron only: an --every schedule counts from its creation, in no time zone; drop --timezone`);
+    try {
+      return { every: parseEvery(q.every) };
+    } catch (e) {
+      throw new TriadError(ErrorCode.InvalidMessage, errorMessage(e));
+    }
+  }
+  const cron = q.cron ?? '';
+  const problems = cronProblems(cron, q.timezone);
+  if (problems.length > 0) throw new TriadError(ErrorCode.InvalidMessage, problems.join('; '), { details: problems });
+  return { cron, timezone: q.timezone ?? 'UTC' };
+}
+
+function storedTiming(s: StoredSchedule): Omit<ScheduleTiming, 'anchor'> {
+  return s.every !== undefined ? { every: s.every } : { cron: s.cron ?? '', timezone: s.timezone ?? 'UTC' };
+}
+
+/** A stored schedule as the API shows it (without the leader's working fields). */
+function scheduleView(s: StoredSchedule): Schedule {
+  const { since: _since, anchor: _anchor, inputBytes: _bytes, ...view } = s;
+  return view;
 }
 
 export function unknownWorkflow(name: string, version?: number): TriadError {

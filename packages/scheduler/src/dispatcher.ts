@@ -8,10 +8,11 @@ import { publishDurable, sendTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
 import { RawMsgpack, encodeMap, isAbsentValue, type RegisteredWorkflow, type StepKind } from '@triad/protocol';
 import { countTaskEnd } from '@triad/telemetry';
-import { toTaskEvent, type Transition } from '@triad/store';
+import { elementOutputKey, elementValueKey, toTaskEvent, type Transition } from '@triad/store';
 
-export function stepMessageId(taskId: string, step: string, kind: StepKind, attempt: number): string {
-  return `${taskId}:${step}:${kind}:${attempt}`;
+/** A step request's message id; a fan-out element's names it (`<step>#<i>`, decision 0019 §4). */
+export function stepMessageId(taskId: string, step: string, kind: StepKind, attempt: number, item?: number): string {
+  return `${taskId}:${item === undefined ? step : `${step}#${item}`}:${kind}:${attempt}`;
 }
 
 /** A step request ready to publish: its agent type (the subject), its message id and its encoded bytes. */
@@ -39,7 +40,20 @@ export function stepRequestMessages(namespace: string, taskId: string, wf: Regis
     const needs: [string, RawMsgpack][] = [];
     for (const n of d.needs) {
       const out = t.outputs.get(n);
-      if (!isAbsentValue(out)) needs.push([n, new RawMsgpack(out as Uint8Array)]);
+      // An element's compensation gets its element's own output, under the step's name.
+      const name = d.item !== undefined && n === elementOutputKey(d.step, d.item) ? d.step : n;
+      if (!isAbsentValue(out)) needs.push([name, new RawMsgpack(out as Uint8Array)]);
+    }
+    // A fan-out element (decision 0019 §4): its index, the list's length, and its value as the list held it.
+    let item: RawMsgpack | undefined;
+    if (d.item !== undefined) {
+      const value = t.outputs.get(elementValueKey(d.step, d.item));
+      const fields: [string, unknown][] = [
+        ['index', d.item],
+        ['count', d.count ?? 0],
+      ];
+      if (!isAbsentValue(value)) fields.push(['value', new RawMsgpack(value as Uint8Array)]);
+      item = new RawMsgpack(encodeMap(fields));
     }
     // The fields of StepRequest, in its order; undefined ones are left out.
     const bytes = encodeMap([
@@ -50,16 +64,17 @@ export function stepRequestMessages(namespace: string, taskId: string, wf: Regis
       ['agent', d.agent],
       ['kind', d.kind],
       ['attempt', d.attempt],
-      ['idempotencyKey', idempotencyKey(namespace, taskId, d.step, d.kind)],
+      ['idempotencyKey', idempotencyKey(namespace, taskId, d.step, d.kind, d.item)],
       ['completeBy', d.completeBy],
       ['input', input],
       ['needs', new RawMsgpack(encodeMap(needs))],
       ['dispatchedAt', now],
       ['retry', retry],
-      ['undoes', d.kind === 'compensate' ? idempotencyKey(namespace, taskId, d.step, 'run') : undefined],
+      ['undoes', d.kind === 'compensate' ? idempotencyKey(namespace, taskId, d.step, 'run', d.item) : undefined],
       ['effect', d.kind === 'compensate' ? (d.effect ?? 'unknown') : undefined],
+      ['item', item],
     ]);
-    return { agent: d.agent, step: d.step, kind: d.kind, attempt: d.attempt, messageId: stepMessageId(taskId, d.step, d.kind, d.attempt), bytes };
+    return { agent: d.agent, step: d.step, kind: d.kind, attempt: d.attempt, messageId: stepMessageId(taskId, d.step, d.kind, d.attempt, d.item), bytes };
   });
 }
 

@@ -311,6 +311,7 @@ export class Scheduler {
           schedulerId: this.id,
           agentId: r.agentId,
           agentType,
+          ...(r.item !== undefined ? { item: r.item } : {}),
           outcome: r.ok
             ? { ok: true, output: payloadBytes(bytes, 'output') }
             : {
@@ -361,7 +362,7 @@ export class Scheduler {
    * and a request sent twice is one message (its id) and one attempt (the fence on its result).
    */
   private async runCommand(cmd: SupervisorCommand): Promise<Disposition> {
-    const t = await this.o.tasks.stepInFlight(cmd.taskId, cmd.step, cmd.kind, cmd.attempt);
+    const t = await this.o.tasks.stepInFlight(cmd.taskId, cmd.step, cmd.kind, cmd.attempt, cmd.item);
     if (!t) {
       this.log.debug({ ...cmd }, 'retry command is stale (task finished or attempt superseded)');
       return 'ack';

@@ -88,6 +88,33 @@ describe('stepRequestMessages', () => {
     expect(stepRequestMessages('shop', 't-3', wf, transition({}), NOW)).toEqual([]);
   });
 
+  it('sends a fan-out element with its index, the count and its value as the list held it; its own keys and message id; its compensation gets its own output under the step name', () => {
+    const value = encode({ sku: 'b', qty: 2 });
+    const t = transition({
+      input: encode({ items: [] }),
+      outputs: new Map([
+        ['=charge#1', value],
+        ['charge#0', encode('parcel-0')],
+        ['=charge#0', encode(null)],
+      ]),
+      dispatch: [
+        { step: 'charge', agent: 'payment', kind: 'run', attempt: 2, completeBy: NOW, needs: [], item: 1, count: 3 },
+        { step: 'charge', agent: 'payment', kind: 'compensate', attempt: 1, completeBy: NOW, needs: ['charge#0'], effect: 'applied', item: 0, count: 3 },
+      ],
+    });
+    const [run, comp] = stepRequestMessages('shop', 't-5', wf, t, NOW);
+    expect(run?.messageId).toBe('t-5:charge#1:run:2');
+    expect(run?.messageId).toBe(stepMessageId('t-5', 'charge', 'run', 2, 1));
+    expect(comp?.messageId).toBe('t-5:charge#0:compensate:1');
+    const r = read(run!.bytes);
+    expect(r.item).toEqual({ index: 1, count: 3, value: { sku: 'b', qty: 2 } });
+    expect(r.idempotencyKey).toBe('shop/t-5/charge/1');
+    expect(Buffer.from(run!.bytes).includes(Buffer.from(value))).toBe(true);
+    const c = read(comp!.bytes);
+    expect(c).toMatchObject({ idempotencyKey: 'shop/t-5/charge/0/compensate', undoes: 'shop/t-5/charge/0', effect: 'applied', needs: { charge: 'parcel-0' } });
+    expect(c.item).toEqual({ index: 0, count: 3 }); // a nil element arrives as absent (optional fields read nil as absent)
+  });
+
   it('refuses a request over the message limit rather than sending what NATS would refuse', () => {
     const big = encode('x'.repeat(600_000));
     const t = transition({ input: big, outputs: new Map([['reserve', big]]), dispatch: [{ step: 'charge', agent: 'payment', kind: 'run', attempt: 1, completeBy: NOW, needs: ['reserve'] }] });

@@ -2,8 +2,8 @@
 --@include _msgpack
 --@include _when
 -- Return codes (mirrored by ScriptCode in src/codes.ts).
-local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY, FORGED, BUFFER_FULL = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
--- A bulk operation already acted on this task (decision 0021 §2.3; 11 is left to decision 0019).
+local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY, FORGED, BUFFER_FULL, UNKNOWN_SCHEDULE = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+-- A bulk operation already acted on this task (decision 0021 §2.3).
 local ALREADY_APPLIED = 12
 
 -- The fence of a bulk operation, checked atomically with its act (decision 0021 §2.3): the operation's id
@@ -147,9 +147,22 @@ end
 
 -- Appends an event; the per-task sequence number is assigned here, atomically with the transition.
 -- `untilTs`: what a waiting step waits until (epoch ms); `signal`: the signal's name (decision 0019).
+-- A fan-out element's phase is named `<step>#<i>` (its record field, its deadline member): its events name
+-- the step and carry the element's index as `item`.
+local function element_of(name)
+  local step, i = string.match(name, '^(.+)#(%d+)$')
+  if step then return step, tonumber(i) end
+  return nil, nil
+end
+
 local function push_event(ctx, etype, step, attempt, reason, status, untilTs, signal)
   local seq = redis.call('HINCRBY', ctx.taskKey, 'seq', 1)
-  ctx.events[#ctx.events + 1] = { type = etype, seq = seq, step = step, attempt = attempt, reason = reason, status = status, ['until'] = untilTs, signal = signal }
+  local item
+  if step then
+    local base, i = element_of(step)
+    if base then step, item = base, i end
+  end
+  ctx.events[#ctx.events + 1] = { type = etype, seq = seq, step = step, attempt = attempt, reason = reason, status = status, ['until'] = untilTs, signal = signal, item = item }
 end
 
 -- Takes the task for this scheduler; the lock epoch grows on every hand-over between schedulers.
@@ -169,6 +182,9 @@ end
 local function record_alert(ctx, kind, step, failureCount, lastError, attempt)
   local alert = { id = ctx.taskId .. ':' .. (step or TASK_DEADLINE) .. ':' .. kind .. ':' .. (attempt or 0), kind = kind, taskId = ctx.taskId,
     step = step, failureCount = failureCount, raisedAt = ctx.now }
+  -- An element's alert names its step and its index (its id keeps `<step>#<i>`: one alert per element).
+  local base, i = element_of(step or '')
+  if base then alert.step, alert.item = base, i end
   if lastError then alert.lastError = string.sub(lastError, 1, 4000) end
   local json = cjson.encode(alert)
   redis.call('HSET', ctx.alertsKey, alert.id, json)
@@ -310,7 +326,8 @@ local function start_attempt(ctx, spec, rec, kind)
   ph.reported = nil
   if not ph.giveUpAt and sp.g then ph.giveUpAt = now + sp.g end
   local needs = spec.nd
-  local dispatch = { step = spec.n, agent = sp.a, kind = kind, attempt = ph.attempt, completeBy = ph.completeBy }
+  -- A fan-out element's request names its step and its index (`spec.fs`, `spec.item`, `spec.count`).
+  local dispatch = { step = spec.fs or spec.n, agent = sp.a, kind = kind, attempt = ph.attempt, completeBy = ph.completeBy, item = spec.item, count = spec.count }
   if kind == 'compensate' then
     ph.parked = nil
     rec.status = 'compensating'
@@ -349,12 +366,131 @@ local function report_retryable(ctx, spec, rec, kind, message)
   touch(ctx, spec.n)
 end
 
+
+---------------------------------------------------------------------------------------------------
+-- Fan-out (decision 0019 §4): a step with `fe` in its plan runs its agent once per element of a list,
+-- located when the step becomes ready and kept as bytes (`fl:<step>`) with its n + 1 element offsets
+-- (`fo:<step>`, big-endian u32). Element i is a phase of its own — record `s:<step>#<i>`, deadline member
+-- `<task>|<step>#<i>`, output `o:<step>#<i>` — driven by the same phase functions as a step, through an
+-- element spec (`fs` = the step, `item` = i). The step's record keeps `fe = { n, next, hi, live, done,
+-- lastStart }` (`live`: the elements started and not ended, processing or parked, at most maxParallel),
+-- and during its undo `undo` (the elements to compensate, latest first), `undoNext`, `compRunning`, `compFailed`.
+---------------------------------------------------------------------------------------------------
+
+local function element_name(step, i) return step .. '#' .. i end
+
+-- Element i's phase spec: the step's agent, budget, ladder, give-up and compensation, under its own name.
+local function element_spec(ctx, spec, i)
+  local srec = recs_of(ctx)[spec.n]
+  return { n = element_name(spec.n, i), a = spec.a, b = spec.b, l = spec.l, g = spec.g, c = spec.c, nd = spec.nd,
+    fs = spec.n, item = i, count = srec.fe and srec.fe.n }
+end
+
+-- Element i's record, read at most once per transition (kept in ctx.recs under its name, so `flush` writes it).
+local function element_rec(ctx, spec, i)
+  local recs = recs_of(ctx)
+  local name = element_name(spec.n, i)
+  local rec = recs[name]
+  if not rec then
+    rec = decode_step(redis.call('HGET', ctx.taskKey, 's:' .. name)) or { status = 'pending', attempt = 0, failureCount = 0 }
+    recs[name] = rec
+  end
+  return rec
+end
+
+-- Elements 0 … count-1 read in one HMGET (those not read yet).
+local function elements_load(ctx, spec, count)
+  local recs = recs_of(ctx)
+  local fields, names = {}, {}
+  for i = 0, count - 1 do
+    local name = element_name(spec.n, i)
+    if not recs[name] then
+      fields[#fields + 1] = 's:' .. name
+      names[#names + 1] = name
+    end
+  end
+  if #fields == 0 then return end
+  local raw = redis.call('HMGET', ctx.taskKey, unpack(fields))
+  for k, name in ipairs(names) do
+    recs[name] = decode_step(raw[k]) or { status = 'pending', attempt = 0, failureCount = 0 }
+  end
+end
+
+local function fe_live_remove(fe, i)
+  for k, v in ipairs(fe.live) do
+    if v == i then
+      table.remove(fe.live, k)
+      return true
+    end
+  end
+  return false
+end
+
+-- Element i's value: its byte slice of the list the step snapshotted (read once per transition).
+local function element_value(ctx, step, i)
+  ctx.lists = ctx.lists or {}
+  local l = ctx.lists[step]
+  if not l then
+    local raw = redis.call('HMGET', ctx.taskKey, 'fl:' .. step, 'fo:' .. step)
+    l = { raw[1] or '', raw[2] or '' }
+    ctx.lists[step] = l
+  end
+  local from = struct.unpack('>I4', l[2], 4 * i + 1)
+  local to = struct.unpack('>I4', l[2], 4 * i + 5)
+  return string.sub(l[1], from + 1, to)
+end
+
+-- Starts element i's first (or next) attempt.
+local function fe_start(ctx, spec, srec, i)
+  local espec = element_spec(ctx, spec, i)
+  local erec = element_rec(ctx, spec, i)
+  start_attempt(ctx, espec, erec, 'run')
+  push_event(ctx, 'step_started', espec.n, erec.attempt)
+  local fe = srec.fe
+  fe.live[#fe.live + 1] = i
+  fe.lastStart = ctx.now
+  if i + 1 > (fe.hi or 0) then fe.hi = i + 1 end
+  touch(ctx, spec.n)
+end
+
+-- Starts pending elements in index order while fewer than maxParallel are started and not ended.
+local function fe_fill(ctx, spec, srec)
+  local fe = srec.fe
+  while #fe.live < spec.fe.x and fe.next < fe.n do
+    local i = fe.next
+    fe.next = i + 1
+    if element_rec(ctx, spec, i).status == 'pending' then fe_start(ctx, spec, srec, i) end
+  end
+  touch(ctx, spec.n)
+end
+
+-- The step's output: a msgpack array header and the elements' stored outputs, concatenated in index
+-- order, never decoded (nil, 0xc0, for an element that returned none). Returns the bytes.
+local function fe_output(ctx, spec, n)
+  local parts = {}
+  if n < 16 then parts[1] = string.char(0x90 + n)
+  elseif n < 65536 then parts[1] = string.char(0xdc) .. struct.pack('>I2', n)
+  else parts[1] = string.char(0xdd) .. struct.pack('>I4', n) end
+  if n > 0 then
+    local fields = {}
+    for i = 0, n - 1 do fields[i + 1] = 'o:' .. element_name(spec.n, i) end
+    local outs = redis.call('HMGET', ctx.taskKey, unpack(fields))
+    for i = 1, n do
+      local o = outs[i]
+      if not o or o == '' then o = string.char(0xc0) end
+      parts[#parts + 1] = o
+    end
+  end
+  return table.concat(parts)
+end
+
 -- Completion order of processed steps, and the undo's order (decision 0009): processed steps by
 -- completion time, in-doubt steps by their last start, an in-doubt step before a processed one at the
 -- same millisecond, the completion counter between processed ones.
 local function undo_key(rec)
   if rec.status == 'processed' then return rec.finishedAt or 0, 0, rec.order or 0 end
-  return rec.startedAt or 0, 1, 0
+  -- A fan-out step that did not complete: by its last element start.
+  return (rec.fe and rec.fe.lastStart) or rec.startedAt or 0, 1, 0
 end
 
 local function undo_before(a, b)
@@ -368,6 +504,113 @@ end
 -- Steps whose run may have taken effect and that say how to undo it.
 local UNDOABLE = { processed = true, abandoned = true, failed = true, error = true }
 
+
+-- A fan-out step's undo goes on (U5, U6): element compensations start, latest first, while fewer than
+-- maxParallel run and none has failed. When none runs any more, the step is compensated — or, if one
+-- failed, compensation_failed and the task with it (each failed element raised its own alert). Returns
+-- true when the step's undo ended.
+local function fe_comp_fill(ctx, spec, srec)
+  local fe = srec.fe
+  while (fe.compFailed or 0) == 0 and fe.compRunning < spec.fe.x and fe.undoNext <= #fe.undo do
+    local i = fe.undo[fe.undoNext]
+    fe.undoNext = fe.undoNext + 1
+    local espec = element_spec(ctx, spec, i)
+    local comp = start_attempt(ctx, espec, element_rec(ctx, spec, i), 'compensate')
+    comp.error = nil
+    push_event(ctx, 'compensation_started', espec.n, comp.attempt)
+    fe.compRunning = fe.compRunning + 1
+  end
+  touch(ctx, spec.n)
+  if fe.compRunning > 0 then return false end
+  srec.comp = srec.comp or { attempt = 0, failureCount = 0 }
+  srec.comp.finishedAt = ctx.now
+  if (fe.compFailed or 0) > 0 then
+    srec.status = 'compensation_failed'
+    finish_task(ctx, 'compensation_failed', 'compensation of ' .. spec.n .. ' failed for ' .. fe.compFailed .. ' of its elements')
+    return true
+  end
+  srec.status = 'compensated'
+  push_event(ctx, 'compensation_done', spec.n)
+  return true
+end
+
+-- A fan-out step's turn in the undo: the elements that may have taken effect, by the undo order of
+-- 0009 (the latest first; the higher index first at a tie), are compensated up to maxParallel at once.
+local function fe_comp_begin(ctx, spec, srec)
+  local fe = srec.fe
+  local hi = fe.hi or 0
+  elements_load(ctx, spec, hi)
+  local recs = recs_of(ctx)
+  local list = {}
+  for i = 0, hi - 1 do
+    local e = recs[element_name(spec.n, i)]
+    if UNDOABLE[e.status] and (e.effect or 'none') ~= 'none' then list[#list + 1] = i end
+  end
+  table.sort(list, function(a, b)
+    local ra, rb = recs[element_name(spec.n, a)], recs[element_name(spec.n, b)]
+    if undo_before(ra, rb) then return true end
+    if undo_before(rb, ra) then return false end
+    return a > b
+  end)
+  fe.undo, fe.undoNext, fe.compRunning, fe.compFailed = list, 1, 0, 0
+  srec.status = 'compensating'
+  srec.comp = srec.comp or { attempt = 0, failureCount = 0 }
+  srec.comp.attempt = srec.comp.attempt + 1
+  srec.comp.startedAt = ctx.now
+  push_event(ctx, 'compensation_started', spec.n, nil, #list .. ' of ' .. fe.n .. ' elements to compensate')
+  return fe_comp_fill(ctx, spec, srec)
+end
+
+-- A fan-out step whose last element in flight ended while its task is being undone (U4): processed
+-- when every element was (its output assembled: it is compensated later, in order), else abandoned
+-- with the most its elements may have done.
+local function fe_settle(ctx, spec, srec)
+  if #srec.fe.live > 0 or srec.status ~= 'processing' then return end
+  srec.finishedAt = ctx.now
+  if srec.fe.done == srec.fe.n then
+    srec.status = 'processed'
+    srec.order = redis.call('HINCRBY', ctx.taskKey, 'doneSeq', 1)
+    redis.call('HSET', ctx.taskKey, 'o:' .. spec.n, fe_output(ctx, spec, srec.fe.n))
+    push_event(ctx, 'step_done', spec.n, srec.attempt)
+  else
+    srec.status = 'abandoned'
+    push_event(ctx, 'step_abandoned', spec.n, srec.attempt, srec.fe.done .. ' of ' .. srec.fe.n .. ' elements done when the task began to be undone')
+  end
+  touch(ctx, spec.n)
+end
+
+-- An element leaves the elements in flight (it ended, gave up or was abandoned): the step takes the most
+-- it may have done (0009's effect, the maximum over its elements).
+local function fe_left(ctx, espec, erec)
+  local sspec = spec_of(ctx, espec.fs)
+  local srec = recs_of(ctx)[espec.fs]
+  fe_live_remove(srec.fe, espec.item)
+  note_effect(srec, erec.effect or 'none')
+  touch(ctx, espec.fs)
+  return sspec, srec
+end
+
+-- Stops a fan-out step's elements that are not in flight (parked, or reported failed with their retry
+-- not decided): abandoned, with `why`. Elements in flight are left to end (their result or complete-by).
+local function fe_stop_idle(ctx, spec, srec, why, all)
+  local fe = srec.fe
+  local live = {}
+  for k, i in ipairs(fe.live) do live[k] = i end
+  for _, i in ipairs(live) do
+    local espec = element_spec(ctx, spec, i)
+    local e = element_rec(ctx, spec, i)
+    if all or e.status == 'parked' or (e.status == 'processing' and e.reported) then
+      if all and e.status == 'processing' and not e.reported then note_effect(e, 'unknown') end
+      e.status = 'abandoned'
+      e.finishedAt = ctx.now
+      redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, espec.n))
+      push_event(ctx, 'step_abandoned', espec.n, e.attempt, why .. (e.error and (': ' .. e.error) or ''))
+      touch(ctx, espec.n)
+      fe_left(ctx, espec, e)
+    end
+  end
+end
+
 -- Drives an undo one step further: while a step is in flight nothing starts (its result or its
 -- complete-by comes first); then the compensation of the next step that may have taken effect
 -- starts, or, when none is left, the task ends as `endAs` (compensated | cancelled).
@@ -377,12 +620,18 @@ local function next_compensation(ctx)
   for _, s in ipairs(plan_of(ctx)) do
     local rec = recs[s.n]
     if rec.status == 'processing' or rec.status == 'compensating' then return end
+    -- A fan-out step's elements still in flight (a drain) are waited for too, whatever the step's status.
+    if rec.fe and #rec.fe.live > 0 then return end
     if type(s.c) == 'table' and UNDOABLE[rec.status] and (rec.effect or 'none') ~= 'none' then
       if not best or undo_before(rec, bestRec) then best, bestRec = s, rec end
     end
   end
   if not best then
     finish_task(ctx, redis.call('HGET', ctx.taskKey, 'endAs') or 'compensated')
+    return
+  end
+  if best.fe then
+    fe_comp_begin(ctx, best, bestRec)
     return
   end
   local comp = start_attempt(ctx, best, bestRec, 'compensate')
@@ -416,6 +665,10 @@ local function begin_undo(ctx, endAs, reason)
       redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, s.n))
       push_event(ctx, 'step_abandoned', s.n, rec.attempt, 'not running when the task began to be undone' .. (rec.error and (': ' .. rec.error) or ''))
       touch(ctx, s.n)
+    elseif rec.fe and #rec.fe.live > 0 then
+      -- A fan-out step (U4): its parked elements are abandoned, those in flight drain, pending ones never start.
+      fe_stop_idle(ctx, s, rec, 'not running when the task began to be undone')
+      fe_settle(ctx, s, rec)
     end
   end
   push_event(ctx, 'compensating', nil, nil, reason, 'compensating')
@@ -431,6 +684,10 @@ local function abandon(ctx, spec, rec, reason)
   redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, spec.n))
   push_event(ctx, 'step_abandoned', spec.n, rec.attempt, reason)
   touch(ctx, spec.n)
+  if spec.fs then
+    local sspec, srec = fe_left(ctx, spec, rec)
+    fe_settle(ctx, sspec, srec)
+  end
   next_compensation(ctx)
 end
 
@@ -440,8 +697,10 @@ local function abandon_in_flight(ctx, reason)
   local recs = recs_of(ctx)
   for _, s in ipairs(plan_of(ctx)) do
     local rec = recs[s.n]
+    -- A fan-out step's elements in flight or parked are abandoned with it (the step that gave up too).
+    if rec.fe and #rec.fe.live > 0 then fe_stop_idle(ctx, s, rec, reason, true) end
     if rec.status == 'processing' or rec.status == 'parked' or rec.status == 'sleeping' or rec.status == 'waiting' then
-      if rec.status == 'processing' and not rec.reported then note_effect(rec, 'unknown') end
+      if rec.status == 'processing' and not rec.reported and not rec.fe then note_effect(rec, 'unknown') end
       local why = reason
       if rec.status == 'sleeping' then why = 'stopped sleeping: ' .. reason
       elseif rec.status == 'waiting' then why = 'stopped waiting for signal ' .. s.ws.s .. ': ' .. reason end
@@ -466,6 +725,37 @@ local function give_up(ctx, spec, rec, kind, why, lastError, permanent, alertAtt
   ph.error = lastError
   redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, spec.n))
   touch(ctx, spec.n)
+  if spec.fs and kind == 'compensate' then
+    -- An element's compensation (U6): its own alert; no other element's starts; the step and the task end
+    -- compensation_failed once none of the step's runs any more.
+    ph.parked = nil
+    rec.status = 'compensation_failed'
+    push_event(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.attempt, lastError)
+    record_alert(ctx, 'compensation_failed', spec.n, ph.failureCount, lastError, ph.attempt)
+    local sspec, srec = spec_of(ctx, spec.fs), recs_of(ctx)[spec.fs]
+    srec.fe.compRunning = srec.fe.compRunning - 1
+    srec.fe.compFailed = (srec.fe.compFailed or 0) + 1
+    fe_comp_fill(ctx, sspec, srec)
+    return 'error'
+  elseif spec.fs then
+    -- An element gives up (R13): so does its step — `step ship element 3 failed 4 times: …` — and the
+    -- task follows its onFailure; the step's other elements in flight drain (an undo) or are abandoned.
+    rec.status = permanent and 'failed' or 'error'
+    push_event(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.attempt, lastError)
+    local _, srec = fe_left(ctx, spec, rec)
+    srec.status = rec.status
+    srec.finishedAt = ctx.now
+    srec.error = lastError
+    local reason = 'step ' .. spec.fs .. ' element ' .. spec.item .. ' ' .. why
+    if redis.call('HGET', ctx.taskKey, 'onFailure') == 'compensate' then
+      begin_undo(ctx, 'compensated', reason)
+      return 'compensate'
+    end
+    abandon_in_flight(ctx, reason)
+    finish_task(ctx, 'failed', reason)
+    record_alert(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.failureCount, lastError, alertAttempt or ph.attempt)
+    return 'error'
+  end
   if kind == 'compensate' then
     ph.parked = nil
     rec.status = 'compensation_failed'
@@ -515,6 +805,7 @@ local function ladder_after_failure(ctx, spec, rec, kind)
   return 'park'
 end
 
+
 -- A dependency is done when it is processed or skipped (decision 0019 §2.3: a skipped step's
 -- dependents run; it has no output, so a step that needs it gets none).
 local DEPENDENCY_DONE = { processed = true, skipped = true }
@@ -526,6 +817,131 @@ local function task_input(ctx)
     ctx.input = (raw and raw ~= '') and raw or false
   end
   return ctx.input or nil
+end
+
+-- The list a fan-out step runs over (R10, R4): located in the task input or a step's output, at most
+-- maxItems elements. Returns n, the elements' bytes and their n + 1 offsets; or nil and why not.
+local function fe_list(ctx, spec)
+  local fe = spec.fe
+  local where = table.concat(fe.p, '.')
+  local bytes
+  if fe.s == '' then
+    bytes = task_input(ctx)
+    if not bytes then return nil, 'forEach: ' .. where .. ' is absent: the task has no input (expected a list)' end
+  else
+    where = fe.s .. (#fe.p > 0 and ('.' .. where) or '')
+    bytes = redis.call('HGET', ctx.taskKey, 'o:' .. fe.s)
+    if not bytes or bytes == '' then return nil, 'forEach: ' .. where .. ' is absent: step ' .. fe.s .. ' has no output (expected a list)' end
+  end
+  local what = fe.s == '' and 'the task input' or ('the output of ' .. fe.s)
+  local pos, stop = mp_locate(bytes, 1, fe.p)
+  if pos == nil then return nil, what .. ' is not valid msgpack at ' .. where .. ' (' .. stop .. ')' end
+  if not pos then return nil, 'forEach: ' .. where .. ' is absent (expected a list)' end
+  local n, first = mp_array(bytes, pos)
+  if n == nil then return nil, what .. ' is not valid msgpack at ' .. where .. ' (' .. first .. ')' end
+  if not n then
+    local kind, v = mp_scalar(bytes, pos)
+    return nil, 'forEach: ' .. where .. ' is ' .. when_render(kind, v) .. ', not a list'
+  end
+  if n > fe.m then return nil, 'forEach: ' .. where .. ' has ' .. n .. ' elements, above maxItems ' .. fe.m end
+  local offsets = { struct.pack('>I4', 0) }
+  local p = first
+  for i = 1, n do
+    local nxt, err = mp_skip(bytes, p, #fe.p + 1)
+    if not nxt then return nil, what .. ' is not valid msgpack at ' .. where .. ' (' .. err .. ')' end
+    p = nxt
+    offsets[i + 1] = struct.pack('>I4', p - first)
+  end
+  return n, string.sub(bytes, first, stop - 1), table.concat(offsets)
+end
+
+-- Every element of a fan-out step is processed: so is the step, its output the array of theirs — unless
+-- that array is over the message limit, which fails the step (R12). Returns true when it is processed.
+local FE_MAX_OUTPUT = 1000000
+local function fe_complete(ctx, spec, srec)
+  local out = fe_output(ctx, spec, srec.fe.n)
+  if #out > FE_MAX_OUTPUT then
+    local why = 'the outputs of ' .. spec.n .. "'s " .. srec.fe.n .. ' elements total ' .. #out .. ' bytes, over the ' .. FE_MAX_OUTPUT .. '-byte message limit: return less from each element'
+    srec.startFailures = (srec.startFailures or 0) + 1
+    give_up(ctx, spec, srec, 'run', 'failed: ' .. why, why, true, 'output-' .. srec.startFailures)
+    return false
+  end
+  srec.status = 'processed'
+  srec.finishedAt = ctx.now
+  srec.error = nil
+  srec.order = redis.call('HINCRBY', ctx.taskKey, 'doneSeq', 1)
+  redis.call('HSET', ctx.taskKey, 'o:' .. spec.n, out)
+  push_event(ctx, 'step_done', spec.n, srec.attempt)
+  touch(ctx, spec.n)
+  return true
+end
+
+-- Element `espec` completed with `output` (R12): kept; while the task runs the next pending elements
+-- start, and the step completes with the last one; during an undo the step settles when none is left in
+-- flight. Returns true when the step was completed (the caller runs readiness).
+local function fe_element_done(ctx, espec, erec, output, drain)
+  erec.status = 'processed'
+  erec.finishedAt = ctx.now
+  erec.error = nil
+  note_effect(erec, 'applied')
+  erec.order = redis.call('HINCRBY', ctx.taskKey, 'doneSeq', 1)
+  redis.call('HSET', ctx.taskKey, 'o:' .. espec.n, output)
+  redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, espec.n))
+  push_event(ctx, 'step_done', espec.n, erec.attempt)
+  touch(ctx, espec.n)
+  local sspec, srec = fe_left(ctx, espec, erec)
+  srec.fe.done = srec.fe.done + 1
+  if drain then
+    fe_settle(ctx, sspec, srec)
+    return false
+  end
+  if srec.status ~= 'processing' then return false end
+  fe_fill(ctx, sspec, srec)
+  if srec.fe.done == srec.fe.n then return fe_complete(ctx, sspec, srec) end
+  return false
+end
+
+-- A ready fan-out step starts (R10, R11) — or, when it ran before (an operator's retry), resumes: its
+-- stopped elements start again with fresh budgets, processed ones stay, the list stays the one it
+-- snapshotted. Returns 'done' (processed now: an empty list, or every element was), 'started', or nil
+-- and why it cannot start (the step then fails for good).
+local function fe_begin(ctx, spec, rec)
+  if rec.fe then
+    local fe = rec.fe
+    elements_load(ctx, spec, fe.hi or 0)
+    local recs = recs_of(ctx)
+    local STOPPED = { failed = true, error = true, abandoned = true, parked = true }
+    for i = 0, (fe.hi or 0) - 1 do
+      local e = recs[element_name(spec.n, i)]
+      if STOPPED[e.status] then
+        e.status = 'pending'
+        e.failureCount, e.circuitCount, e.giveUpAt, e.error, e.finishedAt = 0, 0, nil, nil, nil
+        touch(ctx, element_name(spec.n, i))
+      end
+    end
+    fe.next, fe.live = 0, {}
+  else
+    local n, list, offsets = fe_list(ctx, spec)
+    if not n then return nil, list end
+    redis.call('HSET', ctx.taskKey, 'fl:' .. spec.n, list, 'fo:' .. spec.n, offsets)
+    ctx.lists = ctx.lists or {}
+    ctx.lists[spec.n] = { list, offsets }
+    rec.fe = { n = n, next = 0, hi = 0, live = {}, done = 0 }
+  end
+  -- The step's own attempt counts its starts (a condition decides only before the first).
+  rec.attempt = (rec.attempt or 0) + 1
+  rec.startedAt = rec.startedAt or ctx.now
+  rec.finishedAt = nil
+  rec.error = nil
+  rec.status = 'processing'
+  touch(ctx, spec.n)
+  push_event(ctx, 'step_started', spec.n, nil, rec.fe.n .. ' elements, at most ' .. spec.fe.x .. ' at once')
+  fe_fill(ctx, spec, rec)
+  if rec.fe.done == rec.fe.n then
+    if fe_complete(ctx, spec, rec) then return 'done' end
+    return 'failed'
+  end
+  return 'started'
 end
 
 -- Evaluates a ready step's `when` (_when.lua): true, false and the reason, or nil and why the bytes
@@ -666,6 +1082,17 @@ local function start_ready(ctx)
               redis.call('ZADD', ctx.deadlinesKey, rec.timeoutAt, deadline_member(ctx.taskId, s.n))
               push_event(ctx, 'step_waiting', s.n, nil, nil, nil, rec.timeoutAt, s.ws.s)
             end
+          elseif holds and s.fe then
+            -- A fan-out (R10, R11, R4): elements start in index order, at most maxParallel at once.
+            local started, why = fe_begin(ctx, s, rec)
+            if not started then
+              fail_at_start(ctx, s, rec, 'failed: ' .. why, why)
+              return false
+            elseif started == 'failed' then
+              return false
+            elseif started == 'done' then
+              changed = true
+            end
           elseif holds then
             start_attempt(ctx, s, rec, 'run')
             push_event(ctx, 'step_started', s.n, rec.attempt)
@@ -704,6 +1131,11 @@ local function reply(code, ctx, body)
     out[3] = redis.call('HGET', taskKey, 'input') or ''
     local seen = {}
     for _, d in ipairs(dispatch) do
+      -- A fan-out element's request carries its value, under `=<step>#<i>` (no step name holds = or #).
+      if d.item then
+        out[#out + 1] = '=' .. element_name(d.step, d.item)
+        out[#out + 1] = element_value(ctx, d.step, d.item)
+      end
       for _, need in ipairs(d.needs) do
         if not seen[need] then
           seen[need] = true

@@ -14,6 +14,7 @@
   ARGV[12] kind ('run' | 'compensate')   ARGV[13] the lease duration (ms)
   ARGV[14] for a failure: what the agent knows of the effect ('none' = no try took effect, 'unknown')
   ARGV[15] the agent type whose result subject the result came on (decision 0010)
+  ARGV[16] the fan-out element the result is for ('' = none; decision 0019 §4)
 
   Outcomes (decision 0009), the same for a run and a compensation phase:
     ok                 → run: processed (and ready steps start, or the task completes);
@@ -29,6 +30,10 @@
   (compensated later, in order); a failure → abandoned; then the undo goes on.
   A result from another agent type than the one the step's plan names for that phase is FORGED: nothing
   changes but the task's forgedResults count.
+  Fan-out (decision 0019 R12, R13, U5, U6): a result names its element (ARGV[16]) and is fenced by that
+  element's own attempt and status; the outcomes above apply to the element's phase, and an element
+  that gives up gives its step up. A result for a fan-out step that names no element is STALE with the
+  reason (an agent that does not know fan-out); an element the step does not have is UNKNOWN_STEP.
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... } | { STALE, json{reason} }
           | { FORGED, json{reason} } | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' } | { LEASE_BUSY, '{}' }
 ]]
@@ -36,6 +41,7 @@
 
 local taskKey, deadlinesKey = KEYS[1], KEYS[2]
 local taskId, stepName, attempt = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local item = (ARGV[16] and ARGV[16] ~= '') and tonumber(ARGV[16]) or nil
 local ok, message, kind = ARGV[4] == '1', ARGV[5], ARGV[12]
 
 if not take_lease(KEYS[4], ARGV[11], ARGV[13], true) then return { LEASE_BUSY, '{}' } end
@@ -52,10 +58,14 @@ local taskStatus = redis.call('HGET', taskKey, 'status')
 
 -- Only the agent type the plan names for this phase may report it (its result subject says which it is).
 local plan = cjson.decode(redis.call('HGET', taskKey, 'plan'))
+local fanout = false
 do
   local expected
   for _, s in ipairs(plan) do
-    if s.n == stepName then expected = (kind == 'compensate' and type(s.c) == 'table') and s.c.a or s.a end
+    if s.n == stepName then
+      expected = (kind == 'compensate' and type(s.c) == 'table') and s.c.a or s.a
+      fanout = s.fe ~= nil
+    end
   end
   if expected == nil then
     -- A step that calls no agent (a sleep, a wait, a child step: decision 0019): no result is its.
@@ -71,6 +81,17 @@ end
 local function stale(reason)
   redis.call('HINCRBY', taskKey, 'staleResults', 1)
   return { STALE, cjson.encode({ reason = reason }) }
+end
+
+-- A fan-out step's results are its elements': the element's record is the phase fenced below.
+local name = stepName
+if fanout and not item then
+  return stale('step ' .. stepName .. ' runs once per element of a list (forEach), but the result names no element (item): the agent that sent it does not know fan-out; upgrade it (docs/protocol.md §8)')
+elseif item then
+  if not fanout or not rec.fe or item < 0 or item >= rec.fe.n or item ~= math.floor(item) then return { UNKNOWN_STEP, '{}' } end
+  name = stepName .. '#' .. item
+  rec = decode_step(redis.call('HGET', taskKey, 's:' .. name)) or { status = 'pending', attempt = 0, failureCount = 0 }
+  stepName = stepName .. ' element ' .. item
 end
 
 -- Fencing: which phase this result ends, if any.
@@ -94,21 +115,41 @@ ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
 ctx.plan = plan
 local lockEpoch = take_lock(taskKey, ARGV[8])
 redis.call('HSET', taskKey, 'updatedAt', ctx.now)
-rec = recs_of(ctx)[stepName]
-local spec = spec_of(ctx, stepName)
+local spec
+if item then
+  spec = spec_of(ctx, ARGV[2])
+  rec = element_rec(ctx, spec, item)
+  spec = element_spec(ctx, spec, item)
+else
+  rec = recs_of(ctx)[name]
+  spec = spec_of(ctx, name)
+end
 -- Which agent instance ran the attempt: known from its result (agents hold no claim, decision 0010).
 local sp, ph = phase_spec(spec, kind), phase(rec, kind)
 ph.lockedBy = ARGV[9]
-touch(ctx, stepName)
+touch(ctx, name)
 if not ok and kind == 'run' then note_effect(rec, ARGV[14] == 'none' and 'none' or 'unknown') end
 
 if ok and kind == 'compensate' then
   rec.status = 'compensated'
   ph.finishedAt = ctx.now
   ph.error = nil
-  redis.call('ZREM', deadlinesKey, deadline_member(taskId, stepName))
-  push_event(ctx, 'compensation_done', stepName, attempt)
-  next_compensation(ctx)
+  redis.call('ZREM', deadlinesKey, deadline_member(taskId, name))
+  push_event(ctx, 'compensation_done', name, attempt)
+  if item then
+    -- An element's compensation: the next ones start; the undo moves on once the step's are all done.
+    local sspec, srec = spec_of(ctx, spec.fs), recs_of(ctx)[spec.fs]
+    srec.fe.compRunning = srec.fe.compRunning - 1
+    if fe_comp_fill(ctx, sspec, srec) and srec.status == 'compensated' then next_compensation(ctx) end
+  else
+    next_compensation(ctx)
+  end
+elseif ok and item then
+  if fe_element_done(ctx, spec, rec, message, drain) then
+    if start_ready(ctx) then finish_task(ctx, 'completed') end
+  elseif drain then
+    next_compensation(ctx)
+  end
 elseif ok then
   rec.status = 'processed'
   rec.finishedAt = ctx.now

@@ -23,6 +23,9 @@
   A sleeping step whose wake time has come (decision 0019 R5) → processed; the steps it made ready
   start (their requests are the reply's dispatch: the supervisor asks a scheduler to send them, as for a
   retry), and the task completes when every step is done → action 'wake'.
+  A fan-out element (ARGV[2] = `<step>#<i>`, decision 0019 R13, U4, U6): its run or compensation phase
+  climbs the same ladder; an element that gives up gives its step up; one in flight when the undo began
+  is abandoned and its step settles once none is left.
   Anything else (task finished, step done, deadline moved) → action 'noop', nothing written but the index
   entry, which is dropped or moved to the live deadline.
   Returns { OK, json{action, kind, events, dispatch, replyTo, client, failureCount, lastError, attempt, workflow, createdAt} }
@@ -37,7 +40,13 @@ local member = deadline_member(taskId, stepName)
 
 local refused = supervisor_guard(taskKey, deadlinesKey, epochKey, epoch, member)
 if refused then return refused end
+local base, item = element_of(stepName)
 local rec = decode_step(redis.call('HGET', taskKey, 's:' .. stepName))
+if rec and rec.fe then
+  -- A fan-out step has no member of its own (its elements do): nothing to expire.
+  redis.call('ZREM', deadlinesKey, member)
+  return { OK, cjson.encode({ action = 'noop' }) }
+end
 local taskStatus = redis.call('HGET', taskKey, 'status')
 local noop = cjson.encode({ action = 'noop' })
 
@@ -109,9 +118,16 @@ local early = not_due(ph.completeBy)
 if early then return early end
 
 local ctx = open_ctx()
-rec = recs_of(ctx)[stepName]
+local spec
+if base then
+  spec = spec_of(ctx, base)
+  rec = element_rec(ctx, spec, item)
+  spec = element_spec(ctx, spec, item)
+else
+  rec = recs_of(ctx)[stepName]
+  spec = spec_of(ctx, stepName)
+end
 ph = phase(rec, kind)
-local spec = spec_of(ctx, stepName)
 touch(ctx, stepName)
 
 local NO_RESULT = 'complete-by passed without a result (timed out, or the agent died)'

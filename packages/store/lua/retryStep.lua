@@ -88,7 +88,26 @@ local function reset(ph)
   ph.failureCount, ph.circuitCount, ph.giveUpAt, ph.error, ph.finishedAt = 0, 0, nil, nil, nil
 end
 
-if compensation then
+if compensation and spec.fe then
+  -- A fan-out step (decision 0019 U6): its failed element compensations start again, fresh, before those
+  -- not started yet; the step's undo then goes on, maxParallel at once.
+  local fe = rec.fe
+  local again = {}
+  elements_load(ctx, spec, fe.hi or 0)
+  for _, i in ipairs(fe.undo) do
+    local e = recs_of(ctx)[element_name(spec.n, i)]
+    if e.status == 'compensation_failed' then
+      reset(phase(e, 'compensate'))
+      again[#again + 1] = i
+    end
+  end
+  for k = fe.undoNext, #fe.undo do again[#again + 1] = fe.undo[k] end
+  fe.undo, fe.undoNext, fe.compFailed, fe.compRunning = again, 1, 0, 0
+  rec.status = 'compensating'
+  touch(ctx, spec.n)
+  push_event(ctx, 'step_retried', spec.n, nil, 'operator retry of the compensation', newStatus)
+  fe_comp_fill(ctx, spec, rec)
+elseif compensation then
   -- Resubmit the failed compensation; the undo then goes on in reverse order.
   local comp = phase(rec, 'compensate')
   reset(comp)
@@ -117,7 +136,7 @@ else
   if start_ready(ctx) then finish_task(ctx, 'completed') end
   -- The events: step_started for each, the named one as the operator's retry.
   for _, e in ipairs(ctx.events) do
-    if e.step == spec.n and e.type == 'step_started' then e.type, e.reason, e.status = 'step_retried', 'operator retry', newStatus end
+    if e.step == spec.n and e.type == 'step_started' and e.item == nil then e.type, e.reason, e.status = 'step_retried', 'operator retry', newStatus end
   end
 end
 op_record(taskKey, bo)

@@ -16,6 +16,8 @@ export const ScriptCode = {
   Forged: 9,
   /** A task already holds as many buffered signals as it may (decision 0019 §3.3): nothing was written. */
   BufferFull: 10,
+  /** No schedule of that name (decision 0019 §6.2). */
+  UnknownSchedule: 11,
   /** A bulk operation already acted on this task (decision 0021 §2.3): nothing was written. */
   AlreadyApplied: 12,
 } as const;

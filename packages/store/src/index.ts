@@ -10,8 +10,9 @@ export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts
 export { TaskStore, requireTask, type PendingAlert, type StoreOptions, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome, type BulkFence } from './task-store.js';
 export { TaskSearch, canonicalTags, encodeCursor, decodeCursor, type TaskFilter, type QueryResult, type CountResult } from './search.js';
 export { WorkflowStore, type CompiledWorkflow, type WorkflowSummary } from './workflow-store.js';
+export { ScheduleStore, unknownSchedule, type ScheduleDefinition, type StoredSchedule, type FireAction, type ScheduledSubmission } from './schedule-store.js';
 export { IntakeStore, EVERY_OTHER_CLIENT, LIMITS_REFRESH_MS } from './intake-store.js';
-export { toTaskEvent, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';
+export { toTaskEvent, elementValueKey, elementOutputKey, type Transition, type TransitionEvent, type Dispatch, type Expiry, type ExpireAction } from './transitions.js';
 export { Leadership, MIN_LEASE_MS, type LeadershipOptions, type LeadershipState } from './leadership.js';
 export { Leases, type LeaseClaim } from './leases.js';
 export { connectRedis, connectStore, explainRedisRefusal, type RedisHandlers } from './connect.js';

@@ -2,7 +2,7 @@
  * Every Redis key Triad uses, built here and nowhere else (decision 0015). A namespace's tasks are spread
  * over BUCKETS buckets by a hash of the task id; every key of a bucket carries the hash tag `{<ns>:bNN}`,
  * so a transition — one task and its bucket's indexes — touches one Redis Cluster slot. Workflow
- * definitions share the `{<ns>:wf}` slot, the supervisors' election the `{<ns>:sup}` slot and the
+ * definitions share the `{<ns>:wf}` slot, schedules the `{<ns>:sch}` slot, the supervisors' election the `{<ns>:sup}` slot and the
  * submission rate limits the `{<ns>:intake}` slot. Every key
  * stays under `triad:<ns>:` (the ACL pattern of decision 0011). Scripts receive every key in KEYS.
  */
@@ -72,6 +72,16 @@ export interface Keys {
   readonly opPrefix: string;
   /** The bulk operations by creation time (zset id → createdAt), in the same slot. */
   readonly ops: string;
+  /** A schedule's record (hash), in the `{<ns>:sch}` slot (decision 0019 §6.2). */
+  schedule(name: string): string;
+  /** Every schedule's name (set; paused ones included). */
+  readonly scheduleNames: string;
+  /** Schedules not paused, by their next tick (zset name → epoch ms): the leader reads the due ones in O(due). */
+  readonly schedulesDue: string;
+  /** Submissions a fire recorded and the leader has not yet published (hash `<client>|<taskId>` → submission bytes). */
+  readonly scheduleOutbox: string;
+  /** The `sch` slot's supervisor fence (decision 0015's rule, as each bucket's). */
+  readonly scheduleEpoch: string;
 }
 
 /** FNV-1a, 32 bit, of the UTF-8 bytes of `s`. */
@@ -119,6 +129,7 @@ export function keys(namespace: string): Keys {
   const sup = `${prefix}:{${ns}:sup}`;
   const intake = `${prefix}:{${ns}:intake}`;
   const ops = `${prefix}:{${ns}:ops}`;
+  const sch = `${prefix}:{${ns}:sch}`;
   const k: Keys = {
     prefix,
     buckets,
@@ -136,6 +147,11 @@ export function keys(namespace: string): Keys {
     op: (id) => `${ops}:op:${id}`,
     opPrefix: `${ops}:op:`,
     ops: `${ops}:ops`,
+    schedule: (name) => `${sch}:schedule:${name}`,
+    scheduleNames: `${sch}:names`,
+    schedulesDue: `${sch}:due`,
+    scheduleOutbox: `${sch}:outbox`,
+    scheduleEpoch: `${sch}:epoch`,
   };
   cache.set(namespace, k);
   return k;

@@ -17,7 +17,7 @@ import { fenceBuckets } from './fence.js';
 import type { LeaseClaim } from './leases.js';
 import { ScriptCode, scriptError } from './codes.js';
 import { runScript } from './scripts.js';
-import { parseBody, parseExpiry, parseTransition, type Dispatch, type Expiry, type Transition } from './transitions.js';
+import { elementValueKey, parseBody, parseExpiry, parseTransition, type Dispatch, type Expiry, type Transition } from './transitions.js';
 import { compactTaskView, fullTaskView, isCompacted, type StepRecord, type TaskHash } from './task-view.js';
 import { WorkflowStore } from './workflow-store.js';
 import { TaskSearch, canonicalTags, type CountResult, type QueryResult, type TaskFilter } from './search.js';
@@ -59,6 +59,8 @@ export interface ApplyResultArgs {
   agentId: string;
   /** The agent type whose result subject the result came on: it must be the step's (decision 0010). */
   agentType: string;
+  /** The fan-out element the result is for (the result's `item`; decision 0019 §4). */
+  item?: number;
   outcome:
     | { ok: true; output: Uint8Array }
     | {
@@ -189,12 +191,13 @@ export class TaskStore {
         a.lease.ms,
         o.ok ? '' : o.effect,
         a.agentType,
+        a.item ?? '',
       ],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.Stale) return { applied: false, reason: parseBody(reply[1]).reason ?? 'stale' };
     if (code === ScriptCode.Forged) return { applied: false, forged: true, reason: parseBody(reply[1]).reason ?? 'forged' };
-    if (code !== ScriptCode.Ok) throw scriptError(code, `result for ${a.taskId}/${a.step}#${a.attempt}`);
+    if (code !== ScriptCode.Ok) throw scriptError(code, `result for ${a.taskId}/${a.step}${a.item !== undefined ? ` element ${a.item}` : ''} attempt ${a.attempt}`);
     return { applied: true, transition: parseTransition(reply) };
   }
 
@@ -279,15 +282,31 @@ export class TaskStore {
     if (!h['id'] || (status !== 'running' && status !== 'compensating')) return undefined;
     const plan = JSON.parse(h['plan']?.toString('utf8') ?? '[]') as PlanStep[];
     const t = inFlightHead(h, status);
-    for (const p of plan) {
-      const rec = JSON.parse(h[`s:${p.n}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>;
-      const d = dispatchInFlight(p, rec);
-      if (!d) continue;
+    const add = (d: Dispatch): void => {
       t.dispatch.push(d);
       for (const n of d.needs) {
         const out = h[`o:${n}`];
         if (out) t.outputs.set(n, out);
       }
+    };
+    for (const p of plan) {
+      const rec = JSON.parse(h[`s:${p.n}`]?.toString('utf8') ?? '{}') as Partial<StepRecord> & { fe?: FanOutRecord };
+      if (p.fe) {
+        // A fan-out step's requests are its elements' (those started and not ended, and those compensating).
+        const fe = rec.fe;
+        if (!fe) continue;
+        for (const i of elementsInFlight(fe)) {
+          const erec = JSON.parse(h[`s:${p.n}#${i}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>;
+          const d = elementDispatchInFlight(p, erec, i, fe.n);
+          if (!d) continue;
+          add(d);
+          const value = elementValue(h[`fl:${p.n}`], h[`fo:${p.n}`], i);
+          if (value) t.outputs.set(elementValueKey(p.n, i), value);
+        }
+        continue;
+      }
+      const d = dispatchInFlight(p, rec);
+      if (d) add(d);
     }
     return t;
   }
@@ -298,7 +317,8 @@ export class TaskStore {
    * command sends (the supervisor's transition already started the attempt). Undefined when the task
    * finished or the attempt was superseded.
    */
-  async stepInFlight(taskId: string, step: string, kind: 'run' | 'compensate', attempt: number): Promise<Transition | undefined> {
+  async stepInFlight(taskId: string, step: string, kind: 'run' | 'compensate', attempt: number, item?: number): Promise<Transition | undefined> {
+    if (item !== undefined) return this.elementInFlight(taskId, step, kind, attempt, item);
     const key = this.keys.task(taskId);
     const fields = ['id', 'status', 'workflow', 'version', 'client', 'replyTo', 'lockEpoch', 'input', `s:${step}`] as const;
     const values = await this.redis.hmgetBuffer(key, ...fields);
@@ -315,6 +335,41 @@ export class TaskStore {
     const d = dispatchInFlight(p, JSON.parse(h[`s:${step}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>);
     if (!d || d.kind !== kind || d.attempt !== attempt) return undefined;
     t.dispatch.push(d);
+    if (d.needs.length > 0) {
+      const outs = await this.redis.hmgetBuffer(key, ...d.needs.map((n) => `o:${n}`));
+      d.needs.forEach((n, i) => {
+        const out = outs[i];
+        if (out) t.outputs.set(n, out);
+      });
+    }
+    return t;
+  }
+
+  /**
+   * stepInFlight for fan-out element `item` (decision 0019 §4): its record, its value (a slice of the
+   * step's snapshotted list), and the outputs its request carries, read field by field.
+   */
+  private async elementInFlight(taskId: string, step: string, kind: 'run' | 'compensate', attempt: number, item: number): Promise<Transition | undefined> {
+    const key = this.keys.task(taskId);
+    const name = `${step}#${item}`;
+    const fields = ['id', 'status', 'workflow', 'version', 'client', 'replyTo', 'lockEpoch', 'input', `s:${step}`, `s:${name}`, `fl:${step}`, `fo:${step}`];
+    const values = await this.redis.hmgetBuffer(key, ...fields);
+    const h: TaskHash = {};
+    fields.forEach((f, i) => {
+      const v = values[i];
+      if (v) h[f] = v;
+    });
+    const status = h['status']?.toString();
+    if (!h['id'] || (status !== 'running' && status !== 'compensating')) return undefined;
+    const t = inFlightHead(h, status);
+    const p = (await this.pinnedPlan(t.workflow, t.version))?.find((s) => s.n === step);
+    const fe = (JSON.parse(h[`s:${step}`]?.toString('utf8') ?? '{}') as { fe?: FanOutRecord }).fe;
+    if (!p?.fe || !fe) return undefined;
+    const d = elementDispatchInFlight(p, JSON.parse(h[`s:${name}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>, item, fe.n);
+    if (!d || d.kind !== kind || d.attempt !== attempt) return undefined;
+    t.dispatch.push(d);
+    const value = elementValue(h[`fl:${step}`], h[`fo:${step}`], item);
+    if (value) t.outputs.set(elementValueKey(step, item), value);
     if (d.needs.length > 0) {
       const outs = await this.redis.hmgetBuffer(key, ...d.needs.map((n) => `o:${n}`));
       d.needs.forEach((n, i) => {
@@ -590,6 +645,40 @@ function dispatchInFlight(p: PlanStep, rec: Partial<StepRecord>): Dispatch | und
   }
   if (rec.status !== 'processing' || rec.reported || rec.attempt === undefined || rec.completeBy === undefined) return undefined;
   return { step: p.n, agent: p.a ?? '', kind: 'run', attempt: rec.attempt, completeBy: rec.completeBy, needs: Array.isArray(p.nd) ? p.nd : [] };
+}
+
+/** What a fan-out step's record keeps of its elements (decision 0019 §4; written by the Lua transitions). */
+interface FanOutRecord {
+  n: number;
+  live?: number[] | Record<string, never>;
+  undo?: number[] | Record<string, never>;
+  undoNext?: number;
+  compRunning?: number;
+}
+
+/** The elements that may have a request in flight: those started and not ended, and the compensations begun. */
+function elementsInFlight(fe: FanOutRecord): number[] {
+  const live = Array.isArray(fe.live) ? fe.live : [];
+  const undo = Array.isArray(fe.undo) ? fe.undo.slice(0, Math.max(0, (fe.undoNext ?? 1) - 1)) : [];
+  return [...new Set([...live, ...undo])];
+}
+
+/** Element `i`'s request in flight, if any: as dispatchInFlight, for the element's record. */
+function elementDispatchInFlight(p: PlanStep, rec: Partial<StepRecord>, i: number, count: number): Dispatch | undefined {
+  const name = `${p.n}#${i}`;
+  const d = dispatchInFlight({ ...p, n: name }, rec);
+  if (!d) return undefined;
+  d.step = p.n;
+  d.item = i;
+  d.count = count;
+  if (d.kind === 'run') d.needs = Array.isArray(p.nd) ? p.nd : [];
+  return d;
+}
+
+/** Element `i`'s bytes: its slice of the list a fan-out step snapshotted (`fl:`), by its offsets (`fo:`, u32 big-endian). */
+function elementValue(list: Buffer | undefined, offsets: Buffer | undefined, i: number): Buffer | undefined {
+  if (!list || !offsets || offsets.length < 4 * (i + 2)) return undefined;
+  return list.subarray(offsets.readUInt32BE(4 * i), offsets.readUInt32BE(4 * i + 4));
 }
 
 /** An alert waiting in a bucket's outbox. */

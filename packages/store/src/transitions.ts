@@ -12,6 +12,8 @@ export interface TransitionEvent {
   until?: number;
   /** The signal a step waits for, or that was received (decision 0019). */
   signal?: string;
+  /** The fan-out element the event is about (its index; decision 0019 §4). */
+  item?: number;
 }
 
 /** A step the transition started: the caller must send its request to the agent. */
@@ -24,6 +26,19 @@ export interface Dispatch {
   needs: string[];
   /** For a compensation: what is known of the run's effect (decision 0009). */
   effect?: 'applied' | 'unknown';
+  /** A fan-out element (decision 0019 §4): its index, and how many elements the step has. */
+  item?: number;
+  count?: number;
+}
+
+/** The key under which a transition carries a fan-out element's value (`Transition.outputs`). */
+export function elementValueKey(step: string, item: number): string {
+  return `=${step}#${item}`;
+}
+
+/** The key under which a transition carries a fan-out element's own output (for its compensation). */
+export function elementOutputKey(step: string, item: number): string {
+  return `${step}#${item}`;
 }
 
 export interface Transition {
@@ -39,7 +54,10 @@ export interface Transition {
   dispatch: Dispatch[];
   /** The task input (msgpack), present when something is dispatched. */
   input?: Uint8Array;
-  /** Outputs (msgpack) of the steps the dispatched steps need. */
+  /**
+   * Outputs (msgpack) of the steps the dispatched steps need; for fan-out elements also each element's
+   * value (`elementValueKey`) and, for an element's compensation, its own output (`elementOutputKey`).
+   */
   outputs: Map<string, Uint8Array>;
   /** When the task was created (epoch ms), for its duration once it ends. */
   createdAt?: number;
@@ -95,6 +113,10 @@ export function parseTransition(reply: unknown[]): Transition {
 function parseDispatch(d: Dispatch): Dispatch {
   const out: Dispatch = { step: d.step, agent: d.agent, kind: d.kind ?? 'run', attempt: d.attempt, completeBy: d.completeBy, needs: asArray<string>(d.needs) };
   if (out.kind === 'compensate') out.effect = d.effect === 'applied' ? 'applied' : 'unknown';
+  if (typeof d.item === 'number') {
+    out.item = d.item;
+    out.count = d.count ?? 0;
+  }
   return out;
 }
 
@@ -107,6 +129,7 @@ export function toTaskEvent(taskId: string, e: TransitionEvent, at: number): Tas
   if (e.reason) ev.reason = e.reason.slice(0, 4000);
   if (typeof e.until === 'number') ev.until = e.until;
   if (typeof e.signal === 'string') ev.signal = e.signal;
+  if (typeof e.item === 'number') ev.item = e.item;
   return ev;
 }
 

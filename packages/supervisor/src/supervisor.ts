@@ -12,9 +12,10 @@ import { performance } from 'node:perf_hooks';
 import { ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
 import { encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
-import { Leadership, TASK_DEADLINE_STEP, toTaskEvent, type LeadershipState, type PendingAlert, type RedisClient, type TaskStore } from '@triad/store';
+import { Leadership, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type LeadershipState, type PendingAlert, type RedisClient, type TaskStore } from '@triad/store';
 import { countTaskEnd, intercept, type Next } from '@triad/telemetry';
 import { resolveSupervisorSettings, type ResolvedSupervisorSettings, type SupervisorSettings } from './options.js';
+import { ScheduleFiring, catchUpWindowMs } from './schedules.js';
 import { countAction, countSweep, supervisorMetrics, traceAction, type ActionInput, type SupervisorMetrics, type SweepOutcome } from './telemetry.js';
 
 /** Expired steps handled at once within a sweep. */
@@ -39,6 +40,8 @@ const ALERTS_PER_SWEEP = 100;
 export interface SupervisorOptions extends SupervisorSettings {
   bus: Bus;
   tasks: TaskStore;
+  /** Schedules the leader fires (decision 0019 §6); default: on the task store's Redis. */
+  schedules?: ScheduleStore;
   /** A dedicated Redis connection to the state store for the election (and the lease, without lockRedis). */
   leaderRedis: RedisClient;
   /**
@@ -71,6 +74,9 @@ export class Supervisor {
   private behind = false;
   /** A bucket had more due than its share in the last retention pass: run the next one without waiting. */
   private retentionBehind = false;
+  /** More schedule ticks were due than one pass fires: fire on at the next sweep without waiting. */
+  private schedulesBehind = false;
+  private readonly schedules: ScheduleFiring;
 
   constructor(private readonly o: SupervisorOptions) {
     this.id = o.id ?? `supervisor-${randomUUID().slice(0, 8)}`;
@@ -79,6 +85,7 @@ export class Supervisor {
     this.metrics = supervisorMetrics(o.bus.names.namespace);
     this.handleAction = intercept((i) => this.act(i), traceAction(o.bus, this.log), countAction(this.metrics));
     this.handleSweep = intercept((now) => this.sweepExpired(now), countSweep(this.metrics));
+    this.schedules = new ScheduleFiring(o.schedules ?? new ScheduleStore(o.tasks.redis, o.bus.names.namespace), o.bus, this.log, this.metrics);
     this.leadership = new Leadership({
       redis: o.leaderRedis,
       ...(o.lockRedis ? { lockServers: o.lockRedis } : {}),
@@ -154,8 +161,10 @@ export class Supervisor {
 
   private async nextSweepDelay(): Promise<number> {
     const leading = this.leadership.isLeader();
-    const behind = this.behind || this.retentionBehind;
-    const next = leading && !behind ? await this.o.tasks.nextDeadline() : undefined;
+    const behind = this.behind || this.retentionBehind || this.schedulesBehind;
+    // The earliest step deadline or schedule tick (decision 0019 §6.3): a tick fires when it is due.
+    const [deadline, tick] = leading && !behind ? await Promise.all([this.o.tasks.nextDeadline(), this.schedules.nextTick()]) : [undefined, undefined];
+    const next = deadline === undefined ? tick : tick === undefined ? deadline : Math.min(deadline, tick);
     return sweepDelay({ leading, behind, nextDeadline: next, now: Date.now(), intervalMs: this.settings.intervalMs });
   }
 
@@ -196,6 +205,7 @@ export class Supervisor {
     const epoch = this.leadership.currentEpoch();
     const batch = this.settings.batchSize;
     const { expired } = await this.handleSweep(now);
+    await this.fireSchedules(now, epoch);
     this.health.sweepMs = performance.now() - started;
     // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above);
     // then those that can never be retried and are past the compaction delay get their compact record
@@ -263,6 +273,27 @@ export class Supervisor {
     return { expired: expired.length, lagMs: expired.reduce((lag, e) => Math.max(lag, now - e.completeBy), 0), leading: true };
   }
 
+  /**
+   * Schedules (decision 0019 §6.3): the due ticks fired through fenced transitions, then the outbox of
+   * fired submissions published (also what a crashed or deposed leader left there).
+   */
+  private async fireSchedules(now: number, epoch: number): Promise<void> {
+    if (this.stopped || !this.leadership.isLeader()) return;
+    try {
+      const { intervalMs } = this.settings;
+      const r = await this.schedules.fireDue(now, epoch, catchUpWindowMs(this.settings), intervalMs, () => !this.stopped && this.leadership.isLeader());
+      this.schedulesBehind = r.behind;
+      await this.schedules.publishOutbox(now, r.fired, intervalMs);
+    } catch (e) {
+      this.schedulesBehind = false;
+      if (isTriadError(e, 'STALE')) {
+        this.health.fencedWrites++;
+        this.metrics.fencedWrites.inc();
+        this.log.warn({ epoch }, 'schedule fire rejected: a newer supervisor epoch exists');
+      } else this.log.warn({ err: errorMessage(e) }, 'schedules not fired; trying again next sweep');
+    }
+  }
+
   /** One retention stage, leader only, fenced by the epoch; a failure waits for the next pass. */
   private async retention(stage: 'purge' | 'compaction', run: () => Promise<void>): Promise<void> {
     if (this.stopped || !this.leadership.isLeader()) return;
@@ -294,8 +325,10 @@ export class Supervisor {
     // The transition already made what it started (a new attempt, the undo's next compensation); ask a
     // scheduler to send it. A lost command is found again when that attempt's complete-by passes.
     for (const d of x.dispatch) {
-      const cmd: SupervisorCommand = { type: 'retry_step', taskId, step: d.step, kind: d.kind, attempt: d.attempt, epoch };
-      work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:${d.step}:${d.kind}:retry:${d.attempt}`));
+      // A fan-out element's attempt names its element (decision 0019 §2.6): `<step>#<i>` in the message id.
+      const cmd: SupervisorCommand = { type: 'retry_step', taskId, step: d.step, kind: d.kind, attempt: d.attempt, epoch, ...(d.item !== undefined ? { item: d.item } : {}) };
+      const which = d.item !== undefined ? `${d.step}#${d.item}` : d.step;
+      work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:${which}:${d.kind}:retry:${d.attempt}`));
     }
     await Promise.all(work);
   }

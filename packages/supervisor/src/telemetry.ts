@@ -31,6 +31,7 @@ export function supervisorMetrics(namespace: string) {
   const labels = { namespace };
   return {
     ladderActions: (action: string) => m.ladderActions.inc({ namespace, action }),
+    scheduleTicks: (action: string, n: number) => m.scheduleTicks.inc({ namespace, action }, n),
     sweeps: m.sweeps.labels(labels),
     sweepDuration: m.sweepDuration.labels(labels),
     sweepLag: m.sweepLag.labels(labels),

@@ -2,7 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SUPERVISION } from '@triad/core';
 import { ErrorCode } from '@triad/protocol';
-import { MIN_SWEEP_GAP_MS, SUPERVISOR_DEFAULTS, resolveSupervisorSettings, sweepDelay } from '../src/index.js';
+import { MIN_SWEEP_GAP_MS, SUPERVISOR_DEFAULTS, catchUpWindowMs, countTick, resolveSupervisorSettings, sweepDelay, type TickInput, type TickOutcome } from '../src/index.js';
+import type { SupervisorMetrics } from '../src/telemetry.js';
 
 describe('sweepDelay', () => {
   const base = { leading: true, behind: false, now: 10_000, intervalMs: 1_000 };
@@ -38,5 +39,25 @@ describe('supervisor settings', () => {
     expect(() => resolveSupervisorSettings({ leaseMs: 50, intervalMs: 1.5 }, (f, p) => `the ${f} option: ${p}`)).toThrow(
       expect.objectContaining({ code: ErrorCode.InvalidConfig, details: [expect.stringMatching(/^the intervalMs option: /), expect.stringMatching(/^the leaseMs option: .*200/)] }),
     );
+  });
+});
+
+describe('schedule ticks', () => {
+  it('the catch-up window is at least a minute, and covers two leases and two intervals (decision 0019 §6.3)', () => {
+    expect(catchUpWindowMs({ leaseMs: 1_500, intervalMs: 200 })).toBe(60_000);
+    expect(catchUpWindowMs({ leaseMs: 40_000, intervalMs: 5_000 })).toBe(90_000);
+  });
+
+  it('triad_schedule_ticks_total counts fired and skipped ticks and the missed ones a fire recorded, never a noop', async () => {
+    const counted: [string, number][] = [];
+    const m = { scheduleTicks: (action: string, n: number) => counted.push([action, n]) } as unknown as SupervisorMetrics;
+    const interceptor = countTick(m);
+    const input = {} as TickInput;
+    const run = (o: TickOutcome) => interceptor(input, () => Promise.resolve(o));
+    await run({ action: 'fired', missed: 0 });
+    await run({ action: 'skipped', missed: 0 });
+    await run({ action: 'fired', missed: 7 });
+    await run({ action: 'noop', missed: 3 });
+    expect(counted).toEqual([['fired', 1], ['skipped', 1], ['fired', 1], ['missed', 7]]);
   });
 });

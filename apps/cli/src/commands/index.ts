@@ -13,6 +13,7 @@ import * as intake from './intake.js';
 import * as list from './list.js';
 import * as ops from './ops.js';
 import * as retry from './retry.js';
+import * as schedules from './schedules.js';
 import * as signal from './signal.js';
 import * as status from './status.js';
 import * as submit from './submit.js';
@@ -24,4 +25,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, watch, list, count, workflows, signal, cancel, retry, ops, alerts, dlq, intake, supervisor, dashboard, auth];
+export const commands: readonly CommandModule[] = [submit, status, watch, list, count, workflows, signal, cancel, retry, ops, schedules, alerts, dlq, intake, supervisor, dashboard, auth];
