@@ -408,6 +408,8 @@ export const StepStateSchema = z.object({
   circuitCount: optional(z.number().int().nonnegative()),
   /** When the step gives up whatever its ladder says (epoch ms; set on its first start). */
   giveUpAt: optional(z.number()),
+  /** A parked step: parked by its agent's open circuit breaker, or by the ladder's long back-off (decision 0021 §3.2). */
+  parkedFor: optional(tolerant(z.enum(['breaker', 'backoff']))),
   /** What is known of its remote effect: none, unknown (may have happened), applied (decision 0009). */
   effect: optional(z.enum(['none', 'unknown', 'applied'])),
   /** Its compensation, once one has started. */
@@ -422,6 +424,7 @@ export const StepStateSchema = z.object({
       finishedAt: optional(z.number()),
       error: optional(z.string()),
       parked: optional(z.boolean()),
+      parkedFor: optional(tolerant(z.enum(['breaker', 'backoff']))),
       circuitCount: optional(z.number().int().nonnegative()),
       giveUpAt: optional(z.number()),
     }),

@@ -801,6 +801,7 @@ local function ladder_after_failure(ctx, spec, rec, kind)
   if ph.giveUpAt and now + longBackoff >= ph.giveUpAt then
     return give_up(ctx, spec, rec, kind, 'gave up after ' .. n .. ' failures: no time for another attempt before its give-up time: ' .. lastError, lastError, false)
   end
+  phase(rec, kind).parkedFor = 'backoff' -- why it is parked, for `triad status` (decision 0021 §3.2)
   park(ctx, spec, rec, kind, now + longBackoff, lastError)
   return 'park'
 end

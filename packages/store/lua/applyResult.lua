@@ -171,6 +171,7 @@ elseif ARGV[10] ~= '' then
     local untilTs = ctx.now + tonumber(ARGV[10])
     if ph.giveUpAt and untilTs > ph.giveUpAt then untilTs = ph.giveUpAt end
     ph.error = message
+    ph.parkedFor = 'breaker' -- why it is parked, for `triad status` (decision 0021 §3.2)
     park(ctx, spec, rec, kind, untilTs, message)
   else
     report_retryable(ctx, spec, rec, kind, message .. ' (' .. ph.circuitCount .. ' attempts refused by the open breaker, over maxCircuitOpen ' .. limit .. ': each now counts as a failure)')

@@ -25,6 +25,8 @@ export interface CompensationRecord {
   giveUpAt?: number;
   /** Set while a reported failure waits for the supervisor's decision. */
   reported?: boolean;
+  /** Why its last park happened: an open breaker or the ladder's long back-off (decision 0021 §3.2). */
+  parkedFor?: 'breaker' | 'backoff';
 }
 
 /** The full step record, JSON in the field `s:<step>` (decision 0001). */
@@ -50,6 +52,8 @@ export interface StepRecord {
   order?: number;
   circuitCount?: number;
   giveUpAt?: number;
+  /** Why its last park happened (decision 0021 §3.2). */
+  parkedFor?: 'breaker' | 'backoff';
   /** What is known of the run's remote effect (decision 0009); absent = none. */
   effect?: 'none' | 'unknown' | 'applied';
   /** Set while a reported failure waits for the supervisor's decision. */
@@ -116,6 +120,7 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
     if (rec.signalId) s.signalId = rec.signalId;
     if (rec.circuitCount) s.circuitCount = rec.circuitCount;
     if (rec.giveUpAt !== undefined) s.giveUpAt = rec.giveUpAt;
+    if (rec.status === 'parked' && rec.parkedFor) s.parkedFor = rec.parkedFor;
     s.effect = rec.effect ?? 'none';
     if (rec.comp && p.c) {
       const c = rec.comp;
@@ -126,6 +131,7 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
       if (c.finishedAt !== undefined) s.compensation.finishedAt = c.finishedAt;
       if (c.error) s.compensation.error = c.error;
       if (c.parked) s.compensation.parked = true;
+      if (c.parked && c.parkedFor) s.compensation.parkedFor = c.parkedFor;
       if (c.circuitCount) s.compensation.circuitCount = c.circuitCount;
       if (c.giveUpAt !== undefined) s.compensation.giveUpAt = c.giveUpAt;
     }

@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { stepsTable, taskHeader } from '../format.js';
 import { out, printJson } from '../io.js';
+import { stepWaiting } from '../waiting.js';
 import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 export function register(program: Command): void {
@@ -25,7 +26,7 @@ export function register(program: Command): void {
         const now = Date.now();
         out(taskHeader(task, now));
         out('');
-        out(task.steps.length > 0 ? stepsTable(task.steps, now) : '(no steps)');
+        out(task.steps.length > 0 ? stepsTable(task.steps, now, (s) => stepWaiting(task, s, now)) : '(no steps)');
         return 0;
       });
     }),
