@@ -139,4 +139,13 @@ describe('search by tags (decision 0021)', () => {
       await alice.close();
     }
   });
+
+  // Last in this file: it stops the scheduler.
+  it('triad status of a submission no scheduler has picked up says so, and for how long (decision 0021 §3.4)', async () => {
+    await Promise.all(t.schedulers.map((s) => s.stop()));
+    await t.client.submit('stuck', {}, { taskId: 'waiting-1' });
+    const r = await cli(t, ['status', 'waiting-1']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^no task waiting-1 yet: not yet picked up by any scheduler — 1 submission waits, the oldest for \S+ \(since \d{4}-\d\d-\d\dT[^)]+\); no scheduler pulling$/m);
+  });
 });

@@ -439,6 +439,20 @@ export class TriadClient {
     return runBulkOperation(this.bulkApi(), o);
   }
 
+  /**
+   * The submissions no scheduler has recorded yet (decision 0021 §3.4): how many wait in the SUBMIT stream
+   * (a work queue: what is there is not yet recorded), when the oldest was stored, how many schedulers are
+   * pulling, and how many were delivered and not yet acknowledged. Needs the JetStream API on the SUBMIT
+   * stream (operators).
+   */
+  async submissionBacklog(): Promise<{ waiting: number; oldestAt?: number; pulling: number; inProgress: number }> {
+    const n = this.bus.names;
+    const [stream, consumer] = await Promise.all([this.bus.jsm.streams.info(n.streams.submit), this.bus.jsm.consumers.info(n.streams.submit, n.consumers.scheduler).catch(() => undefined)]);
+    const first = stream.state.first_ts;
+    const oldestAt = stream.state.messages > 0 && first ? Date.parse(first) : undefined;
+    return { waiting: stream.state.messages, ...(oldestAt !== undefined && !Number.isNaN(oldestAt) ? { oldestAt } : {}), pulling: consumer?.num_waiting ?? 0, inProgress: consumer?.num_ack_pending ?? 0 };
+  }
+
   /** One bulk operation's record (operator role). */
   async bulkOperation(opId: string): Promise<BulkOp> {
     return this.request('bulk.get', { opId });
