@@ -82,8 +82,14 @@ beforeAll(async () => {
   await mkdir(IMAGES, { recursive: true });
 }, 240_000);
 
+/** The pages opened so far: each holds a live stream, and Chromium keeps at most 6 connections to one host. */
+const pages: Page[] = [];
+
+/** Opens a page at `url`, closing the ones opened before (tests use one page at a time). */
 async function open(url: string): Promise<Page> {
+  for (const p of pages.splice(0)) await p.close();
   const page = await browser.newPage();
+  pages.push(page);
   td.add(() => page.close());
   page.setDefaultTimeout(30_000);
   await page.goto(url);
@@ -209,6 +215,24 @@ describe('the dashboard in a browser', () => {
     const res = await fetch(`${operatorUrl}/api/dead-letters/${seq ?? 0}/replay`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ subject: triad.client.bus.names.subjects.command }) });
     expect(res.status).not.toBe(200);
     expect(await res.text()).toContain('nothing was published');
+  });
+
+  it('lists the schedules and pauses and resumes one from the schedules page (decision 0019 §6)', async () => {
+    await triad.client.createSchedule('dash-hourly', { workflow: 'orders', every: '1h', input: { orderId: 'hourly', amount: 1 } });
+    const page = await open(`${operatorUrl}/#/schedules`);
+    const row = page.locator('#schedules tr[data-schedule="dash-hourly"]');
+    await row.waitFor();
+    expect(await row.locator('td').nth(2).textContent()).toBe('every 1h');
+    expect(await row.locator('td.state').textContent()).toBe('active');
+    await page.screenshot({ path: join(IMAGES, 'dashboard-schedules.png') });
+    await row.locator('button.toggle-schedule').click();
+    await page.locator('#schedules tr[data-schedule="dash-hourly"][data-paused="true"]').waitFor();
+    expect((await triad.client.getSchedule('dash-hourly')).paused).toBe(true);
+    await page.locator('.notice', { hasText: 'schedule dash-hourly paused' }).waitFor();
+    await row.locator('button.toggle-schedule', { hasText: 'Resume' }).click();
+    await page.locator('#schedules tr[data-schedule="dash-hourly"][data-paused="false"]').waitFor();
+    expect((await triad.client.getSchedule('dash-hourly')).paused).toBe(false);
+    await triad.client.deleteSchedule('dash-hourly');
   });
 
   it("a client-role identity sees its own tasks only, no action buttons, and its server refuses actions", async () => {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TaskState, WorkflowDefinitionInput } from '@triad/protocol';
 import { keys } from '@triad/store';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
-import { startTriad, type TestTriad } from '../support/triad.js';
+import { cli, startTriad, type TestTriad } from '../support/triad.js';
 
 const td = withTeardown(afterAll);
 let nats: NatsServer;
@@ -57,6 +57,22 @@ describe('fan-out', () => {
     expect(effects.map((e) => e.payload)).toEqual(expect.arrayContaining(items));
     // The next step received the array.
     expect(t.ledger.effects().filter((e) => e.idempotencyKey === `${t.namespace}/${taskId}/notify`)).toHaveLength(1);
+    expect(ship.items).toEqual({ count: 5, pending: 0, running: 0, done: 5, failed: 0 });
+  });
+
+  it('triad status shows a fan-out step\'s elements while they run (decision 0019 §7)', async () => {
+    // The first two elements take a while (within a wider budget): two run (maxParallel 2), three wait.
+    await t.client.registerWorkflow({ ...fanning, name: 'fanning-slowly', steps: fanning.steps.map((x) => ({ ...x, budgetMs: 20_000 })) });
+    const { taskId } = await t.client.submit('fanning-slowly', { items: ['a', 'b', 'c', 'd', 'e'], delayMs: { 'ship#0': 6_000, 'ship#1': 6_000 } });
+    const running = await waitFor(async () => {
+      const s = stepOf(await t.client.getTask(taskId), 'ship');
+      return s.items?.running === 2 ? s : undefined;
+    }, { timeoutMs: 20_000, what: 'two elements to run' });
+    expect(running.items).toEqual({ count: 5, pending: 3, running: 2, done: 0, failed: 0 });
+    const status = await cli(t, ['status', taskId]);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toMatch(/^ship\s+worker\s+processing\s.*elements 2 running, 3 pending of 5$/m);
+    expect((await t.client.wait(taskId, { timeoutMs: 40_000 })).status).toBe('completed');
   });
 
   it('an agent killed (SIGKILL) mid-element: the element is retried, and every element key is applied exactly once', async () => {

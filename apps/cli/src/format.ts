@@ -87,12 +87,31 @@ export function relative(ms: number, now: number = Date.now()): string {
  * status` and of the dashboard's task page (its bundle includes this module). Grows kind by kind with
  * decision 0019's increments: a skipped step's reason, a sleep's wake time.
  */
-export function stepDetail(s: Pick<StepState, 'status' | 'reason' | 'until' | 'signal' | 'signalId'>, now: number = Date.now()): string | undefined {
+export function stepDetail(s: Pick<StepState, 'status' | 'reason' | 'until' | 'signal' | 'signalId' | 'items'>, now: number = Date.now()): string | undefined {
+  if (s.items) return elementsDetail(s.items);
   if (s.status === 'skipped') return s.reason ? `skipped: ${s.reason}` : 'skipped';
   if (s.status === 'sleeping' && s.until !== undefined) return `sleeping until ${clock(s.until).slice(0, 8)} (${relative(s.until, now)})`;
   if (s.status === 'waiting' && s.until !== undefined) return `waiting for signal ${s.signal ?? '?'} until ${clock(s.until).slice(0, 8)} (${relative(s.until, now)})`;
   if (s.status === 'processed' && s.signalId !== undefined) return `signal ${s.signal ?? '?'} received (id ${s.signalId})`;
   return undefined;
+}
+
+/** An interval as `--every` takes it: the largest unit that divides it (`10s`, `5m`, `1500ms`). */
+export function everyText(ms: number): string {
+  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1_000]] as const) if (ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
+}
+
+/** How a schedule fires, for humans: `every 10s` or `cron "0 2 * * *" (Europe/Paris)`. */
+export function timingText(s: { every?: number | undefined; cron?: string | undefined; timezone?: string | undefined }): string {
+  if (s.every !== undefined) return `every ${everyText(s.every)}`;
+  return `cron "${s.cron ?? ''}" (${s.timezone ?? 'UTC'})`;
+}
+
+/** A fan-out step's elements: "elements 3 done, 2 running, 1 failed, 4 pending of 10" (only the counts that are not 0). */
+export function elementsDetail(items: NonNullable<StepState['items']>): string {
+  const parts = (['done', 'running', 'failed', 'pending'] as const).filter((k) => items[k] > 0).map((k) => `${items[k]} ${k}`);
+  return `elements ${parts.length > 0 ? parts.join(', ') : 'none'} of ${items.count}`;
 }
 
 /** ISO time and relative time together: "2024-01-02T03:04:05.006Z (in 4.2s)"; "-" when absent. */

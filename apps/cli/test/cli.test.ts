@@ -236,6 +236,8 @@ describe('formatting', () => {
     expect(summaryTable([skipped]).split('\n')[1]).toMatch(/skipped: amount 10 is not > 1000$/);
     expect((taskJson(task({ steps: [skipped] }))['steps'] as Record<string, unknown>[])[0]).toMatchObject({ status: 'skipped', reason: 'amount 10 is not > 1000', error: null });
     expect(stepDetail({ status: 'processed' })).toBeUndefined();
+    expect(stepDetail({ status: 'processing', items: { count: 10, pending: 4, running: 2, done: 3, failed: 1 } })).toBe('elements 3 done, 2 running, 1 failed, 4 pending of 10');
+    expect(stepDetail({ status: 'processed', items: { count: 0, pending: 0, running: 0, done: 0, failed: 0 } })).toBe('elements none of 0');
     const now = new Date(2024, 0, 2, 12, 0, 0).getTime();
     expect(stepDetail({ status: 'sleeping', until: new Date(2024, 0, 2, 12, 3, 0).getTime() }, now)).toBe('sleeping until 12:03:00 (in 3m00s)');
     expect(stepDetail({ status: 'sleeping', until: now + 1_200 }, now)).toBe('sleeping until 12:00:01 (in 1.2s)');

@@ -401,6 +401,16 @@ export const StepStateSchema = z.object({
   /** The signal a waitFor step waits for; `signalId`: the one it consumed. */
   signal: optional(z.string()),
   signalId: optional(z.string()),
+  /** A fan-out step's elements (decision 0019 §7): how many, and how many are pending, running (started, not ended), done (processed) and failed (failed or given up). */
+  items: optional(
+    z.object({
+      count: z.number().int().nonnegative(),
+      pending: z.number().int().nonnegative(),
+      running: z.number().int().nonnegative(),
+      done: z.number().int().nonnegative(),
+      failed: z.number().int().nonnegative(),
+    }),
+  ),
   dependsOn: z.array(z.string()),
   /** The step's completion order (compensations run in its reverse). */
   order: optional(z.number().int()),

@@ -507,8 +507,8 @@ local UNDOABLE = { processed = true, abandoned = true, failed = true, error = tr
 
 -- A fan-out step's undo goes on (U5, U6): element compensations start, latest first, while fewer than
 -- maxParallel run and none has failed. When none runs any more, the step is compensated — or, if one
--- failed, compensation_failed and the task with it (each failed element raised its own alert). Returns
--- true when the step's undo ended.
+-- failed, compensation_failed and the task with it, with one alert per failed element, recorded by this
+-- transition, the one that ends the task (decision 0009 §4). Returns true when the step's undo ended.
 local function fe_comp_fill(ctx, spec, srec)
   local fe = srec.fe
   while (fe.compFailed or 0) == 0 and fe.compRunning < spec.fe.x and fe.undoNext <= #fe.undo do
@@ -527,6 +527,12 @@ local function fe_comp_fill(ctx, spec, srec)
   if (fe.compFailed or 0) > 0 then
     srec.status = 'compensation_failed'
     finish_task(ctx, 'compensation_failed', 'compensation of ' .. spec.n .. ' failed for ' .. fe.compFailed .. ' of its elements')
+    elements_load(ctx, spec, fe.hi or 0)
+    for k = 1, fe.undoNext - 1 do
+      local name = element_name(spec.n, fe.undo[k])
+      local e = recs_of(ctx)[name]
+      if e.status == 'compensation_failed' then record_alert(ctx, 'compensation_failed', name, e.comp.failureCount, e.comp.error, e.comp.attempt) end
+    end
     return true
   end
   srec.status = 'compensated'
@@ -726,12 +732,11 @@ local function give_up(ctx, spec, rec, kind, why, lastError, permanent, alertAtt
   redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, spec.n))
   touch(ctx, spec.n)
   if spec.fs and kind == 'compensate' then
-    -- An element's compensation (U6): its own alert; no other element's starts; the step and the task end
-    -- compensation_failed once none of the step's runs any more.
+    -- An element's compensation (U6): no other element's starts; the step and the task end
+    -- compensation_failed once none of the step's runs any more (its alert is recorded then).
     ph.parked = nil
     rec.status = 'compensation_failed'
     push_event(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.attempt, lastError)
-    record_alert(ctx, 'compensation_failed', spec.n, ph.failureCount, lastError, ph.attempt)
     local sspec, srec = spec_of(ctx, spec.fs), recs_of(ctx)[spec.fs]
     srec.fe.compRunning = srec.fe.compRunning - 1
     srec.fe.compFailed = (srec.fe.compFailed or 0) + 1

@@ -59,6 +59,31 @@ export interface StepRecord {
   /** Set while a reported failure waits for the supervisor's decision. */
   reported?: boolean;
   comp?: CompensationRecord;
+  /** A fan-out step's counters (decision 0019 §4): elements, next to start, highest started + 1, started and not ended, processed. */
+  fe?: { n: number; next: number; hi?: number; live?: number[]; done: number };
+}
+
+/** What an element's status counts as in a fan-out step's `items` (decision 0019 §7). */
+const ELEMENT_COUNT: Partial<Record<string, 'running' | 'done' | 'failed'>> = {
+  processing: 'running',
+  parked: 'running',
+  processed: 'done',
+  compensating: 'done',
+  compensated: 'done',
+  failed: 'failed',
+  error: 'failed',
+  compensation_failed: 'failed',
+};
+
+/** A fan-out step's elements by status, read from their records (`s:<step>#<i>`; one never started is pending). */
+function itemsOf(str: (f: string) => string | undefined, step: string, fe: NonNullable<StepRecord['fe']>): NonNullable<StepState['items']> {
+  const items = { count: fe.n, pending: 0, running: 0, done: 0, failed: 0 };
+  for (let i = 0; i < fe.n; i++) {
+    const raw = i < (fe.hi ?? fe.n) ? str(`s:${step}#${i}`) : undefined;
+    const status = raw === undefined ? 'pending' : (JSON.parse(raw) as { status?: string }).status ?? 'pending';
+    items[ELEMENT_COUNT[status] ?? 'pending']++;
+  }
+  return items;
 }
 
 /** The field that marks a compact record (its value is the format, "1"). */
@@ -118,6 +143,7 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
     if (rec.status === 'sleeping' && rec.wakeAt !== undefined) s.until = rec.wakeAt;
     if (rec.status === 'waiting' && rec.timeoutAt !== undefined) s.until = rec.timeoutAt;
     if (rec.signalId) s.signalId = rec.signalId;
+    if (rec.fe && typeof rec.fe.n === 'number') s.items = itemsOf(str, p.n, rec.fe);
     if (rec.circuitCount) s.circuitCount = rec.circuitCount;
     if (rec.giveUpAt !== undefined) s.giveUpAt = rec.giveUpAt;
     if (rec.status === 'parked' && rec.parkedFor) s.parkedFor = rec.parkedFor;

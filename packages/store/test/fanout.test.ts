@@ -202,6 +202,23 @@ describe('fan-out', () => {
     expect(elements(retried)).toEqual([['ship', 0, 1, 'run', 1, 'x']]);
   });
 
+  it('outputs that total more than the message limit fail the step with the reason (R12)', async () => {
+    const store = new TaskStore(r(), ns());
+    await created(store, 'o8', plan({ name: 'w', steps: [{ name: 'ship', agent: 'shipping', forEach: 'items', maxParallel: 3 }] }), { items: [1, 2, 3] });
+    const big = 'x'.repeat(400_000);
+    await applied(store, result('o8', 'ship', 'shipping', 1, T0 + 10, 0, big));
+    await applied(store, result('o8', 'ship', 'shipping', 1, T0 + 20, 1, big));
+    const t = await applied(store, result('o8', 'ship', 'shipping', 1, T0 + 30, 2, big));
+    const why = "the outputs of ship's 3 elements total 1200016 bytes, over the 1000000-byte message limit: return less from each element";
+    expect(t.status).toBe('failed');
+    expect(t.events.map((e) => [e.type, e.step, e.item, e.reason])).toEqual([
+      ['step_done', 'ship', 2, undefined],
+      ['step_failed', 'ship', undefined, why],
+      ['failed', undefined, undefined, `step ship failed: ${why}`],
+    ]);
+    expect(await store.openAlerts()).toEqual([expect.objectContaining({ id: 'o8:ship:step_failed:output-1', lastError: why })]);
+  });
+
   it('a result without item for a fan-out step is stale with the reason; an element the step does not have is unknown', async () => {
     const store = new TaskStore(r(), ns());
     await created(store, 'o5', shipPlan(), { items: ['a', 'b'] });
@@ -374,6 +391,7 @@ describe('fan-out', () => {
       expect(gaveUp.transition.dispatch).toEqual([]);
       const last = await applied(store, result('u3', 'ship', 'shipping', 1, T0 + 60, 1, null, 'compensate'));
       expect(last.status).toBe('compensation_failed');
+      expect((await store.getTask('u3'))?.error).toBe('compensation of ship failed for 1 of its elements');
       expect(await store.openAlerts()).toEqual([expect.objectContaining({ id: 'u3:ship#2:compensation_failed:1', kind: 'compensation_failed', step: 'ship', item: 2 })]);
       // The operator retries: element 2's compensation again, then element 0's (not started yet).
       const retried = await store.retryStep({ lease: HELD, taskId: 'u3', step: 'ship', now: T0 + 70, schedulerId: 'sched-1' });

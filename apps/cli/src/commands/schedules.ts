@@ -5,23 +5,13 @@
  */
 import type { Command } from 'commander';
 import type { Schedule } from '@triad/protocol';
-import { isoTime, table } from '../format.js';
+import { isoTime, table, timingText } from '../format.js';
+
+export { everyText, timingText } from '../format.js';
 import { intArg, out, parseJson, printJson, usageError } from '../io.js';
 import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 const INPUT_EXAMPLE = `--input '{"region":"eu"}'`;
-
-/** An interval as `--every` takes it: the largest unit that divides it (`10s`, `5m`, `1500ms`). */
-export function everyText(ms: number): string {
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1_000]] as const) if (ms % size === 0) return `${ms / size}${unit}`;
-  return `${ms}ms`;
-}
-
-/** How a schedule fires, for humans: `every 10s` or `cron "0 2 * * *" (Europe/Paris)`. */
-export function timingText(s: Pick<Schedule, 'every' | 'cron' | 'timezone'>): string {
-  if (s.every !== undefined) return `every ${everyText(s.every)}`;
-  return `cron "${s.cron ?? ''}" (${s.timezone ?? 'UTC'})`;
-}
 
 export function schedulesTable(list: readonly Schedule[]): string {
   return table(

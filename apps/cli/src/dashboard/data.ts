@@ -80,7 +80,7 @@ export class DashboardData {
   }
 
   /** An action's request; a NATS refusal (the identity lost or never had the role) becomes a clear error. */
-  async act<T>(what: string, op: 'task.cancel' | 'task.retry' | 'dlq.replay', fn: () => Promise<T>): Promise<T> {
+  async act<T>(what: string, op: 'task.cancel' | 'task.retry' | 'dlq.replay' | 'schedule.pause' | 'schedule.resume', fn: () => Promise<T>): Promise<T> {
     this.requireOperator(what);
     const subject = op === 'dlq.replay' ? undefined : this.client.bus.names.subjects.api(op);
     if (subject) this.denied.delete(subject);

@@ -78,6 +78,19 @@ export async function startDashboard(client: TriadClient, o: { port: number; hos
     const body = parseBody(req, RetryBody);
     return data.act(`retry task ${id}`, 'task.retry', () => client.retry(id, { ...(body.step ? { step: body.step } : {}), ...('input' in body ? { input: body.input } : {}) }));
   });
+  // Schedules (decision 0019 §6): an operator's to read and to pause or resume.
+  app.get('/api/schedules', async () => {
+    data.requireOperator('list the schedules');
+    return client.listSchedules();
+  });
+  app.post('/api/schedules/:name/pause', async (req) => {
+    const name = scheduleNameOf(req);
+    return data.act(`pause schedule ${name}`, 'schedule.pause', () => client.pauseSchedule(name));
+  });
+  app.post('/api/schedules/:name/resume', async (req) => {
+    const name = scheduleNameOf(req);
+    return data.act(`resume schedule ${name}`, 'schedule.resume', () => client.resumeSchedule(name));
+  });
   app.post('/api/dead-letters/:seq/replay', async (req) => {
     const seq = SeqParam.safeParse((req.params as { seq?: string }).seq);
     if (!seq.success) throw new TriadError(ErrorCode.InvalidMessage, 'the dead letter sequence must be a whole number ≥ 1');
@@ -139,6 +152,12 @@ function taskIdOf(req: FastifyRequest): string {
   const id = TaskIdSchema.safeParse((req.params as { id?: string }).id);
   if (!id.success) throw new TriadError(ErrorCode.InvalidMessage, `not a task id: ${id.error.issues[0]?.message ?? 'invalid'}`);
   return id.data;
+}
+
+function scheduleNameOf(req: FastifyRequest): string {
+  const name = NameSchema.safeParse((req.params as { name?: string }).name);
+  if (!name.success) throw new TriadError(ErrorCode.InvalidMessage, `not a schedule name: ${name.error.issues[0]?.message ?? 'invalid'}`);
+  return name.data;
 }
 
 /** Actions take JSON only: a cross-site form cannot send it without the browser asking first (CORS). */

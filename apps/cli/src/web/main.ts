@@ -6,6 +6,7 @@ import type { Topic } from '../dashboard/view.js';
 import { useLiveStream } from './api.js';
 import { AlertsPage, DeadLettersPage } from './pages/alerts.js';
 import { ClusterPage } from './pages/cluster.js';
+import { SchedulesPage } from './pages/schedules.js';
 import { TaskPage } from './pages/task.js';
 import { TasksPage } from './pages/tasks.js';
 import { WorkflowsPage } from './pages/workflows.js';
@@ -15,6 +16,7 @@ const NAV = [
   ['#/alerts', 'Alerts'],
   ['#/dead-letters', 'Dead letters'],
   ['#/workflows', 'Workflows'],
+  ['#/schedules', 'Schedules'],
   ['#/cluster', 'Cluster'],
 ] as const;
 
@@ -42,6 +44,7 @@ function App() {
     : hash.startsWith('#/alerts') ? html`<${AlertsPage} me=${me} live=${live} />`
     : hash.startsWith('#/dead-letters') ? html`<${DeadLettersPage} me=${me} />`
     : hash.startsWith('#/workflows') ? html`<${WorkflowsPage} />`
+    : hash.startsWith('#/schedules') ? html`<${SchedulesPage} me=${me} />`
     : hash.startsWith('#/cluster') ? html`<${ClusterPage} live=${live} />`
     : html`<${TasksPage} live=${live} />`;
   return html`<header>

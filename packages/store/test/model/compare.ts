@@ -73,6 +73,40 @@ function compareStep(out: string[], t: TaskM, s: StepM, real: RealTask): void {
   if (s.comp.attempt > 0) diff(out, `${where} compensation startedAt`, rec.comp.startedAt, s.comp.startedAt);
 }
 
+/** A fan-out step's progress and elements (decision 0019 §2.2): each element's record as a step's is compared. */
+function compareFanOut(out: string[], t: TaskM, s: StepM, real: RealTask): void {
+  const where = `task ${t.id} step ${s.spec.name}`;
+  const fe = real.fanOut.get(s.spec.name);
+  diff(out, `${where} fan-out (n, elements in flight)`, fe ? [fe.n, [...fe.live].sort()] : undefined, s.fe ? [s.fe.n, [...s.fe.live].sort()] : undefined);
+  if (s.status === 'processed') diff(out, `${where} output (the elements' outputs in index order)`, real.view.steps.find((x) => x.name === s.spec.name)?.output, s.output);
+  for (const e of s.elements ?? []) {
+    const name = e.spec.name;
+    const ew = `task ${t.id} element ${name}`;
+    const rec = real.elements.get(name);
+    if (!rec) {
+      // Never started: no record yet.
+      if (e.status !== 'pending' || e.run.attempt !== 0) out.push(`${ew}: the model's element is ${e.status} (attempt ${e.run.attempt}), the store has no record of it`);
+      continue;
+    }
+    diff(out, `${ew} status, effect`, [rec.status, rec.effect ?? 'none'], [e.status, e.effect]);
+    const runActive = e.status === 'processing' || e.status === 'parked';
+    diff(out, `${ew} run`, realPhaseFields(rec, runActive, rec.status === 'parked'), phaseFields(e.run, runActive));
+    if (e.run.attempt > 0) diff(out, `${ew} startedAt`, rec.startedAt, e.run.startedAt);
+    if (e.status === 'processed') diff(out, `${ew} processed at, order`, [rec.finishedAt, rec.order], [e.processedAt, e.order]);
+    if (!e.comp) {
+      if (rec.comp) out.push(`${ew}: the real element has a compensation phase ${JSON.stringify(rec.comp)}, the model none`);
+      continue;
+    }
+    if (!rec.comp) {
+      out.push(`${ew}: the model's element has a compensation phase, the real one none`);
+      continue;
+    }
+    const compActive = e.status === 'compensating';
+    diff(out, `${ew} compensation`, { ...realPhaseFields(rec.comp, compActive, rec.comp.parked === true), parked: rec.comp.parked === true }, { ...phaseFields(e.comp, compActive), parked: e.comp.parked });
+    if (e.comp.attempt > 0) diff(out, `${ew} compensation startedAt`, rec.comp.startedAt, e.comp.startedAt);
+  }
+}
+
 function sortedEntries(m: Map<string, number>): [string, number][] {
   return [...m].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
 }
@@ -94,7 +128,10 @@ export async function compareState(w: World & { sys: RealSystem }, after: Map<st
     diff(out, `task ${t.id} deadlineAt`, real.view.deadlineAt, t.deadlineAt);
     diff(out, `task ${t.id} finishedAt`, real.view.finishedAt, TERMINAL.has(t.status) ? t.finishedAt : undefined);
     if (t.endAs !== undefined) diff(out, `task ${t.id} endAs`, real.endAs, t.endAs);
-    for (const s of t.steps.values()) compareStep(out, t, s, real);
+    for (const s of t.steps.values()) {
+      compareStep(out, t, s, real);
+      if (s.spec.forEach) compareFanOut(out, t, s, real);
+    }
   }
 
   diff(out, 'deadline index', sortedEntries(await readDeadlines(w.sys)), sortedEntries(model.expectedDeadlines()));
@@ -110,7 +147,7 @@ export async function compareState(w: World & { sys: RealSystem }, after: Map<st
   diff(out, 'compaction index', sortedEntries(await readCompact(w.sys)), sortedEntries(compact));
 
   const alerts = await readAlerts(w.sys);
-  const show = (a: { id: string; kind: string; step?: string; failureCount: number; raisedAt: number }) => `${a.id} ${a.kind} ${a.step ?? '-'} ${a.failureCount} @${a.raisedAt}`;
+  const show = (a: { id: string; kind: string; step?: string; item?: number; failureCount: number; raisedAt: number }) => `${a.id} ${a.kind} ${a.step ?? '-'}${a.item !== undefined ? `#${a.item}` : ''} ${a.failureCount} @${a.raisedAt}`;
   diff(out, 'open alerts', [...alerts.open.values()].map(show).sort(), [...model.openAlerts.values()].map(show).sort());
   // Every give-up raises its own alert (its id names the attempt that gave up, decision 0009 §4), so the
   // outbox — a set of alert JSON in the store — and the model's list hold the same entries, each once.

@@ -16,6 +16,8 @@ export function countStates(model: Model): void {
     for (const s of t.steps.values()) {
       seen.add(`step ${s.status}${s.comp?.parked ? ' (compensation parked)' : ''}${s.run.reported && s.status === 'processing' ? ' (reported)' : ''}`);
       if (s.status === 'compensating' && s.effect === 'unknown') seen.add('compensation of an in-doubt step');
+      if (s.spec.forEach) seen.add(`fan-out step ${s.status}${t.status === 'compensating' && (s.fe?.live.length ?? 0) > 0 ? ' (draining)' : ''}`);
+      for (const e of s.elements ?? []) seen.add(`fan-out element ${e.status}${e.run.reported && e.status === 'processing' ? ' (reported)' : ''}`);
     }
   }
   for (const k of seen) count(k);

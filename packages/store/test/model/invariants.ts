@@ -5,6 +5,7 @@
 import type { StepRecord } from '../../src/task-view.js';
 import { readAlerts, readDeadlines, type RealSystem, type RealTask } from './real.js';
 
+const rec = (t: RealTask, name: string): string | undefined => t.recs.get(name)?.status;
 const UNDO_CANDIDATE = new Set(['processed', 'abandoned', 'failed', 'error']);
 const TERMINAL = new Set(['completed', 'failed', 'compensated', 'cancelled', 'compensation_failed']);
 
@@ -14,7 +15,9 @@ const TERMINAL = new Set(['completed', 'failed', 'compensated', 'cancelled', 'co
  */
 function undoKey(rec: StepRecord): [number, number, number] {
   if (rec.order !== undefined) return [rec.finishedAt ?? 0, 0, rec.order];
-  return [rec.startedAt ?? 0, 1, 0];
+  // A fan-out step that did not complete: by its last element's start (decision 0019 U5).
+  const lastStart = (rec as { fe?: { lastStart?: number } }).fe?.lastStart;
+  return [lastStart ?? rec.startedAt ?? 0, 1, 0];
 }
 
 function before(a: [number, number, number], b: [number, number, number]): boolean {
@@ -31,9 +34,16 @@ function expectedAlerts(t: RealTask): string[] {
   const id = t.view.taskId;
   const out: string[] = [];
   for (const [name, rec] of t.recs) {
+    if (t.fanOut.has(name)) continue; // a fan-out step's alerts are its elements' (below), unless it failed at its start
     if (t.view.status === 'compensation_failed' && rec.status === 'compensation_failed') out.push(`${id}:${name}:compensation_failed:${rec.comp?.attempt ?? 0}`);
     if (t.view.status === 'failed' && rec.status === 'error') out.push(`${id}:${name}:step_error:${rec.attempt}`);
     if (t.view.status === 'failed' && rec.status === 'failed') out.push(`${id}:${name}:step_failed:${rec.attempt === 0 && rec.startFailures ? `start-${rec.startFailures}` : rec.attempt}`);
+  }
+  // Fan-out (decision 0019 R13, U6): the element that gave up, each element whose compensation failed.
+  for (const [name, rec] of t.elements) {
+    if (t.view.status === 'compensation_failed' && rec.status === 'compensation_failed') out.push(`${id}:${name}:compensation_failed:${rec.comp?.attempt ?? 0}`);
+    if (t.view.status === 'failed' && rec.status === 'error') out.push(`${id}:${name}:step_error:${rec.attempt}`);
+    if (t.view.status === 'failed' && rec.status === 'failed') out.push(`${id}:${name}:step_failed:${rec.attempt}`);
   }
   if (out.length === 0 && t.view.status === 'failed') out.push(`${id}:#task:task_deadline:0`);
   return out;
@@ -103,6 +113,18 @@ export async function checkInvariants(w: { sys: RealSystem; raised: Map<string, 
       }
     }
     if (compensating > 1) out.push(`compensation: ${id} runs ${compensating} compensations at once`);
+    // Fan-out (decision 0019 §9.1): no more than maxParallel elements started and not ended, nor
+    // compensating, at once; a fan-out step's element compensations are its only ones running.
+    for (const p of t.plan) {
+      if (!p.fe) continue;
+      const mine = [...t.elements].filter(([n]) => n.startsWith(`${p.n}#`)).map(([, r]) => r);
+      const running = mine.filter((r) => r.status === 'processing' || r.status === 'parked').length;
+      const undoing = mine.filter((r) => r.status === 'compensating').length;
+      if (running > p.fe.x) out.push(`fan-out: ${id}/${p.n} has ${running} elements running, above maxParallel ${p.fe.x}`);
+      if (undoing > p.fe.x) out.push(`fan-out: ${id}/${p.n} compensates ${undoing} elements at once, above maxParallel ${p.fe.x}`);
+      if (undoing > 0 && t.recs.get(p.n)?.status !== 'compensating') out.push(`fan-out: ${id}/${p.n} is ${t.recs.get(p.n)?.status} while ${undoing} of its elements compensate`);
+      if (running > 0 && (rec(t, p.n) === 'compensating' || compensating > 0)) out.push(`fan-out: ${id}/${p.n} has ${running} elements running while a compensation runs`);
+    }
     if (compensating > 0 && processing > 0) out.push(`compensation: ${id} runs a compensation while ${processing} step(s) are in flight`);
 
     // Alerts: a failed task has the alert of every step that failed it open; the transition that failed

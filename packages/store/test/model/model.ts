@@ -56,6 +56,30 @@ export interface StepSpec {
   sleep?: { ms: number } | { field: string; maxMs: number };
   /** A wait for a signal (decision 0019 §3), with its agent '' too. */
   waitFor?: { signal: string; timeoutMs: number };
+  /**
+   * A fan-out over the task input's `items` (decision 0019 §4): the agent runs once per element, at most
+   * maxParallel at once; more than maxItems elements, or no list, fails the step at its start.
+   */
+  forEach?: { maxParallel: number; maxItems: number };
+}
+
+/** A fan-out step's progress (decision 0019 §2.2 `fe`): elements are indexed 0 … n−1. */
+export interface FanOut {
+  n: number;
+  /** The next index to start (elements start in index order). */
+  next: number;
+  /** One past the highest index ever started. */
+  hi: number;
+  /** Elements started and not ended (processing or parked), at most maxParallel. */
+  live: number[];
+  done: number;
+  /** When the last element started: the undo's order key of a fan-out step that did not complete (U5). */
+  lastStart?: number;
+  /** During the step's undo: the elements to compensate, latest first, and how far that went. */
+  undo?: number[];
+  undoNext?: number;
+  compRunning?: number;
+  compFailed?: number;
 }
 
 export interface TaskSpec {
@@ -114,6 +138,12 @@ export interface StepM {
   sleptAt?: number;
   wakeAt?: number;
   abandonedAt?: number;
+  /** A fan-out step: its progress and its elements (each a phase of its own, named `<step>#<i>`). */
+  fe?: FanOut;
+  elements?: StepM[];
+  /** An element: its fan-out step and its index. */
+  parent?: StepM;
+  index?: number;
 }
 
 export interface Alert {
@@ -121,6 +151,8 @@ export interface Alert {
   kind: AlertKind;
   taskId: string;
   step?: string;
+  /** A fan-out element's alert: its index (the step is its step's name; decision 0019 §4). */
+  item?: number;
   failureCount: number;
   raisedAt: number;
 }
@@ -161,6 +193,8 @@ export interface Dispatch {
   attempt: number;
   completeBy: number;
   effect?: 'applied' | 'unknown';
+  /** A fan-out element's request: how many elements the list has. */
+  count?: number;
 }
 
 export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake';
@@ -205,6 +239,14 @@ function outputsOf(t: TaskM): Record<string, unknown> {
   return out;
 }
 
+/** The step, or the fan-out element (`<step>#<i>`), a phase name denotes. */
+export function phaseOwner(t: TaskM, name: string): StepM | undefined {
+  const s = t.steps.get(name);
+  if (s) return s;
+  const m = /^(.+)#(\d+)$/.exec(name);
+  return m ? t.steps.get(m[1]!)?.elements?.[Number(m[2])] : undefined;
+}
+
 export function expectedAgent(s: StepM, kind: Kind): string {
   return kind === 'compensate' && s.spec.comp ? s.spec.comp.agent : s.spec.agent;
 }
@@ -244,7 +286,8 @@ export function compInFlight(s: StepM): boolean {
  */
 export function undoKey(s: StepM): [number, number, number] {
   if (s.status === 'processed') return [s.processedAt ?? 0, 0, s.order ?? 0];
-  return [s.run.startedAt ?? 0, 1, 0];
+  // A fan-out step that did not complete: by its last element's start (decision 0019 U5).
+  return [s.fe?.lastStart ?? s.run.startedAt ?? 0, 1, 0];
 }
 
 export function compareUndo(a: StepM, b: StepM): number {
@@ -330,7 +373,7 @@ export class Model {
    */
   result(taskId: string, step: string, kind: Kind, attempt: number, outcome: ResultOutcome, now: number, agentType: string, agentId: string): Outcome {
     const t = this.task(taskId);
-    const s = t.steps.get(step);
+    const s = phaseOwner(t, step);
     if (!s) return { code: 'invalid' };
     // Only the agent type the plan names for the phase may report it, whatever the attempt (decision 0010);
     // a step that calls no agent (a sleep) no one may.
@@ -338,6 +381,8 @@ export class Model {
       t.forgedResults++;
       return { code: 'forged' };
     }
+    // A fan-out step's results are its elements': one that names no element is stale (decision 0019 §4).
+    if (s.spec.forEach) return this.stale(t);
     // Fencing (0001): only the running attempt of the phase; a duplicate of a result already applied
     // (a reported failure included: that attempt is over) is stale.
     let drain = false;
@@ -355,15 +400,35 @@ export class Model {
 
     if (outcome.type === 'ok' && kind === 'compensate') {
       s.status = 'compensated';
-      this.nextCompensation(tx);
+      if (s.parent) {
+        // An element's compensation (U5): the next ones start; the undo moves on once the step's are done.
+        s.parent.fe!.compRunning!--;
+        if (this.compFill(tx, s.parent) && s.parent.status === 'compensated') this.nextCompensation(tx);
+      } else this.nextCompensation(tx);
     } else if (outcome.type === 'ok') {
       s.status = 'processed';
       s.processedAt = tx.now;
       s.output = okOutput(outcome);
       raise(s, 'applied');
       s.order = ++t.doneSeq;
+      if (s.parent) {
+        // An element (R12): the next ones start; the last one completes the step (output: theirs, in order).
+        const parent = s.parent;
+        this.elementLeft(s);
+        parent.fe!.done++;
+        if (drain) {
+          this.settle(tx, parent);
+          this.nextCompensation(tx);
+        } else if (parent.status === 'processing') {
+          this.fill(tx, parent);
+          if (parent.fe!.done === parent.fe!.n) {
+            this.completeFanOut(tx, parent);
+            this.startReady(tx);
+          }
+        }
+      }
       // A drain: processed, output kept, nothing downstream starts; the undo goes on.
-      if (drain) this.nextCompensation(tx);
+      else if (drain) this.nextCompensation(tx);
       else this.startReady(tx);
     } else if (drain) {
       this.abandonDrain(tx, s);
@@ -386,8 +451,10 @@ export class Model {
   expireStep(taskId: string, step: string, now: number, epoch: number): Outcome {
     if (epoch < this.epoch) return { code: 'stale_epoch' };
     const t = this.tasks.get(taskId);
-    const s = t?.steps.get(step);
+    const s = t && phaseOwner(t, step);
     if (!t || !s) return { code: 'noop' };
+    // A fan-out step has no deadline of its own: its elements do.
+    if (s.fe) return { code: 'noop' };
     // A sleep's deadline (decision 0019 R5): at its time it is done and what it made ready starts; before
     // it, nothing changes (the index keeps it at its time).
     if (t.status === 'running' && s.status === 'sleeping') {
@@ -503,7 +570,26 @@ export class Model {
       ph.circuitCount = 0;
       delete ph.giveUpAt;
     };
-    if (compensation) {
+    if (compensation && target.fe) {
+      // A fan-out step (U6): its failed element compensations again, fresh, then those not started.
+      const fe = target.fe;
+      const again: number[] = [];
+      for (const i of fe.undo ?? []) {
+        const e = target.elements![i]!;
+        if (e.status === 'compensation_failed') {
+          fresh(e.comp!);
+          again.push(i);
+        }
+      }
+      again.push(...(fe.undo ?? []).slice(fe.undoNext ?? 0));
+      fe.undo = again;
+      fe.undoNext = 0;
+      fe.compFailed = 0;
+      fe.compRunning = 0;
+      target.status = 'compensating';
+      t.status = 'compensating';
+      this.compFill(tx, target);
+    } else if (compensation) {
       fresh(target.comp!);
       this.start(tx, target, 'compensate');
       t.status = 'compensating';
@@ -569,6 +655,7 @@ export class Model {
     ph.giveUpAt ??= tx.now + sp.giveUpAfterMs;
     s.status = kind === 'run' ? 'processing' : 'compensating';
     const d: Dispatch = { taskId: tx.t.id, step: s.spec.name, agent: expectedAgent(s, kind), kind, attempt: ph.attempt, completeBy: ph.completeBy };
+    if (s.parent) d.count = s.parent.fe!.n;
     if (kind === 'compensate') {
       d.effect = s.effect === 'applied' ? 'applied' : 'unknown';
       tx.t.compStarts.push(s.spec.name);
@@ -610,6 +697,36 @@ export class Model {
    * policy; a compensation becomes compensation_failed and so does the task, with an alert.
    */
   private giveUp(tx: Tx, s: StepM, kind: Kind, permanent: boolean, alertAttempt?: string): ExpireAction {
+    if (s.parent && kind === 'compensate') {
+      // An element's compensation gives up (U6): no other element's starts; the step and the task end
+      // compensation_failed once none of the step's runs (with its alert, then).
+      const ph = s.comp!;
+      ph.parked = false;
+      ph.reported = false;
+      s.status = 'compensation_failed';
+      const fe = s.parent.fe!;
+      fe.compRunning!--;
+      fe.compFailed = (fe.compFailed ?? 0) + 1;
+      this.compFill(tx, s.parent);
+      return 'error';
+    }
+    if (s.parent) {
+      // An element gives up (R13): so does its step, and the task follows its onFailure.
+      s.status = permanent ? 'failed' : 'error';
+      s.run.parked = false;
+      s.run.reported = false;
+      const parent = s.parent;
+      this.elementLeft(s);
+      parent.status = s.status;
+      if (tx.t.spec.onFailure === 'compensate') {
+        this.beginUndo(tx, 'compensated');
+        return 'compensate';
+      }
+      this.stopInFlight(tx);
+      this.finish(tx, 'failed');
+      this.alert(tx, permanent ? 'step_failed' : 'step_error', s.spec.name, s.run.failureCount, alertAttempt ?? s.run.attempt);
+      return 'error';
+    }
     if (kind === 'compensate') {
       const ph = s.comp!;
       ph.parked = false;
@@ -644,8 +761,10 @@ export class Model {
         this.stopSleep(tx, s);
         continue;
       }
+      // A fan-out step's elements in flight or parked stop with it (the step that gave up's too).
+      if (s.fe && s.fe.live.length > 0) this.stopElements(s, true);
       if (s.status !== 'processing' && s.status !== 'parked') continue;
-      if (s.status === 'processing' && !s.run.reported) raise(s, 'unknown');
+      if (s.status === 'processing' && !s.run.reported && !s.fe) raise(s, 'unknown');
       s.status = 'abandoned';
       s.run.parked = false;
       s.run.reported = false;
@@ -677,6 +796,10 @@ export class Model {
         s.status = 'abandoned';
         s.run.parked = false;
         s.run.reported = false;
+      } else if (s.fe && s.fe.live.length > 0) {
+        // A fan-out step (U4): parked elements stop, those in flight drain, pending ones never start.
+        this.stopElements(s, false);
+        this.settle(tx, s);
       }
     }
     this.nextCompensation(tx);
@@ -684,6 +807,11 @@ export class Model {
 
   private abandonDrain(tx: Tx, s: StepM): void {
     s.status = 'abandoned';
+    if (s.parent) {
+      const parent = s.parent;
+      this.elementLeft(s);
+      this.settle(tx, parent);
+    }
     this.nextCompensation(tx);
   }
 
@@ -693,14 +821,15 @@ export class Model {
    */
   private nextCompensation(tx: Tx): void {
     const t = tx.t;
-    for (const s of t.steps.values()) if (s.status === 'processing' || s.status === 'compensating') return;
+    for (const s of t.steps.values()) if (s.status === 'processing' || s.status === 'compensating' || (s.fe?.live.length ?? 0) > 0) return;
     const tied = nextCompensationCandidates(t);
     if (tied.length === 0) {
       this.finish(tx, t.endAs ?? 'compensated');
       return;
     }
     const chosen = tied.length === 1 ? tied[0]! : this.chooseTie(t, tied);
-    this.start(tx, chosen, 'compensate');
+    if (chosen.fe) this.compBegin(tx, chosen);
+    else this.start(tx, chosen, 'compensate');
   }
 
   /**
@@ -749,6 +878,10 @@ export class Model {
             s.status = 'waiting';
             s.timeoutAt = tx.now + s.spec.waitFor.timeoutMs;
           }
+        } else if (verdict.holds && s.spec.forEach) {
+          const r = this.fanOutBegin(tx, s);
+          if (r === 'failed') return;
+          if (r === 'done') skipped = true; // done at once: it may make others ready
         } else if (verdict.holds) {
           this.start(tx, s, 'run');
         } else {
@@ -761,6 +894,148 @@ export class Model {
       if (!skipped) break;
     }
     if (steps.every(done)) this.finish(tx, 'completed');
+  }
+
+  // ---------------------------------------------------------------- fan-out (decision 0019 §4)
+
+  /**
+   * A ready fan-out step (R10, R11, R4): its list is the task input's `items`, read once — absent, not a
+   * list or over maxItems fails the step at its start; an empty one completes it at once. A step that ran
+   * before (an operator's retry) resumes: its stopped elements start again with fresh budgets, processed
+   * ones stay. Elements start in index order, at most maxParallel at once.
+   */
+  private fanOutBegin(tx: Tx, s: StepM): 'started' | 'done' | 'failed' {
+    if (s.fe) {
+      const fe = s.fe;
+      for (const e of s.elements!.slice(0, fe.hi)) {
+        if (e.status === 'failed' || e.status === 'error' || e.status === 'abandoned' || e.status === 'parked') {
+          e.status = 'pending';
+          e.run.failureCount = 0;
+          e.run.circuitCount = 0;
+          e.run.parked = false;
+          e.run.reported = false;
+          delete e.run.giveUpAt;
+        }
+      }
+      fe.next = 0;
+      fe.live = [];
+    } else {
+      const items = (tx.t.input as Record<string, unknown> | undefined)?.['items'];
+      if (!Array.isArray(items) || items.length > s.spec.forEach!.maxItems) {
+        s.startFailures = (s.startFailures ?? 0) + 1;
+        this.giveUp(tx, s, 'run', true, `start-${s.startFailures}`);
+        return 'failed';
+      }
+      s.fe = { n: items.length, next: 0, hi: 0, live: [], done: 0 };
+      s.elements = items.map((_, i) => ({
+        spec: { name: `${s.spec.name}#${i}`, dependsOn: [], agent: s.spec.agent, run: s.spec.run, ...(s.spec.comp ? { comp: s.spec.comp } : {}) },
+        status: 'pending',
+        run: newPhase(),
+        effect: 'none',
+        parent: s,
+        index: i,
+      }));
+    }
+    s.run.attempt++;
+    s.run.startedAt ??= tx.now;
+    s.status = 'processing';
+    this.fill(tx, s);
+    if (s.fe.done === s.fe.n) {
+      this.completeFanOut(tx, s);
+      return 'done';
+    }
+    return 'started';
+  }
+
+  /** Starts pending elements in index order while fewer than maxParallel are started and not ended. */
+  private fill(tx: Tx, s: StepM): void {
+    const fe = s.fe!;
+    while (fe.live.length < s.spec.forEach!.maxParallel && fe.next < fe.n) {
+      const e = s.elements![fe.next]!;
+      fe.next++;
+      if (e.status !== 'pending') continue;
+      this.start(tx, e, 'run');
+      fe.live.push(e.index!);
+      fe.lastStart = tx.now;
+      fe.hi = Math.max(fe.hi, e.index! + 1);
+    }
+  }
+
+  /** Every element processed: so is the step, its output theirs in index order. */
+  private completeFanOut(tx: Tx, s: StepM): void {
+    s.status = 'processed';
+    s.processedAt = tx.now;
+    s.order = ++tx.t.doneSeq;
+    s.output = s.elements!.map((e) => e.output);
+  }
+
+  /** An element leaves the elements in flight: the step takes the most it may have done. */
+  private elementLeft(e: StepM): void {
+    const fe = e.parent!.fe!;
+    fe.live = fe.live.filter((i) => i !== e.index);
+    raise(e.parent!, e.effect);
+  }
+
+  /** Stops the elements in flight that are not running (parked, reported) — or, with `all`, every one. */
+  private stopElements(s: StepM, all: boolean): void {
+    for (const i of [...s.fe!.live]) {
+      const e = s.elements![i]!;
+      if (!all && e.status !== 'parked' && !(e.status === 'processing' && e.run.reported)) continue;
+      if (all && e.status === 'processing' && !e.run.reported) raise(e, 'unknown');
+      e.status = 'abandoned';
+      e.run.parked = false;
+      e.run.reported = false;
+      this.elementLeft(e);
+    }
+  }
+
+  /** During an undo, a fan-out step with no element left in flight: processed if all were, else abandoned (U4). */
+  private settle(tx: Tx, s: StepM): void {
+    if (s.fe!.live.length > 0 || s.status !== 'processing') return;
+    if (s.fe!.done === s.fe!.n) this.completeFanOut(tx, s);
+    else s.status = 'abandoned';
+  }
+
+  /** A fan-out step's turn in the undo (U5): its elements that may have taken effect, latest first (the higher index at a tie). */
+  private compBegin(tx: Tx, s: StepM): void {
+    const fe = s.fe!;
+    const list = s.elements!.slice(0, fe.hi).filter((e) => UNDO_CANDIDATE.has(e.status) && e.effect !== 'none');
+    list.sort((a, b) => compareUndo(b, a) || b.index! - a.index!);
+    fe.undo = list.map((e) => e.index!);
+    fe.undoNext = 0;
+    fe.compRunning = 0;
+    fe.compFailed = 0;
+    s.status = 'compensating';
+    s.comp ??= newPhase();
+    s.comp.attempt++;
+    s.comp.startedAt = tx.now;
+    tx.t.compStarts.push(s.spec.name);
+    this.compFill(tx, s);
+  }
+
+  /**
+   * Element compensations start while fewer than maxParallel run and none failed; none running: the step
+   * is compensated, or compensation_failed and the task with it. Returns true when the step's undo ended.
+   */
+  private compFill(tx: Tx, s: StepM): boolean {
+    const fe = s.fe!;
+    while ((fe.compFailed ?? 0) === 0 && fe.compRunning! < s.spec.forEach!.maxParallel && fe.undoNext! < fe.undo!.length) {
+      const e = s.elements![fe.undo![fe.undoNext!]!]!;
+      fe.undoNext!++;
+      this.start(tx, e, 'compensate');
+      fe.compRunning!++;
+    }
+    if (fe.compRunning! > 0) return false;
+    if ((fe.compFailed ?? 0) > 0) {
+      // The transition that ends the task records its alerts (decision 0009 §4): one per failed element.
+      s.status = 'compensation_failed';
+      this.finish(tx, 'compensation_failed');
+      for (const i of fe.undo!.slice(0, fe.undoNext)) {
+        const e = s.elements![i]!;
+        if (e.status === 'compensation_failed') this.alert(tx, 'compensation_failed', e.spec.name, e.comp!.failureCount, e.comp!.attempt);
+      }
+    } else s.status = 'compensated';
+    return true;
   }
 
   /** A sleep's wake time (R2), or why it cannot sleep (R4): read from the task input, as decision 0019 §1.2 says. */
@@ -828,7 +1103,13 @@ export class Model {
    */
   private alert(tx: Tx, kind: AlertKind, step: string | undefined, failureCount: number, attempt: number | string): void {
     const a: Alert = { id: `${tx.t.id}:${step ?? '#task'}:${kind}:${attempt}`, kind, taskId: tx.t.id, failureCount, raisedAt: tx.now };
-    if (step !== undefined) a.step = step;
+    if (step !== undefined) {
+      const m = /^(.+)#(\d+)$/.exec(step);
+      if (m) {
+        a.step = m[1]!;
+        a.item = Number(m[2]);
+      } else a.step = step;
+    }
     this.openAlerts.set(a.id, a);
     this.outbox.push(a);
     tx.alerts.push(a);
@@ -845,7 +1126,7 @@ export class Model {
     for (const t of this.tasks.values()) {
       if (t.status === 'running' && t.deadlineAt !== undefined) out.set(`${t.id}|#task`, t.deadlineAt);
       if (TERMINAL.has(t.status)) continue;
-      for (const s of t.steps.values()) {
+      for (const s of [...t.steps.values()].flatMap((x) => (x.elements ? x.elements : [x]))) {
         if (s.status === 'processing' || s.status === 'parked') out.set(`${t.id}|${s.spec.name}`, s.run.completeBy!);
         else if (s.status === 'sleeping') out.set(`${t.id}|${s.spec.name}`, s.wakeAt!);
         else if (s.status === 'waiting') out.set(`${t.id}|${s.spec.name}`, s.timeoutAt!);
@@ -860,10 +1141,11 @@ export class Model {
     const t = this.task(taskId);
     if (t.status !== 'running' && t.status !== 'compensating') return [];
     const out: Dispatch[] = [];
-    for (const s of t.steps.values()) {
-      if (runInFlight(s)) out.push({ taskId, step: s.spec.name, agent: s.spec.agent, kind: 'run', attempt: s.run.attempt, completeBy: s.run.completeBy! });
+    for (const s of [...t.steps.values()].flatMap((x) => (x.elements ? x.elements : [x]))) {
+      const count = s.parent ? { count: s.parent.fe!.n } : {};
+      if (runInFlight(s)) out.push({ taskId, step: s.spec.name, agent: s.spec.agent, kind: 'run', attempt: s.run.attempt, completeBy: s.run.completeBy!, ...count });
       else if (compInFlight(s)) {
-        out.push({ taskId, step: s.spec.name, agent: s.spec.comp!.agent, kind: 'compensate', attempt: s.comp!.attempt, completeBy: s.comp!.completeBy!, effect: s.effect === 'applied' ? 'applied' : 'unknown' });
+        out.push({ taskId, step: s.spec.name, agent: s.spec.comp!.agent, kind: 'compensate', attempt: s.comp!.attempt, completeBy: s.comp!.completeBy!, effect: s.effect === 'applied' ? 'applied' : 'unknown', ...count });
       }
     }
     return out;

@@ -104,8 +104,11 @@ function phases(w: World): Target[] {
     for (const step of task.steps.values()) {
       // A sleep or a wait has no phase an agent runs (any result for it is forged: packages/store/test/sleep.test.ts).
       if (step.spec.agent === '') continue;
-      out.push({ task, step, kind: 'run', attempt: step.run.attempt });
-      if (step.comp) out.push({ task, step, kind: 'compensate', attempt: step.comp.attempt });
+      // A fan-out step's phases are its elements' (decision 0019 §4): each answered on its own.
+      for (const s of step.spec.forEach ? (step.elements ?? []) : [step]) {
+        out.push({ task, step: s, kind: 'run', attempt: s.run.attempt });
+        if (s.comp) out.push({ task, step: s, kind: 'compensate', attempt: s.comp.attempt });
+      }
     }
   }
   return out;
@@ -281,11 +284,13 @@ const choiceArb: fc.Arbitrary<PlanChoice> = fc
     compGiveUpMs: fc.option(fc.constantFrom(200, 500), { nil: undefined }),
     amount: fc.option(fc.constantFrom(10, 1000, 2000), { nil: undefined }),
     remindIn: fc.option(fc.constantFrom<number | 'soon'>(-100, 150, 600, 5_000, 'soon'), { nil: undefined }),
+    items: fc.option(fc.constantFrom<number | 'none'>(0, 1, 2, 3, 3, 4, 'none'), { nil: undefined }),
   })
   .map((c) => {
     const out: PlanChoice = { shape: c.shape, run: c.run, comp: c.comp };
     if (c.amount !== undefined) out.amount = c.amount;
     if (c.remindIn !== undefined) out.remindIn = c.remindIn;
+    if (c.items !== undefined) out.items = c.items;
     if (c.giveUpMs !== undefined) out.giveUpMs = c.giveUpMs;
     if (c.compGiveUpMs !== undefined) out.compGiveUpMs = c.compGiveUpMs;
     return out;

@@ -19,6 +19,8 @@ export interface PlanChoice {
   amount?: number;
   /** The input's remindAt (a sleep reads it), as ms after the submission (or a value that is no time). */
   remindIn?: number | 'soon';
+  /** The input's items (a fan-out runs over them): how many, or a value that is no list. */
+  items?: number | 'none';
 }
 
 /** The task input a submission of `choice` at `now` carries. */
@@ -26,6 +28,7 @@ export function taskInput(choice: PlanChoice, now: number): Record<string, unkno
   const input: Record<string, unknown> = {};
   if (choice.amount !== undefined) input['amount'] = choice.amount;
   if (choice.remindIn !== undefined) input['remindAt'] = choice.remindIn === 'soon' ? 'soon' : now + choice.remindIn;
+  if (choice.items !== undefined) input['items'] = choice.items === 'none' ? 'none' : Array.from({ length: choice.items }, (_, i) => ({ i }));
   return input;
 }
 
@@ -34,7 +37,7 @@ type ShapeSleep = { ms: number } | { field: 'remindAt'; maxMs: number };
 
 interface Shape {
   name: string;
-  steps: { name: string; dependsOn: string[]; compensate: boolean; when?: Predicate; sleep?: ShapeSleep; waitFor?: { signal: string; timeoutMs: number } }[];
+  steps: { name: string; dependsOn: string[]; compensate: boolean; when?: Predicate; sleep?: ShapeSleep; waitFor?: { signal: string; timeoutMs: number }; forEach?: { maxParallel: number; maxItems: number } }[];
   onFailure: 'error' | 'compensate';
   deadlineMs?: number;
 }
@@ -153,6 +156,26 @@ export const SHAPES: readonly Shape[] = [
       { name: 'b', dependsOn: ['approval'], compensate: true },
     ],
   },
+  // Fan-out (decision 0019 §9.1): forEach over the input's items (0–4 of them, or no list; at most 3),
+  // two at once, each element undone on its own; under an undo, and under a failure that abandons.
+  {
+    name: 'foreach',
+    onFailure: 'compensate',
+    steps: [
+      { name: 'a', dependsOn: [], compensate: true },
+      { name: 'ship', dependsOn: ['a'], compensate: true, forEach: { maxParallel: 2, maxItems: 3 } },
+      { name: 'b', dependsOn: ['ship'], compensate: false },
+    ],
+  },
+  {
+    name: 'foreach-error',
+    onFailure: 'error',
+    deadlineMs: 1_500,
+    steps: [
+      { name: 'ship', dependsOn: [], compensate: true, forEach: { maxParallel: 2, maxItems: 4 } },
+      { name: 'b', dependsOn: ['ship'], compensate: true },
+    ],
+  },
 ];
 
 /** The agent types of a step's run and compensation: one per phase, so a result on another's subject is forged. */
@@ -178,6 +201,7 @@ export function definition(choice: PlanChoice): WorkflowDefinitionInput {
       agent: runAgent(s.name),
       budgetMs: RUN_BUDGET_MS,
       dependsOn: s.dependsOn,
+      ...(s.forEach ? { forEach: 'items', maxParallel: s.forEach.maxParallel, maxItems: s.forEach.maxItems } : {}),
       ...(s.when ? { when: s.when } : {}),
       ladder: ladder(choice.run),
       ...(choice.giveUpMs !== undefined ? { giveUpAfterMs: choice.giveUpMs } : {}),
@@ -227,6 +251,7 @@ export function modelSpec(choice: PlanChoice): TaskSpec {
       ...(s.when ? { when: s.when } : {}),
       ...(s.sleep ? { sleep: s.sleep } : {}),
       ...(s.waitFor ? { waitFor: { ...s.waitFor } } : {}),
+      ...(s.forEach ? { forEach: { ...s.forEach } } : {}),
       run: phase(RUN_BUDGET_MS, choice.run, choice.giveUpMs),
       ...(s.compensate ? { comp: { ...phase(COMP_BUDGET_MS, choice.comp, choice.compGiveUpMs), agent: compAgent(s.name) } } : {}),
     })),

@@ -29,6 +29,10 @@ export interface RealTask {
   view: TaskState;
   /** The raw step records (with the fields the view leaves out: reported, comp.reported). */
   recs: Map<string, StepRecord>;
+  /** The fan-out elements' records (`s:<step>#<i>`), by that name: only those an element transition wrote. */
+  elements: Map<string, StepRecord & { comp?: StepRecord['comp'] }>;
+  /** The raw fan-out progress of a step (its record's `fe`). */
+  fanOut: Map<string, { n: number; live: number[]; undo?: number[]; compRunning?: number }>;
   /** The plan the task pinned (dependencies, which steps declare a compensation). */
   plan: PlanStep[];
   staleResults: number;
@@ -47,7 +51,15 @@ export async function readTask(sys: RealSystem, taskId: string): Promise<RealTas
     recs.set(s.name, JSON.parse(text) as StepRecord);
   }
   const plan = JSON.parse(raw['plan'] ?? '[]') as PlanStep[];
-  const out: RealTask = { view, recs, plan, staleResults: Number(raw['staleResults'] ?? 0), forgedResults: Number(raw['forgedResults'] ?? 0) };
+  const elements = new Map<string, StepRecord>();
+  const fanOut = new Map<string, { n: number; live: number[]; undo?: number[]; compRunning?: number }>();
+  for (const [field, text] of Object.entries(raw)) if (/^s:.+#\d+$/.test(field)) elements.set(field.slice(2), JSON.parse(text) as StepRecord);
+  for (const [name, rec] of recs) {
+    const fe = (rec as { fe?: { n: number; live: unknown; undo?: unknown; compRunning?: number } }).fe;
+    // cjson writes an empty list as {}.
+    if (fe) fanOut.set(name, { n: fe.n, live: Array.isArray(fe.live) ? (fe.live as number[]) : [], ...(Array.isArray(fe.undo) ? { undo: fe.undo as number[] } : {}), ...(fe.compRunning !== undefined ? { compRunning: fe.compRunning } : {}) });
+  }
+  const out: RealTask = { view, recs, elements, fanOut, plan, staleResults: Number(raw['staleResults'] ?? 0), forgedResults: Number(raw['forgedResults'] ?? 0) };
   if (raw['endAs'] !== undefined) out.endAs = raw['endAs'];
   return out;
 }

@@ -193,6 +193,46 @@ export const REGRESSIONS: Regression[] = [
     },
   },
   {
+    name: 'a fan-out element that gives up raises an alert naming its step and its element',
+    why: 'found by the model (decision 0019 increment 6): the model named the alert of element 0 of ship "ship#0"; the store names step ship with item 0 (the id keeps ship#0: one alert per element). Fixed in the model',
+    ops: [
+      { t: 'submit', choice: { shape: 12, ...fast, items: 2 }, publish: true, client: 0 },
+      { t: 'expire', pick: 0, when: 'due', lag: 0, publish: true },
+    ],
+  },
+  {
+    name: 'a fan-out step whose element compensation failed ends the task with that alert when its last compensation ends',
+    why: 'found by the model (FC_SEED=13, decision 0019 U6 and 0009 §4): an element compensation gave up while another of the step ran; the store raised its alert then, and the task ended compensation_failed later with no alert raised by that transition. Fixed in the store and the model: the transition that ends the task records one alert per failed element',
+    ops: [
+      { t: 'submit', choice: { shape: 12, ...fast, items: 3 }, publish: true, client: 0 },
+      { t: 'cancel', pick: 0, lag: 0, publish: true },
+      { t: 'expire', pick: 0, when: 'due', lag: 0, publish: true },
+      { t: 'sweep', publish: true },
+      { t: 'expire', pick: 0, when: 'due', lag: 0, publish: true },
+      { t: 'advance', ms: 1 },
+      { t: 'result', pick: 0, outcome: { type: 'ok' }, lag: 0, publish: true },
+    ],
+  },
+  {
+    name: 'an element that fails for good undoes the task: the element in flight drains, then each element that may have taken effect is compensated, two at once',
+    why: 'hand-written (decision 0019 R13, U4, U5): a → ship over 3 items (2 at once) → b; element 0 completes and element 2 starts; element 1 (started first) fails permanently with an unknown effect; the undo waits for element 2, then compensates by 0009\'s order, two at once — 2 and 0 (processed, latest first), then 1 (in doubt since its start) — then a',
+    ops: [
+      { t: 'submit', choice: { shape: 11, ...fast, items: 3 }, publish: true },
+      { t: 'result', pick: 0, outcome: { type: 'ok' }, lag: 0, publish: true },
+      { t: 'advance', ms: 1 },
+      { t: 'result', pick: 0, outcome: { type: 'ok' }, lag: 0, publish: true },
+      { t: 'advance', ms: 1 },
+      { t: 'result', pick: 0, outcome: { type: 'permanent', effect: 'unknown' }, lag: 0, publish: true },
+      { t: 'advance', ms: 1 },
+      { t: 'result', pick: 0, outcome: { type: 'ok' }, lag: 0, publish: true },
+    ],
+    expect: async (env) => {
+      const t = await readTask(env.sys, 't1');
+      const status = (n: string) => t.elements.get(n)?.status;
+      return want('ship, its elements 0 1 2, task', [t.recs.get('ship')?.status, status('ship#0'), status('ship#1'), status('ship#2'), t.view.status], ['compensating', 'compensating', 'failed', 'compensating', 'compensating']);
+    },
+  },
+  {
     name: 'a task id submitted again answers with its status and submitter and changes nothing',
     why: 'hand-written (decision 0010): createTask of an existing id (a redelivery, or another client reusing the id — which the scheduler refuses) returns { created: false, status, client } and writes nothing',
     ops: [

@@ -67,18 +67,29 @@ async function realCall(call: () => Promise<RealOutcome>): Promise<RealOutcome> 
   }
 }
 
-function dispatchKey(d: { step: string; agent: string; kind: string; attempt: number; completeBy: number; effect?: string | undefined }): string {
-  return `${d.step}|${d.agent}|${d.kind}|#${d.attempt}|by ${d.completeBy}|${d.effect ?? '-'}`;
+function dispatchKey(d: { step: string; agent: string; kind: string; attempt: number; completeBy: number; effect?: string | undefined; count?: number | undefined }): string {
+  return `${d.step}|${d.agent}|${d.kind}|#${d.attempt}|by ${d.completeBy}|${d.effect ?? '-'}${d.count !== undefined ? `|of ${d.count}` : ''}`;
+}
+
+/** A fan-out element's phase is named `<step>#<i>` in the model; the store names its step and its item. */
+function phaseName(d: RealDispatch): string {
+  return d.item !== undefined ? `${d.step}#${d.item}` : d.step;
+}
+
+/** The step and the element a model phase name denotes (the store's applyResult takes them apart). */
+function splitPhase(name: string): { step: string; item?: number } {
+  const m = /^(.+)#(\d+)$/.exec(name);
+  return m ? { step: m[1]!, item: Number(m[2]) } : { step: name };
 }
 
 function sameDispatch(env: Env, label: string, model: Dispatch[], real: RealDispatch[]): void {
   const m = model.map(dispatchKey).sort();
-  const r = real.map(dispatchKey).sort();
+  const r = real.map((d) => dispatchKey({ ...d, step: phaseName(d) })).sort();
   if (!isDeepStrictEqual(m, r)) fail(env, `${label}: dispatched ${JSON.stringify(r)} but the model dispatched ${JSON.stringify(m)}`);
-  // A compensation gets the step's own output only when its effect is known (decision 0009 §3); the
-  // test's plans declare no `needs` for runs.
+  // A compensation gets the step's (or the element's) own output only when its effect is known (decision
+  // 0009 §3); the test's plans declare no `needs` for runs.
   for (const d of real) {
-    const needs = d.kind === 'compensate' && d.effect === 'applied' ? [d.step] : [];
+    const needs = d.kind === 'compensate' && d.effect === 'applied' ? [phaseName(d)] : [];
     if (!isDeepStrictEqual(d.needs, needs)) fail(env, `${label}: the request for ${d.step} (${d.kind}, effect ${d.effect ?? '-'}) needs ${JSON.stringify(d.needs)}, expected ${JSON.stringify(needs)}`);
   }
 }
@@ -155,10 +166,12 @@ async function applyResult(env: Env, label: string, r: AppliedResult, now: numbe
     label,
     r.taskId,
     async () => {
+      const { step, item } = splitPhase(r.step);
       const res = await store.applyResult({
         lease: env.sys.taskLease(r.taskId),
         taskId: r.taskId,
-        step: r.step,
+        step,
+        ...(item !== undefined ? { item } : {}),
         kind: r.kind,
         attempt: r.attempt,
         now,
