@@ -3,7 +3,6 @@ import type { Command } from 'commander';
 import { duration, stepsTable, taskHeader } from '../format.js';
 import { out, printJson } from '../io.js';
 import { stepWaiting } from '../waiting.js';
-import { ErrorCode, TriadError } from '@triad/protocol';
 import type { TriadClient } from '@triad/client';
 
 /** "not yet picked up by any scheduler: …" when submissions wait in the SUBMIT stream; undefined when none wait (or it cannot be read). */
@@ -34,7 +33,9 @@ export function register(program: Command): void {
           task = await client.getTask(taskId);
         } catch (e) {
           // No task (yet), or no scheduler answering: is it a submission no scheduler has picked up (decision 0021 §3.4)?
-          const why = e instanceof TriadError && (e.code === ErrorCode.UnknownTask || e.code === ErrorCode.Unavailable) ? await notPickedUp(client, taskId) : undefined;
+          // (Codes compared as strings: importing @triad/protocol's values here would load it for every command's --help.)
+          const code = (e as { code?: unknown } | undefined)?.code;
+          const why = code === 'UNKNOWN_TASK' || code === 'UNAVAILABLE' ? await notPickedUp(client, taskId) : undefined;
           if (!why) throw e;
           out(why);
           return 1;
