@@ -138,6 +138,31 @@ function apiSample(op: ApiOp): fc.Arbitrary<unknown> {
       return fc.record({ taskId });
     case 'task.list':
       return fc.record({ status: opt(fc.constantFrom(...TaskStatusSchema.options)), limit: opt(fc.integer({ min: 1, max: 10_000 })) }).map(defined);
+    case 'task.query':
+    case 'task.count':
+      return fc
+        .record({
+          tags: opt(fc.dictionary(fc.constantFrom('customer', 'region'), fc.string({ minLength: 1, maxLength: 8 }), { maxKeys: 2 })),
+          status: opt(fc.constantFrom(...TaskStatusSchema.options)),
+          workflow: opt(name),
+          since: opt(fc.integer({ min: 0, max: 2_000_000_000_000 })),
+          ...(op === 'task.query' ? { limit: opt(fc.integer({ min: 1, max: 1000 })) } : {}),
+        })
+        .map(defined);
+    // Bulk operations on an operation id that never starts (apply, checkpoint, end, get answer "no bulk
+    // operation"), and starts that only record an operation: the fuzzer never acts on a task in bulk.
+    case 'bulk.start':
+      return fc.record({ opId: opt(name), action: fc.constantFrom('cancel', 'retry'), filter: fc.record({ tags: fc.constant({ fuzz: 'none' }) }) }).map(defined);
+    case 'bulk.apply':
+      return fc.record({ opId: fc.constant('fuzzNoOp'), taskIds: fc.array(taskId, { minLength: 1, maxLength: 3 }) });
+    case 'bulk.checkpoint':
+      return fc.record({ opId: fc.constant('fuzzNoOp'), batch: fc.integer({ min: 1, max: 5 }), counts: fc.constant({ acted: 0, already: 0, skipped: 0, missing: 0, failed: 0 }) });
+    case 'bulk.end':
+      return fc.record({ opId: fc.constant('fuzzNoOp'), state: fc.constantFrom('done', 'stopped') });
+    case 'bulk.get':
+      return fc.record({ opId: fc.constant('fuzzNoOp') });
+    case 'bulk.list':
+      return fc.record({ limit: opt(fc.integer({ min: 1, max: 200 })) }).map(defined);
     case 'task.retry':
       return fc.record({ taskId, step: opt(name), input: opt(json), replaceInput: opt(fc.boolean()) }).map(defined);
     case 'task.cancel':

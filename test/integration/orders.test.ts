@@ -191,8 +191,9 @@ describe('the triad CLI against a running Triad', () => {
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toMatch(/reserve/);
     expect(status.stdout).toMatch(/completed/);
-    const list = JSON.parse((await run(['list', '--json', '--status', 'completed'])).stdout) as { taskId: string }[];
-    expect(list.map((t) => t.taskId)).toContain(taskId);
+    // `--json` is { tasks, next? } since decision 0021 (the list pages with a cursor).
+    const list = JSON.parse((await run(['list', '--json', '--status', 'completed'])).stdout) as { tasks: { taskId: string }[] };
+    expect(list.tasks.map((t) => t.taskId)).toContain(taskId);
     const wfs = await run(['workflows', '--json']);
     expect(JSON.parse(wfs.stdout)).toEqual(expect.arrayContaining([expect.objectContaining({ name: 'orders' })]));
     const bad = await run(['submit', 'orders', '--input', '{bad']);

@@ -158,10 +158,11 @@ export function taskHeader(t: TaskState, now: number = Date.now()): string {
  * The steps table of `triad status`. A step being (or that was) compensated shows its compensation's
  * agent, attempt, holder, deadline and failures, since that is what is running for it.
  */
-export function stepsTable(steps: readonly StepState[], now: number = Date.now()): string {
+export function stepsTable(steps: readonly StepState[], now: number = Date.now(), waiting?: (s: StepState) => string | undefined): string {
   const rows = steps.map((s) => {
     const c = s.compensation;
-    const detail = stepDetail(s, now);
+    // What it waits for (decision 0021 §3), else what 0019's kinds say of it.
+    const detail = waiting?.(s) ?? stepDetail(s, now);
     if (!c) return [s.name, s.agent, s.status, s.attempt, s.lockedBy, completeByText(s, now), s.failureCount, s.order, detail];
     const deadline = c.completeBy === undefined ? undefined : s.status === 'compensating' ? when(c.completeBy, now) : isoTime(c.completeBy);
     return [s.name, `${c.agent} (undo)`, c.parked ? `${s.status} (parked)` : s.status, c.attempt, c.lockedBy, deadline, c.failureCount, s.order, detail];

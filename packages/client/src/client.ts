@@ -16,6 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createInbox, type Msg, type Subscription } from '@nats-io/nats-core';
 import { REPLY_TO_HEADER, connectBus, explainPermissionViolation, isBacklogFull, protocolHeaders, publishRetrying, type Bus } from '@triad/bus';
 import { SpanKind, inSpan } from '@triad/telemetry';
+import { runBulkOperation, type BulkApi, type BulkRunOptions } from './bulk.js';
 import { getDeadLetter, listDeadLetters, replayDeadLetter, type DeadLetterQuery, type ReplayResult, type StoredDeadLetter } from './dead-letters.js';
 import {
   ApiReplySchema,
@@ -46,6 +47,11 @@ import {
   type SignalReply,
   type TaskStatus,
   type TaskSummary,
+  type TaskQuery,
+  type TaskQueryReply,
+  type TaskCountRequest,
+  type TaskCountReply,
+  type BulkOp,
   type WorkflowDefinitionInput,
 } from '@triad/protocol';
 import { DEFAULT_NATS_URL, type NatsConnectionOptions } from '@triad/settings';
@@ -96,6 +102,11 @@ export interface SubmitOptions {
    * agent type (decision 0020). Those limits are not built yet: today it is stored and shown, nothing more.
    */
   priority?: number;
+  /**
+   * Search attributes (decision 0021): at most 16, key a letter then ≤ 31 letters, digits, "_", "." or
+   * "-", value 1–128 bytes; `queryTasks({ tags })` and `triad list --tag k=v` find the task by them.
+   */
+  tags?: Record<string, string>;
 }
 
 /** A supervisor's last report, and when it was written (epoch ms). */
@@ -401,6 +412,64 @@ export class TriadClient {
   }
 
   /**
+   * Tasks matching every filter given — `tags` (all of them), `status`, `workflow`, `client` (operators),
+   * created in [`since`, `until`] — newest first, one page (≤ 1000) at a time: pass `next` back as
+   * `cursor` for the next page; a page may be short, only an absent `next` means the end (decision 0021).
+   * A query with a tag is answered from the search index, its cost following the matches.
+   */
+  async queryTasks(q: TaskQuery = {}): Promise<TaskQueryReply> {
+    return this.request('task.query', q);
+  }
+
+  /** How many tasks match `queryTasks`' filters; `exact: false` when the count stopped at its budget (a lower bound). */
+  async countTasks(q: TaskCountRequest = {}): Promise<TaskCountReply> {
+    return this.request('task.count', q);
+  }
+
+  /** The bulk operations' API (operator role; decision 0021 §2), for runBulkOperation. */
+  bulkApi(): BulkApi {
+    return {
+      start: (req) => this.request('bulk.start', req),
+      query: (q) => this.queryTasks(q),
+      apply: (opId, taskIds) => this.request('bulk.apply', { opId, taskIds }),
+      checkpoint: (req) => this.request('bulk.checkpoint', req),
+      end: (opId, state) => this.request('bulk.end', { opId, state }),
+    };
+  }
+
+  /**
+   * Cancels (running) or retries (failed) every task matching a filter, paced, acting on each task at
+   * most once per operation even when run again after an interruption with the same `opId` (operator role).
+   */
+  async bulk(o: BulkRunOptions): Promise<BulkOp> {
+    return runBulkOperation(this.bulkApi(), o);
+  }
+
+  /**
+   * The submissions no scheduler has recorded yet (decision 0021 §3.4): how many wait in the SUBMIT stream
+   * (a work queue: what is there is not yet recorded), when the oldest was stored, how many schedulers are
+   * pulling, and how many were delivered and not yet acknowledged. Needs the JetStream API on the SUBMIT
+   * stream (operators).
+   */
+  async submissionBacklog(): Promise<{ waiting: number; oldestAt?: number; pulling: number; inProgress: number }> {
+    const n = this.bus.names;
+    const [stream, consumer] = await Promise.all([this.bus.jsm.streams.info(n.streams.submit), this.bus.jsm.consumers.info(n.streams.submit, n.consumers.scheduler).catch(() => undefined)]);
+    const first = stream.state.first_ts;
+    const oldestAt = stream.state.messages > 0 && first ? Date.parse(first) : undefined;
+    return { waiting: stream.state.messages, ...(oldestAt !== undefined && !Number.isNaN(oldestAt) ? { oldestAt } : {}), pulling: consumer?.num_waiting ?? 0, inProgress: consumer?.num_ack_pending ?? 0 };
+  }
+
+  /** One bulk operation's record (operator role). */
+  async bulkOperation(opId: string): Promise<BulkOp> {
+    return this.request('bulk.get', { opId });
+  }
+
+  /** Recent bulk operations, newest first (operator role). */
+  async bulkOperations(limit = 20): Promise<BulkOp[]> {
+    return this.request('bulk.list', { limit });
+  }
+
+  /**
    * Submits a task; resolves once JetStream has stored the submission (so it will not be lost).
    * The same task id submitted twice runs once.
    */
@@ -413,6 +482,7 @@ export class TriadClient {
       ...(o.version !== undefined ? { version: o.version } : {}),
       ...(o.replyTo ? { replyTo: o.replyTo } : {}),
       ...(o.priority !== undefined && o.priority !== DEFAULT_PRIORITY ? { priority: o.priority } : {}),
+      ...(o.tags && Object.keys(o.tags).length > 0 ? { tags: o.tags } : {}),
     };
     const v = validate(candidate, SubmissionSchema, 'submission');
     if (!v.ok) throw v.error;

@@ -9,6 +9,7 @@ export {
   type SupervisorReport,
   type TaskEventsPage,
 } from './client.js';
+export { runBulkOperation, doneOf, DEFAULT_BULK_RATE, MAX_BATCH, type BulkApi, type BulkClock, type BulkCounts, type BulkProgress, type BulkRunOptions } from './bulk.js';
 export { clientOptionsFromEnv } from './options.js';
 export {
   decodeOriginal,

@@ -11,7 +11,7 @@ export const ROLES = ['scheduler', 'supervisor', 'agent', 'client', 'operator'] 
 export type Role = (typeof ROLES)[number];
 
 /** API operations that only read; the others change state (operator only). */
-export const READ_ONLY_API_OPS: readonly ApiOp[] = ['workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.events', 'supervisor.status'];
+export const READ_ONLY_API_OPS: readonly ApiOp[] = ['workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.query', 'task.count', 'task.events', 'supervisor.status'];
 
 /**
  * The namespace-wide operations a client identity may call: the read-only ones except the task reads,
@@ -87,12 +87,10 @@ const REDIS_READS = ['get', 'hget', 'hgetall', 'hkeys', 'hmget', 'hvals', 'smemb
  */
 export const REDIS_SCRIPT_COMMANDS = {
   scheduler: [
-    'del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hlen', 'hmget', 'hset', 'hsetnx', 'incr', 'llen', 'lpop', 'lrange', 'pexpire',
-    'rpush', 'sadd', 'set', 'srem', 'zadd', 'zcount', 'zlexcount', 'zrange', 'zrangebylex', 'zrangebyscore', 'zrem', 'zscore',
+    'del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hlen', 'hmget', 'hset', 'hsetnx', 'incr', 'llen', 'lpop', 'lrange', 'pexpire', 'rpush', 'sadd', 'set', 'srem', 'zadd', 'zcount', 'zlexcount', 'zrange', 'zrangebylex', 'zrangebyscore', 'zrem', 'zrevrangebylex', 'zrevrangebyscore', 'zscore',
   ],
   supervisor: [
-    'del', 'exists', 'get', 'hdel', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hlen', 'hmget', 'hset', 'hsetnx', 'incr', 'llen', 'lpop', 'rpush', 'set', 'zadd',
-    'zcard', 'zcount', 'zlexcount', 'zrange', 'zrangebylex', 'zrangebyscore', 'zrem', 'zscore',
+    'del', 'exists', 'get', 'hdel', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hlen', 'hmget', 'hset', 'hsetnx', 'incr', 'llen', 'lpop', 'rpush', 'set', 'zadd', 'zcard', 'zcount', 'zlexcount', 'zrange', 'zrangebylex', 'zrangebyscore', 'zrem', 'zscore',
   ],
 } as const;
 
@@ -103,7 +101,7 @@ export const REDIS_SCRIPT_COMMANDS = {
  * stats, retires empty limiters and removes their registry entries.
  */
 export const REDIS_ROLE_SCRIPTS = {
-  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRegister'],
+  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRegister', 'querySearch', 'startOp', 'checkpointOp', 'endOp'],
   supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'fireSchedule', 'limitApply', 'limitStats', 'limitRetire', 'limitRegister'],
 } as const;
 

@@ -99,6 +99,8 @@ describe('NATS allow lists', () => {
       'triad.shop.api.supervisor.status',
       'triad.shop.api.client.web.task.get',
       'triad.shop.api.client.web.task.list',
+      'triad.shop.api.client.web.task.query',
+      'triad.shop.api.client.web.task.count',
       'triad.shop.api.client.web.task.events',
       'triad.shop.api.client.web.task.signal',
     ]);
@@ -107,6 +109,11 @@ describe('NATS allow lists', () => {
     expect(may(byName('operator'), 'publish', n.subjects.api('task.signal'))).toBe(true);
     // The scheduler hears them on its API subscription.
     expect(may(byName('scheduler'), 'subscribe', n.subjects.clientApi('web', 'task.get'))).toBe(true);
+    // Bulk operations are the operator's alone (decision 0021 §2.4): no client subject reaches them.
+    for (const o of ['bulk.start', 'bulk.apply', 'bulk.checkpoint', 'bulk.end', 'bulk.get', 'bulk.list'] as const) {
+      expect(may(web, 'publish', n.subjects.api(o)), o).toBe(false);
+      expect(may(byName('operator'), 'publish', n.subjects.api(o)), o).toBe(true);
+    }
   });
 
   it('the operator may cancel, retry, register, set limits, read alerts and dead letters, and replay submissions and commands', () => {
@@ -181,6 +188,8 @@ describe('NATS accounts (decision 0022)', () => {
       'service triad.shop.submit.web',
       'service triad.shop.api.client.web.task.get',
       'service triad.shop.api.client.web.task.list',
+      'service triad.shop.api.client.web.task.query',
+      'service triad.shop.api.client.web.task.count',
       'service triad.shop.api.client.web.task.events',
       'service triad.shop.api.client.web.task.signal',
       'service triad.shop.api.workflow.get',

@@ -28,3 +28,41 @@ export function isTerminal(status: string): boolean {
 export const DEFAULT_THROTTLE_RETRY_AFTER_MS = 1_000;
 /** The longest pause a Retry-After can ask for (decision 0020 §1.5: `MAX_PAUSE_MS`), ms. */
 export const MAX_THROTTLE_RETRY_AFTER_MS = 3_600_000;
+/** Search attributes (decision 0021 §1): at most this many tags a submission sets (Triad's own `triad.` keys aside). */
+export const MAX_TAGS = 16;
+/** A tag's value: at most this many bytes of UTF-8. */
+export const MAX_TAG_VALUE_BYTES = 128;
+/** A tag's key: a letter, then at most 31 letters, digits, "_", "." or "-". */
+export const TAG_KEY_PATTERN = /^[A-Za-z][A-Za-z0-9_.-]{0,31}$/;
+/** Keys under this prefix are set by Triad (a schedule's, a child's), never by a submitter. */
+export const RESERVED_TAG_PREFIX = 'triad.';
+
+/**
+ * What is wrong with a set of tags, one sentence each (empty: they are valid). Shared by the submission's
+ * schema and the CLI's check of `--tag` before it connects, so both say the same.
+ */
+export function tagProblems(tags: Readonly<Record<string, unknown>>, o: { allowReserved?: boolean } = {}): string[] {
+  const problems: string[] = [];
+  const entries = Object.entries(tags);
+  const own = entries.filter(([k]) => !k.startsWith(RESERVED_TAG_PREFIX)).length;
+  if (own > MAX_TAGS) problems.push(`tags: ${own} tags; at most ${MAX_TAGS}`);
+  for (const [key, value] of entries) {
+    if (!TAG_KEY_PATTERN.test(key)) {
+      problems.push(`tags: key "${key}" must start with a letter and have at most 32 letters, digits, "_", "." or "-"`);
+      continue;
+    }
+    if (key.startsWith(RESERVED_TAG_PREFIX) && !o.allowReserved) {
+      problems.push(`tags: key "${key}" is reserved for Triad`);
+      continue;
+    }
+    if (typeof value !== 'string') {
+      problems.push(`tags.${key}: the value must be a string`);
+      continue;
+    }
+    const bytes = new TextEncoder().encode(value).length;
+    if (bytes === 0) problems.push(`tags.${key}: the value is empty; at least 1 byte`);
+    else if (bytes > MAX_TAG_VALUE_BYTES) problems.push(`tags.${key}: the value is ${bytes} bytes; at most ${MAX_TAG_VALUE_BYTES}`);
+    if (/[\u0000-\u001f\u007f]/.test(value)) problems.push(`tags.${key}: the value must not contain control characters`);
+  }
+  return problems;
+}

@@ -9,7 +9,7 @@
  *   const bytes = encode({ taskId: 't1', workflow: 'orders', input: {}, submittedAt: Date.now() });
  *   const msg = decode(bytes, SubmissionSchema, 'submission'); // { ok: true, value } | { ok: false, error }
  */
-export { TASK_STATUSES, DEFAULT_THROTTLE_RETRY_AFTER_MS, MAX_THROTTLE_RETRY_AFTER_MS } from './constants.js';
+export { TASK_STATUSES, DEFAULT_THROTTLE_RETRY_AFTER_MS, MAX_THROTTLE_RETRY_AFTER_MS, MAX_TAGS, MAX_TAG_VALUE_BYTES, TAG_KEY_PATTERN, RESERVED_TAG_PREFIX, tagProblems } from './constants.js';
 export { ErrorCode, TriadError, isTriadError, errorMessage, type WireError } from './errors.js';
 export {
   names,
@@ -110,6 +110,33 @@ export {
   StepStateSchema,
   TaskStateSchema,
   TaskSummarySchema,
+  TagsSchema,
+  BulkActionSchema,
+  BulkFilterSchema,
+  BulkStartRequestSchema,
+  BulkStartReplySchema,
+  BulkOpSchema,
+  BulkApplyRequestSchema,
+  BulkApplyReplySchema,
+  BulkOutcomeSchema,
+  BulkCheckpointRequestSchema,
+  BulkEndRequestSchema,
+  BulkGetRequestSchema,
+  BulkListRequestSchema,
+  type BulkAction,
+  type BulkFilter,
+  type BulkOp,
+  type BulkOutcome,
+  type BulkApplyReply,
+  TaskQuerySchema,
+  TaskQueryReplySchema,
+  TaskCountRequestSchema,
+  TaskCountReplySchema,
+  type Tags,
+  type TaskQuery,
+  type TaskQueryReply,
+  type TaskCountRequest,
+  type TaskCountReply,
   ApiReplySchema,
   TERMINAL_TASK_STATUSES,
   isTerminal,

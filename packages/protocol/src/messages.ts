@@ -5,7 +5,7 @@
  * an integer of epoch milliseconds (a msgpack timestamp is read as one too).
  */
 import { z } from 'zod';
-import { TASK_ID_PATTERN, TASK_STATUSES, TERMINAL_TASK_STATUSES, isTerminal } from './constants.js';
+import { TASK_ID_PATTERN, TASK_STATUSES, TERMINAL_TASK_STATUSES, isTerminal, tagProblems } from './constants.js';
 import { ClientIdSchema, NameSchema, TaskIdSchema } from './names.js';
 import { MAX_FOREACH_ITEMS } from './definition.js';
 
@@ -49,6 +49,17 @@ export const WireErrorSchema = z.object({
 export const DEFAULT_PRIORITY = 3;
 const priorityError = { error: (issue: { input?: unknown }) => `expected a whole number from 1 (highest) to 5 (lowest), got ${JSON.stringify(issue.input)}` };
 export const PrioritySchema = z.number(priorityError).int(priorityError).min(1, priorityError).max(5, priorityError);
+/**
+ * Search attributes (decision 0021 §1): string → string, at most 16, key `^[A-Za-z][A-Za-z0-9_.-]{0,31}$`,
+ * value 1–128 bytes of UTF-8 without control characters; keys under `triad.` are Triad's. Fixed at
+ * submission; matched exactly, byte for byte.
+ */
+export const TagsSchema = z.record(z.string(), z.string()).superRefine((tags, ctx) => {
+  for (const message of tagProblems(tags)) ctx.addIssue({ code: 'custom', message });
+});
+export type Tags = z.output<typeof TagsSchema>;
+/** Tags as they are read back (a task's, possibly with Triad's own `triad.` keys). */
+const StoredTagsSchema = z.record(z.string(), z.string());
 
 export const SubmissionSchema = z
   .object({
@@ -65,6 +76,8 @@ export const SubmissionSchema = z
      * type (decision 0020); until those limits are built it is stored and shown, and changes nothing.
      */
     priority: optional(PrioritySchema),
+    /** Search attributes (decision 0021): `triad list --tag k=v` finds the task by them. */
+    tags: optional(TagsSchema),
   });
 export type Submission = z.output<typeof SubmissionSchema>;
 
@@ -419,6 +432,8 @@ export const StepStateSchema = z.object({
   circuitCount: optional(z.number().int().nonnegative()),
   /** When the step gives up whatever its ladder says (epoch ms; set on its first start). */
   giveUpAt: optional(z.number()),
+  /** A parked step: parked by its agent's open circuit breaker, or by the ladder's long back-off (decision 0021 §3.2). */
+  parkedFor: optional(tolerant(z.enum(['breaker', 'backoff']))),
   /** What is known of its remote effect: none, unknown (may have happened), applied (decision 0009). */
   effect: optional(z.enum(['none', 'unknown', 'applied'])),
   /** Its compensation, once one has started. */
@@ -433,6 +448,7 @@ export const StepStateSchema = z.object({
       finishedAt: optional(z.number()),
       error: optional(z.string()),
       parked: optional(z.boolean()),
+      parkedFor: optional(tolerant(z.enum(['breaker', 'backoff']))),
       circuitCount: optional(z.number().int().nonnegative()),
       giveUpAt: optional(z.number()),
     }),
@@ -468,6 +484,8 @@ export const TaskStateSchema = z.object({
   compacted: optional(z.boolean()),
   /** Signals accepted and kept until a step waits for them, oldest first (decision 0019 §3.3). */
   signals: optional(z.array(z.object({ name: z.string(), signalId: z.string(), at: z.number(), by: z.string() }))),
+  /** Its search attributes (decision 0021), as submitted. */
+  tags: optional(StoredTagsSchema),
 });
 export type TaskState = z.output<typeof TaskStateSchema>;
 
@@ -478,8 +496,101 @@ export const TaskSummarySchema = z.object({
   status: tolerant(TaskStatusSchema),
   createdAt: z.number(),
   updatedAt: z.number(),
+  /** Its search attributes (decision 0021); `task.query` fills them, `task.list` does not. */
+  tags: optional(StoredTagsSchema),
+  /** The client that submitted it (`task.query`). */
+  client: optional(z.string()),
 });
 export type TaskSummary = z.output<typeof TaskSummarySchema>;
+
+/**
+ * `task.query` (decision 0021 §1.3): tasks newest first (createdAt, then task id, descending) that have
+ * every tag of `tags` and the given status, workflow and client, created in [since, until]. `cursor` is the
+ * `next` of the previous page of the same query. A short page does not mean the end: only an absent `next` does.
+ */
+export const TaskQuerySchema = z.object({
+  tags: optional(TagsSchema),
+  status: optional(TaskStatusSchema),
+  workflow: optional(NameSchema),
+  /** Operators only: a client-scoped subject sets it to its own client. */
+  client: optional(ClientIdSchema),
+  /** createdAt ≥ since (epoch ms). */
+  since: optional(epochMs),
+  /** createdAt ≤ until (epoch ms). */
+  until: optional(epochMs),
+  limit: z.number().int().min(1).max(1000).default(50),
+  cursor: optional(z.string().min(1).max(400)),
+});
+export type TaskQuery = z.input<typeof TaskQuerySchema>;
+export const TaskQueryReplySchema = z.object({
+  tasks: z.array(TaskSummarySchema),
+  /** Where the next page starts; absent once every match was returned. */
+  next: optional(z.string()),
+  /** Index entries the query read (its cost; decision 0021 §6). */
+  scanned: z.number().int().nonnegative(),
+});
+export type TaskQueryReply = z.output<typeof TaskQueryReplySchema>;
+/** `task.count`: the filters of `task.query`. */
+export const TaskCountRequestSchema = TaskQuerySchema.omit({ limit: true, cursor: true });
+export type TaskCountRequest = z.input<typeof TaskCountRequestSchema>;
+/** `exact: false`: the count stopped at its read budget and is a lower bound. */
+export const TaskCountReplySchema = z.object({ count: z.number().int().nonnegative(), exact: z.boolean(), scanned: z.number().int().nonnegative() });
+export type TaskCountReply = z.output<typeof TaskCountReplySchema>;
+
+/** What a bulk operation does (decision 0021 §2): cancel running tasks, or retry failed ones. */
+export const BulkActionSchema = z.enum(['cancel', 'retry']);
+export type BulkAction = z.output<typeof BulkActionSchema>;
+/** The tasks a bulk operation may act on: `task.count`'s filters but `until` (the operation's snapshot sets it). */
+export const BulkFilterSchema = TaskCountRequestSchema.omit({ until: true });
+export type BulkFilter = z.output<typeof BulkFilterSchema>;
+/** `bulk.start`: a new operation, or the one `opId` names again with the same action and filter (a resume). */
+export const BulkStartRequestSchema = z.object({
+  opId: optional(NameSchema),
+  action: BulkActionSchema,
+  filter: BulkFilterSchema,
+  /** retry: the step to retry (default: each task's failed one). */
+  step: optional(NameSchema),
+  /** cancel: the reason recorded on each task. */
+  reason: optional(z.string().max(400)),
+});
+/** A bulk operation's record (decision 0021 §2.2). */
+export const BulkOpSchema = z.object({
+  id: z.string(),
+  action: tolerant(BulkActionSchema),
+  filter: BulkFilterSchema,
+  step: optional(z.string()),
+  reason: optional(z.string()),
+  /** The snapshot time: it acts only on tasks created at or before it. */
+  asOf: z.number().int(),
+  by: z.string(),
+  createdAt: z.number().int(),
+  updatedAt: z.number().int(),
+  state: tolerant(z.enum(['running', 'done', 'stopped'])),
+  /** The count of matching tasks at asOf (for progress; not a promise). */
+  matched: z.number().int().nonnegative(),
+  /** The query cursor after the last checkpointed batch (absent: from the start, or the end once done). */
+  cursor: optional(z.string()),
+  batch: z.number().int().nonnegative(),
+  acted: z.number().int().nonnegative(),
+  already: z.number().int().nonnegative(),
+  skipped: z.number().int().nonnegative(),
+  missing: z.number().int().nonnegative(),
+  failed: z.number().int().nonnegative(),
+});
+export type BulkOp = z.output<typeof BulkOpSchema>;
+export const BulkStartReplySchema = z.object({ op: BulkOpSchema, resumed: z.boolean() });
+/** `bulk.apply`: act on these tasks, in order, as the operation says (at most 100 a request). */
+export const BulkApplyRequestSchema = z.object({ opId: NameSchema, taskIds: z.array(TaskIdSchema).min(1).max(100) });
+export const BulkOutcomeSchema = z.enum(['acted', 'already', 'skipped', 'missing', 'failed']);
+export type BulkOutcome = z.output<typeof BulkOutcomeSchema>;
+export const BulkApplyReplySchema = z.object({ results: z.array(z.object({ taskId: z.string(), outcome: tolerant(BulkOutcomeSchema), reason: optional(z.string()) })) });
+export type BulkApplyReply = z.output<typeof BulkApplyReplySchema>;
+const countsShape = { acted: z.number().int().nonnegative(), already: z.number().int().nonnegative(), skipped: z.number().int().nonnegative(), missing: z.number().int().nonnegative(), failed: z.number().int().nonnegative() };
+/** `bulk.checkpoint`: batch `batch` is done; applied only when it is the record's batch + 1. */
+export const BulkCheckpointRequestSchema = z.object({ opId: NameSchema, batch: z.number().int().min(1), cursor: optional(z.string().max(400)), counts: z.object(countsShape) });
+export const BulkEndRequestSchema = z.object({ opId: NameSchema, state: z.enum(['done', 'stopped']) });
+export const BulkGetRequestSchema = z.object({ opId: NameSchema });
+export const BulkListRequestSchema = z.object({ limit: z.number().int().min(1).max(200).default(20) });
 
 /** Every API reply: a value or a wire error. */
 export const ApiReplySchema = z.union([

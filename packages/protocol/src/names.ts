@@ -95,12 +95,20 @@ export const API_OPS = [
   'workflow.list',
   'task.get',
   'task.list',
+  'task.query',
+  'task.count',
   'task.events',
   'task.retry',
   'task.cancel',
   'task.signal',
   'alert.list',
   'supervisor.status',
+  'bulk.start',
+  'bulk.apply',
+  'bulk.checkpoint',
+  'bulk.end',
+  'bulk.get',
+  'bulk.list',
   'intake.set',
   'intake.clear',
   'intake.list',
@@ -118,7 +126,7 @@ export type ApiOp = (typeof API_OPS)[number];
  * its own tasks' reads, and signals to its own tasks (decision 0019 §3.2).
  * The token `client` after `api.` is reserved: no operation's name starts with it.
  */
-export const CLIENT_SCOPED_OPS = ['task.get', 'task.list', 'task.events', 'task.signal'] as const satisfies readonly ApiOp[];
+export const CLIENT_SCOPED_OPS = ['task.get', 'task.list', 'task.query', 'task.count', 'task.events', 'task.signal'] as const satisfies readonly ApiOp[];
 export type ClientScopedOp = (typeof CLIENT_SCOPED_OPS)[number];
 const CLIENT_API_TOKEN = 'client';
 

@@ -15,6 +15,17 @@ import {
   MAX_LISTED_ISSUES,
   GetWorkflowRequestSchema,
   ListTasksRequestSchema,
+  TaskQuerySchema,
+  TaskCountRequestSchema,
+  BulkStartRequestSchema,
+  BulkApplyRequestSchema,
+  BulkCheckpointRequestSchema,
+  BulkEndRequestSchema,
+  BulkGetRequestSchema,
+  BulkListRequestSchema,
+  type BulkFilter,
+  type BulkOutcome,
+  type TaskStatus,
   CancelTaskRequestSchema,
   MAX_SIGNAL_DATA_BYTES,
   SignalRequestSchema,
@@ -42,7 +53,8 @@ import {
   type WorkflowDefinition,
 } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
-import { ScheduleStore, requireTask, unknownSchedule, type IntakeStore, type LeaseClaim, type StoredSchedule, type TaskStore, type WorkflowStore } from '@triad/store';
+import { OpStore, ScheduleStore, canonicalTags, isAlreadyApplied, requireTask, unknownOp, unknownSchedule, type IntakeStore, type LeaseClaim, type StoredSchedule, type TaskFilter, type TaskStore, type WorkflowStore } from '@triad/store';
+import { randomBytes } from 'node:crypto';
 import { triadMetrics } from '@triad/telemetry';
 import type { Dispatcher } from './dispatcher.js';
 import { Discovery, endpointName, type EndpointStats } from './discovery.js';
@@ -56,6 +68,37 @@ import type { z } from 'zod';
  * never run; each increment of 0019 §10 adds its feature here with the transitions that run it.
  */
 export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>(['when', 'sleep', 'waitFor', 'forEach']);
+
+/**
+ * A query's filter; on a client-scoped subject (decision 0021 §1.4) always that client's tasks, and a
+ * `client` field naming another is refused.
+ */
+function scopedFilter(q: z.output<typeof TaskCountRequestSchema>, client: string | undefined): TaskFilter {
+  if (client !== undefined && q.client !== undefined && q.client !== client) {
+    throw new TriadError(ErrorCode.InvalidMessage, `client "${q.client}" is not this subject's client ("${client}"): a client queries only its own tasks; leave client out`);
+  }
+  const owner = client ?? q.client;
+  return {
+    ...(q.tags && Object.keys(q.tags).length > 0 ? { tags: q.tags } : {}),
+    ...(q.status ? { status: q.status } : {}),
+    ...(q.workflow ? { workflow: q.workflow } : {}),
+    ...(owner !== undefined ? { client: owner } : {}),
+    ...(q.since !== undefined ? { since: q.since } : {}),
+    ...(q.until !== undefined ? { until: q.until } : {}),
+  };
+}
+
+/** A bulk filter as stored in its operation's record: canonical JSON (keys and tags sorted), so a resume compares bytes. */
+function canonicalFilter(f: BulkFilter): string {
+  const tags = canonicalTags(f.tags);
+  return JSON.stringify({
+    ...(f.client ? { client: f.client } : {}),
+    ...(f.since !== undefined ? { since: f.since } : {}),
+    ...(f.status ? { status: f.status } : {}),
+    ...(tags ? { tags: JSON.parse(tags) as Record<string, string> } : {}),
+    ...(f.workflow ? { workflow: f.workflow } : {}),
+  });
+}
 
 /** `client`: the client a client-scoped subject names, whose tasks only the handler may read (decision 0017). */
 type Handler = (data: Uint8Array, client?: string) => Promise<unknown>;
@@ -73,6 +116,8 @@ export class ApiServer {
   private discovery: Discovery | undefined;
   /** Requests, errors and handling time per endpoint (by name): the service framework's stats. */
   private readonly stats: Map<string, EndpointStats>;
+  /** Bulk operations' records (decision 0021 §2.2). */
+  private readonly ops: OpStore;
   /** Schedules (decision 0019 §6): created, changed and removed here; fired by the leader supervisor. */
   private readonly schedules: ScheduleStore;
 
@@ -86,6 +131,7 @@ export class ApiServer {
     private readonly withTaskLease: <T>(taskId: string, fn: (lease: LeaseClaim) => Promise<T>) => Promise<T | { nakDelayMs: number }>,
     private readonly log: Logger = silentLogger,
   ) {
+    this.ops = new OpStore(tasks.redis, tasks.namespace);
     this.stats = new Map(endpoints(bus.names.subjects).map((e) => [e.name, { requests: 0, errors: 0, lastError: '', processingNs: 0 }]));
     this.schedules = new ScheduleStore(tasks.redis, bus.names.namespace);
   }
@@ -186,6 +232,84 @@ export class ApiServer {
       'task.list': async (data, client) => {
         const q = req(data, ListTasksRequestSchema, 'task.list request');
         return this.tasks.listTasks({ limit: q.limit, ...(q.status ? { status: q.status } : {}), ...(client !== undefined ? { client } : {}) });
+      },
+      'task.query': async (data, client) => {
+        const q = req(data, TaskQuerySchema, 'task.query request');
+        const r = await this.tasks.queryTasks(scopedFilter(q, client), q.limit, q.cursor);
+        return { tasks: r.tasks, ...(r.next ? { next: r.next } : {}), scanned: r.scanned };
+      },
+      'task.count': async (data, client) => {
+        const q = req(data, TaskCountRequestSchema, 'task.count request');
+        return this.tasks.countTasks(scopedFilter(q, client));
+      },
+      'bulk.start': async (data) => {
+        const q = req(data, BulkStartRequestSchema, 'bulk.start request');
+        const status = q.filter.status ?? (q.action === 'cancel' ? 'running' : 'failed');
+        const allowed: readonly TaskStatus[] = q.action === 'cancel' ? ['running'] : ['failed', 'compensation_failed'];
+        if (!allowed.includes(status)) {
+          throw new TriadError(ErrorCode.InvalidMessage, `a bulk ${q.action} acts on ${allowed.join(' or ')} tasks, not ${status}: drop the status or use one of those`);
+        }
+        if (!q.filter.tags && !q.filter.workflow) {
+          throw new TriadError(ErrorCode.InvalidMessage, `a bulk ${q.action} needs tags or a workflow in its filter: name the tasks it may act on`);
+        }
+        const filter: BulkFilter = { ...q.filter, status };
+        const id = q.opId ?? `op-${randomBytes(8).readBigUInt64BE().toString(32).padStart(12, '0').slice(-12)}`;
+        const existing = q.opId ? await this.ops.get(id) : undefined;
+        const asOf = existing?.asOf ?? Date.now();
+        const matched = existing ? existing.matched : (await this.tasks.countTasks({ ...scopedFilter(filter, undefined), until: asOf })).count;
+        const r = await this.ops.start({ id, action: q.action, filter: canonicalFilter(filter), ...(q.step ? { step: q.step } : {}), reason: q.reason ?? `bulk ${q.action} ${id}`, asOf, by: 'operator', matched, now: Date.now() });
+        this.log.info({ op: id, action: q.action, filter, matched, resumed: r.resumed }, 'bulk operation started');
+        return r;
+      },
+      'bulk.apply': async (data) => {
+        const q = req(data, BulkApplyRequestSchema, 'bulk.apply request');
+        const op = await this.ops.get(q.opId);
+        if (!op) throw unknownOp(q.opId);
+        const expectStatus = (op.filter.status ?? (op.action === 'cancel' ? 'running' : 'failed'));
+        const fence = { id: op.id, expectStatus, createdBefore: op.asOf };
+        const results: { taskId: string; outcome: BulkOutcome; reason?: string }[] = [];
+        for (const taskId of q.taskIds) {
+          try {
+            await this.underTaskLease(taskId, async (lease) => {
+              const now = Date.now();
+              const t =
+                op.action === 'cancel'
+                  ? await this.tasks.cancelTask({ lease, taskId, reason: op.reason ?? `bulk cancel ${op.id}`, now, schedulerId: this.schedulerId, op: fence })
+                  : await this.tasks.retryStep({ lease, taskId, ...(op.step ? { step: op.step } : {}), now, schedulerId: this.schedulerId, op: fence });
+              // Acted (the operation's id is in the task): a request lost here goes out again through the
+              // supervisor's complete-by, as after any crash between a transition and its publishes.
+              const wf = await this.workflows.get(t.workflow, t.version);
+              if (wf) await this.dispatcher.publish(taskId, wf, t, now).catch((e: unknown) => this.log.warn({ taskId, op: op.id, err: errorMessage(e) }, 'bulk act recorded; its requests will be sent again at their complete-by'));
+              return {};
+            });
+            results.push({ taskId, outcome: 'acted' });
+          } catch (e) {
+            const code = e instanceof TriadError ? e.code : undefined;
+            if (isAlreadyApplied(e)) results.push({ taskId, outcome: 'already' });
+            else if (code === ErrorCode.UnknownTask) results.push({ taskId, outcome: 'missing' });
+            else if (code === ErrorCode.InvalidState || code === ErrorCode.UnknownStep) results.push({ taskId, outcome: 'skipped', reason: errorMessage(e) });
+            else results.push({ taskId, outcome: 'failed', reason: errorMessage(e) });
+          }
+        }
+        return { results };
+      },
+      'bulk.checkpoint': async (data) => {
+        const q = req(data, BulkCheckpointRequestSchema, 'bulk.checkpoint request');
+        return this.ops.checkpoint(q.opId, q.batch, q.cursor, q.counts, Date.now());
+      },
+      'bulk.end': async (data) => {
+        const q = req(data, BulkEndRequestSchema, 'bulk.end request');
+        return this.ops.end(q.opId, q.state, Date.now());
+      },
+      'bulk.get': async (data) => {
+        const q = req(data, BulkGetRequestSchema, 'bulk.get request');
+        const op = await this.ops.get(q.opId);
+        if (!op) throw unknownOp(q.opId);
+        return op;
+      },
+      'bulk.list': async (data) => {
+        const q = req(data, BulkListRequestSchema, 'bulk.list request');
+        return this.ops.list(q.limit);
       },
       'task.events': async (data, client) => {
         const q = req(data, TaskEventsRequestSchema, 'task.events request');

@@ -182,6 +182,7 @@ export class Scheduler {
         now,
         schedulerId: this.id,
         ...(sub.replyTo ? { replyTo: sub.replyTo } : {}),
+        ...(sub.tags && Object.keys(sub.tags).length > 0 ? { tags: sub.tags } : {}),
       });
       if (!created.created) {
         if (created.client !== client) {

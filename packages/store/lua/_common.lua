@@ -3,6 +3,34 @@
 --@include _when
 -- Return codes (mirrored by ScriptCode in src/codes.ts).
 local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY, FORGED, BUFFER_FULL, UNKNOWN_SCHEDULE = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+-- A bulk operation already acted on this task (decision 0021 §2.3).
+local ALREADY_APPLIED = 12
+
+-- The fence of a bulk operation, checked atomically with its act (decision 0021 §2.3): the operation's id
+-- in the task's `bo` (its last 16 operations) → ALREADY_APPLIED; created after the operation's snapshot,
+-- or no longer in the status it acts on → INVALID_STATE with the reason. Returns the refusal, or nil and
+-- the ids to record with op_record once the act is done. Nothing is read when `opId` is ''.
+local function op_fence(taskKey, opId, expectStatus, createdBefore)
+  if not opId or opId == '' then return nil, nil end
+  local f = redis.call('HMGET', taskKey, 'bo', 'status', 'createdAt')
+  local bo = f[1] and cjson.decode(f[1]) or {}
+  for _, x in ipairs(bo) do
+    if x == opId then return { ALREADY_APPLIED, cjson.encode({ reason = 'operation ' .. opId .. ' already acted on this task' }) }, nil end
+  end
+  if tonumber(f[3]) > tonumber(createdBefore) then
+    return { INVALID_STATE, cjson.encode({ reason = 'created after the operation started' }) }, nil
+  end
+  if f[2] ~= expectStatus then
+    return { INVALID_STATE, cjson.encode({ reason = 'status is now ' .. tostring(f[2]) }) }, nil
+  end
+  bo[#bo + 1] = opId
+  while #bo > 16 do table.remove(bo, 1) end
+  return nil, bo
+end
+
+local function op_record(taskKey, bo)
+  if bo then redis.call('HSET', taskKey, 'bo', cjson.encode(bo)) end
+end
 
 -- The caller's lease, taken in the same atomic call as the write it guards (decision 0006): free, or
 -- already held with the caller's token → (re)set to the token for `ms`; held by anyone else → false,
@@ -163,6 +191,80 @@ local function record_alert(ctx, kind, step, failureCount, lastError, attempt)
   redis.call('ZADD', ctx.outboxKey, ctx.now, json)
 end
 
+---------------------------------------------------------------------------------------------------
+-- The search index (decision 0021 §1.2): one lexicographic sorted set per bucket (`ctx.finished.search`),
+-- members `<kind>\31<value>\31<createdAt, 13 digits>\31<taskId>` of score 0, kinds t (tag `k=v`),
+-- s (status), w (workflow), c (client). Only a task that carries tags is indexed: an untagged task costs
+-- nothing more (its queries walk the tasks index, task-store.ts). A transition that changes a task's
+-- status says so with note_status; the members follow once, at its end (sync_search), where the reply
+-- already reads the task's fields: no Redis call more for an untagged task.
+---------------------------------------------------------------------------------------------------
+local SEARCH_SEP = '\31'
+local SEARCH_STATUSES = { 'running', 'completed', 'failed', 'compensating', 'compensated', 'compensation_failed', 'cancelled' }
+
+local function search_member(kind, value, createdAt, taskId)
+  return kind .. SEARCH_SEP .. value .. SEARCH_SEP .. string.format('%013d', tonumber(createdAt)) .. SEARCH_SEP .. taskId
+end
+
+-- Every member of a task: its tags (decoded JSON), status, workflow and client.
+local function search_members(tags, status, workflow, client, createdAt, taskId)
+  local out = {}
+  for k, v in pairs(tags) do out[#out + 1] = search_member('t', k .. '=' .. v, createdAt, taskId) end
+  out[#out + 1] = search_member('s', status, createdAt, taskId)
+  out[#out + 1] = search_member('w', workflow, createdAt, taskId)
+  out[#out + 1] = search_member('c', client, createdAt, taskId)
+  return out
+end
+
+-- The status members of every status but `keep` (all of them when nil): removed in one ZREM.
+local function other_status_members(keep, createdAt, taskId)
+  local out = {}
+  for _, st in ipairs(SEARCH_STATUSES) do
+    if st ~= keep then out[#out + 1] = search_member('s', st, createdAt, taskId) end
+  end
+  return out
+end
+
+-- ZADD's arguments for members of score 0.
+local function zadd_args(members)
+  local a = {}
+  for _, m in ipairs(members) do a[#a + 1] = 0; a[#a + 1] = m end
+  return a
+end
+
+-- Every member a task may have in the search index (all seven statuses: a stale one is removed too).
+local function all_search_members(tagsJson, workflow, client, createdAt, taskId)
+  local out = other_status_members(nil, createdAt, taskId)
+  for k, v in pairs(cjson.decode(tagsJson)) do out[#out + 1] = search_member('t', k .. '=' .. v, createdAt, taskId) end
+  out[#out + 1] = search_member('w', workflow, createdAt, taskId)
+  out[#out + 1] = search_member('c', client, createdAt, taskId)
+  return out
+end
+
+local function note_status(ctx, status)
+  ctx.newStatus = status
+end
+
+-- Moves a tagged task's status member to the status the transition left it in. `tagsJson`, `createdAt`:
+-- the task's fields (read by the caller with what it reads anyway).
+local function sync_search(ctx, tagsJson, createdAt)
+  if not ctx.newStatus then return end
+  local status = ctx.newStatus
+  ctx.newStatus = nil
+  if not tagsJson or tagsJson == '' then return end
+  local searchKey = ctx.finished and ctx.finished.search
+  if not searchKey then error('a transition changed the status of tagged task ' .. ctx.taskId .. ' without the search index in its KEYS') end
+  redis.call('ZREM', searchKey, unpack(other_status_members(status, createdAt, ctx.taskId)))
+  redis.call('ZADD', searchKey, 0, search_member('s', status, createdAt, ctx.taskId))
+end
+
+-- sync_search for a transition that does not end with reply(): reads the two fields only when the status changed.
+local function sync_search_read(ctx)
+  if not ctx.newStatus then return end
+  local v = redis.call('HMGET', ctx.taskKey, 'tags', 'createdAt')
+  sync_search(ctx, v[1], v[2])
+end
+
 -- Marks the task finished and files it for retention: in the finished index, and, when it can never
 -- be retried (completed, compensated, cancelled; `retryStep` takes only failed and compensation_failed
 -- ones), in the compaction index that retention reads in O(due) (compactFinished.lua, decision 0007).
@@ -170,6 +272,7 @@ end
 local function finish_task(ctx, status, reason)
   local now = ctx.now
   redis.call('HSET', ctx.taskKey, 'status', status, 'finishedAt', now, 'updatedAt', now)
+  note_status(ctx, status)
   if reason then redis.call('HSET', ctx.taskKey, 'error', reason) end
   redis.call('ZADD', ctx.finished.zset, now, ctx.taskId)
   if status == 'completed' or status == 'compensated' or status == 'cancelled' then
@@ -547,6 +650,7 @@ end
 -- compensated, one at a time (decision 0009).
 local function begin_undo(ctx, endAs, reason)
   redis.call('HSET', ctx.taskKey, 'status', 'compensating', 'endAs', endAs, 'updatedAt', ctx.now)
+  note_status(ctx, 'compensating')
   if reason then redis.call('HSET', ctx.taskKey, 'error', reason) end
   redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, TASK_DEADLINE))
   local recs = recs_of(ctx)
@@ -702,6 +806,7 @@ local function ladder_after_failure(ctx, spec, rec, kind)
   if ph.giveUpAt and now + longBackoff >= ph.giveUpAt then
     return give_up(ctx, spec, rec, kind, 'gave up after ' .. n .. ' failures: no time for another attempt before its give-up time: ' .. lastError, lastError, false)
   end
+  phase(rec, kind).parkedFor = 'backoff' -- why it is parked, for `triad status` (decision 0021 §3.2)
   park(ctx, spec, rec, kind, now + longBackoff, lastError)
   return 'park'
 end
@@ -1021,7 +1126,8 @@ end
 local function reply(code, ctx, body)
   local taskKey, dispatch = ctx.taskKey, ctx.dispatch
   -- One read for what every reply carries; a caller may have set replyTo or status itself.
-  local wf = redis.call('HMGET', taskKey, 'workflow', 'version', 'client', 'createdAt', 'replyTo', 'status')
+  local wf = redis.call('HMGET', taskKey, 'workflow', 'version', 'client', 'createdAt', 'replyTo', 'status', 'tags')
+  sync_search(ctx, wf[7], wf[4])
   body.workflow, body.version, body.client, body.createdAt = wf[1], tonumber(wf[2]), wf[3], tonumber(wf[4])
   if body.replyTo == nil then body.replyTo = wf[5] end
   if body.status == nil then body.status = wf[6] end

@@ -7,6 +7,7 @@
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] the scheduler's task lease
   KEYS[5] compaction index   KEYS[6] open alerts (hash)   KEYS[7] alert outbox (zset)
+  KEYS[8] the bucket's search index (decision 0021)
   ARGV[1] taskId  ARGV[2] step  ARGV[3] attempt  ARGV[4] ok ('1'|'0')  ARGV[5] output (msgpack) or error message
   ARGV[6] retryable ('1'|'0')  ARGV[7] now  ARGV[8] schedulerId  ARGV[9] agentId (the instance that ran it)
   ARGV[10] circuit-open retry-after ms ('' = the breaker was not open)   ARGV[11] the lease token
@@ -113,7 +114,7 @@ else
   drain = taskStatus == 'compensating'
 end
 
-local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[5] }, taskId, task_now(taskKey, tonumber(ARGV[7])))
+local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, tonumber(ARGV[7])))
 ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
 ctx.plan = plan
 local lockEpoch = take_lock(taskKey, ARGV[8])
@@ -175,6 +176,7 @@ elseif ARGV[10] ~= '' or (ARGV[17] or '') ~= '' then
     local untilTs = ctx.now + tonumber(throttled and ARGV[17] or ARGV[10])
     if ph.giveUpAt and untilTs > ph.giveUpAt then untilTs = ph.giveUpAt end
     ph.error = message
+    ph.parkedFor = 'breaker' -- why it is parked, for `triad status` (decision 0021 §3.2): a refusal, the breaker's or a throttling service's
     park(ctx, spec, rec, kind, untilTs, throttled and ('throttled by the service: ' .. message) or message)
   else
     report_retryable(ctx, spec, rec, kind, message .. ' (' .. ph.circuitCount .. ' attempts refused by an open breaker or a throttling service, over maxCircuitOpen ' .. limit .. ': each now counts as a failure)')

@@ -9,6 +9,8 @@
   ARGV[10] the lease token   ARGV[11] the lease duration (ms)   ARGV[12] the task deadline, ms after now ('' = none)
   ARGV[13] the submitting client (from the submission's subject, decision 0010)
   ARGV[14] the submission's priority, 1–5 ('' = the default 3: nothing stored, decision 0020)
+  KEYS[9] the bucket's search index   ARGV[15] the task's tags, canonical JSON ('' = none; decision 0021):
+  a tagged task's members (each tag, its status, workflow and client) enter the search index
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
           { EXISTS, json{status, client} } when the task id was already submitted (a duplicate is harmless;
@@ -30,14 +32,19 @@ if redis.call('EXISTS', taskKey) == 1 then
   return { EXISTS, cjson.encode({ status = existing[1], client = existing[2] }) }
 end
 
-local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[6] }, taskId, now)
+local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[6], search = KEYS[9] }, taskId, now)
 ctx.alertsKey, ctx.outboxKey = KEYS[7], KEYS[8]
 ctx.plan = cjson.decode(ARGV[6])
-redis.call('HSET', taskKey,
-  'id', taskId, 'workflow', ARGV[2], 'version', ARGV[3], 'input', ARGV[4], 'replyTo', ARGV[5],
+local fields = { 'id', taskId, 'workflow', ARGV[2], 'version', ARGV[3], 'input', ARGV[4], 'replyTo', ARGV[5],
   'plan', ARGV[6], 'status', 'running', 'lockedBy', ARGV[8], 'lockEpoch', 1, 'seq', 0,
-  'createdAt', now, 'updatedAt', now, 'onFailure', ARGV[9], 'client', ARGV[13])
-if ARGV[14] ~= '' then redis.call('HSET', taskKey, 'priority', ARGV[14]) end
+  'createdAt', now, 'updatedAt', now, 'onFailure', ARGV[9], 'client', ARGV[13] }
+if ARGV[14] ~= '' then fields[#fields + 1], fields[#fields + 2] = 'priority', ARGV[14] end
+local tagsJson = ARGV[15] or ''
+if tagsJson ~= '' then
+  fields[#fields + 1], fields[#fields + 2] = 'tags', tagsJson
+  redis.call('ZADD', KEYS[9], unpack(zadd_args(search_members(cjson.decode(tagsJson), 'running', ARGV[2], ARGV[13], now, taskId))))
+end
+redis.call('HSET', taskKey, unpack(fields))
 ctx.recs = {}
 for _, s in ipairs(ctx.plan) do
   ctx.recs[s.n] = { status = 'pending', attempt = 0, failureCount = 0 }

@@ -4,6 +4,7 @@
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] the bucket's epoch fence   KEYS[4] finished index
   KEYS[5] compaction index   KEYS[6] open alerts (hash)   KEYS[7] alert outbox (zset)
+  KEYS[8] the bucket's search index (decision 0021)
   ARGV[1] taskId  ARGV[2] step  ARGV[3] now  ARGV[4] epoch
 
   The phase that expired — the step's run (task running), or its compensation (task compensating) —
@@ -51,6 +52,7 @@ local noop = cjson.encode({ action = 'noop' })
 
 local function reply_with(ctx, action, kind, ph)
   flush(ctx)
+  sync_search_read(ctx)
   return { OK, cjson.encode({ action = action, kind = kind, events = ctx.events, dispatch = ctx.dispatch, attempt = ph and ph.attempt,
     replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'), failureCount = ph and ph.failureCount, lastError = ph and ph.error,
     workflow = redis.call('HGET', taskKey, 'workflow'), createdAt = tonumber(redis.call('HGET', taskKey, 'createdAt')) }) }
@@ -70,7 +72,7 @@ end
 
 -- The transition's working set, at the caller's time (never before the task's last transition).
 local function open_ctx()
-  local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5] }, taskId, task_now(taskKey, now))
+  local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, now))
   ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
   redis.call('HSET', taskKey, 'updatedAt', ctx.now)
   return ctx

@@ -4,6 +4,7 @@
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] the bucket's epoch fence   KEYS[4] finished index
   KEYS[5] compaction index   KEYS[6] open alerts (hash)   KEYS[7] alert outbox (zset)
+  KEYS[8] the bucket's search index (decision 0021)
   ARGV[1] taskId  ARGV[2] now  ARGV[3] epoch
 
   A task still running at its deadline is stopped as if its running step had given up: with
@@ -34,7 +35,7 @@ if deadlineAt > now then
   return { OK, noop }
 end
 
-local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5] }, taskId, task_now(taskKey, now))
+local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, now))
 ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
 redis.call('HSET', taskKey, 'updatedAt', ctx.now)
 local reason = 'the task deadline passed (' .. (deadlineAt - tonumber(redis.call('HGET', taskKey, 'createdAt'))) .. ' ms after it was accepted)'
@@ -49,5 +50,6 @@ else
   action = 'error'
 end
 flush(ctx)
+sync_search_read(ctx)
 return { OK, cjson.encode({ action = action, kind = 'run', events = ctx.events, dispatch = ctx.dispatch, replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'),
   workflow = redis.call('HGET', taskKey, 'workflow'), createdAt = tonumber(redis.call('HGET', taskKey, 'createdAt')) }) }

@@ -7,7 +7,7 @@
   One bucket per call (decision 0015): every key is the bucket's.
   KEYS[1] finished index   KEYS[2] tasks index   KEYS[3] the bucket's epoch fence   KEYS[4] compaction index
   ARGV[1] the bucket's task key prefix ("triad:<ns>:{<ns>:bNN}:task:")   ARGV[2] cutoff (epoch ms)   ARGV[3] limit
-  ARGV[4] epoch
+  ARGV[4] epoch   KEYS[5] the bucket's search index: a tagged task's members leave it with the task (decision 0021)
   Returns { OK, removed } | { STALE_EPOCH, current }
 
   The task keys are derived from the index here (not passed in KEYS) because which tasks are due is only
@@ -19,6 +19,10 @@ local current = newer_epoch(KEYS[3], ARGV[4])
 if current then return { STALE_EPOCH, current } end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, id in ipairs(due) do
+  local f = redis.call('HMGET', ARGV[1] .. id, 'tags', 'workflow', 'client', 'createdAt')
+  if f[1] and f[4] then
+    redis.call('ZREM', KEYS[5], unpack(all_search_members(f[1], f[2] or '', f[3] or 'default', f[4], id)))
+  end
   redis.call('DEL', ARGV[1] .. id)
   redis.call('ZREM', KEYS[2], id)
   redis.call('ZREM', KEYS[1], id)

@@ -10,6 +10,7 @@
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] open alerts (hash)
   KEYS[5] the scheduler's task lease   KEYS[6] compaction index   KEYS[7] alert outbox (zset)
+  KEYS[8] the bucket's search index (decision 0021)
   ARGV[1] taskId  ARGV[2] step ('' = the task's failed step)  ARGV[3] new input (msgpack, '' = keep)
   ARGV[4] now  ARGV[5] schedulerId  ARGV[6] the lease token  ARGV[7] the lease duration (ms)
 
@@ -24,11 +25,14 @@ local taskId, stepName = ARGV[1], ARGV[2]
 
 if not take_lease(KEYS[5], ARGV[6], ARGV[7], true) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
+-- A bulk retry (decision 0021 §2.3): ARGV[8] its id ('' = none), ARGV[9] the status it acts on, ARGV[10] its snapshot time.
+local refused, bo = op_fence(taskKey, ARGV[8], ARGV[9], ARGV[10])
+if refused then return refused end
 local taskStatus = redis.call('HGET', taskKey, 'status')
 if taskStatus ~= 'running' and taskStatus ~= 'failed' and taskStatus ~= 'compensation_failed' then
   return { INVALID_STATE, cjson.encode({ reason = 'the task is ' .. taskStatus .. '; only a failed, compensation_failed or running task has a step to retry' }) }
 end
-local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[6] }, taskId, task_now(taskKey, tonumber(ARGV[4])))
+local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[6], search = KEYS[8] }, taskId, task_now(taskKey, tonumber(ARGV[4])))
 ctx.alertsKey, ctx.outboxKey = alertsKey, KEYS[7]
 local recs = recs_of(ctx)
 local spec, rec
@@ -68,6 +72,7 @@ local newStatus = compensation and 'compensating' or 'running'
 -- stand. Its open alerts are closed (their ids start with "<taskId>:").
 if taskStatus ~= newStatus then
   redis.call('HSET', taskKey, 'status', newStatus)
+  note_status(ctx, newStatus)
   redis.call('HDEL', taskKey, 'finishedAt')
   if not compensation then redis.call('HDEL', taskKey, 'error') end
   redis.call('ZREM', ctx.finished.zset, taskId)
@@ -134,5 +139,6 @@ else
     if e.step == spec.n and e.type == 'step_started' and e.item == nil then e.type, e.reason, e.status = 'step_retried', 'operator retry', newStatus end
   end
 end
+op_record(taskKey, bo)
 flush(ctx)
 return reply(OK, ctx, { lockEpoch = lockEpoch, step = spec.n })

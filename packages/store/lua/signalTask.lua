@@ -5,6 +5,7 @@
 
   KEYS[1] task hash   KEYS[2] deadlines   KEYS[3] finished index   KEYS[4] the scheduler's task lease
   KEYS[5] compaction index   KEYS[6] open alerts (hash)   KEYS[7] alert outbox (zset)
+  KEYS[8] the bucket's search index (decision 0021)
   ARGV[1] taskId  ARGV[2] the signal's name  ARGV[3] signalId  ARGV[4] data (msgpack, '' = none)
   ARGV[5] now  ARGV[6] schedulerId  ARGV[7] the lease token  ARGV[8] the lease duration (ms)
   ARGV[9] the client the request's subject names ('' = namespace-wide: an operator)
@@ -56,7 +57,7 @@ if status ~= 'running' then
   return refuse(INVALID_STATE, 'task ' .. taskId .. ' is ' .. status .. ': signals are accepted only while a task is running')
 end
 
-local ctx = new_ctx(taskKey, KEYS[2], { zset = KEYS[3], compact = KEYS[5] }, taskId, task_now(taskKey, tonumber(ARGV[5])))
+local ctx = new_ctx(taskKey, KEYS[2], { zset = KEYS[3], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, tonumber(ARGV[5])))
 ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
 local plan, recs = plan_of(ctx), recs_of(ctx)
 local names, waiting, pending, past = {}, nil, nil, nil

@@ -18,6 +18,8 @@ export const ScriptCode = {
   BufferFull: 10,
   /** No schedule of that name (decision 0019 §6.2). */
   UnknownSchedule: 11,
+  /** A bulk operation already acted on this task (decision 0021 §2.3): nothing was written. */
+  AlreadyApplied: 12,
 } as const;
 export type ScriptCode = (typeof ScriptCode)[keyof typeof ScriptCode];
 
@@ -28,6 +30,15 @@ export class LeaseBusyError extends TriadError {
 
 export function isLeaseBusy(e: unknown): e is LeaseBusyError {
   return e instanceof LeaseBusyError;
+}
+
+/** A bulk operation's act refused because that operation already acted on the task (decision 0021 §2.3). */
+export class AlreadyAppliedError extends TriadError {
+  override name = 'AlreadyAppliedError';
+}
+
+export function isAlreadyApplied(e: unknown): e is AlreadyAppliedError {
+  return e instanceof AlreadyAppliedError;
 }
 
 export function scriptError(code: number, context: string, reason?: string): TriadError {
@@ -43,6 +54,8 @@ export function scriptError(code: number, context: string, reason?: string): Tri
       return new TriadError(ErrorCode.Stale, `${context}: rejected, a newer fencing epoch exists${why}`);
     case ScriptCode.LeaseBusy:
       return new LeaseBusyError(ErrorCode.Unavailable, `${context}: another instance holds the lease on this task or step at the moment${why}; nothing was written, try again shortly`);
+    case ScriptCode.AlreadyApplied:
+      return new AlreadyAppliedError(ErrorCode.InvalidState, `${context}${why}`);
     case ScriptCode.BufferFull:
       return new TriadError(ErrorCode.Unavailable, `${context}${why}`);
     case ScriptCode.InvalidState:

@@ -4,9 +4,11 @@
  * the deadline index the supervisor reads in O(expired).
  */
 export { keys, bucketOf, BUCKETS, LIMITER_PARTS, parseDeadlineMember, TASK_DEADLINE_STEP, type Keys, type BucketKeys, type LimitRegistryKeys, type LimiterKeys } from './keys.js';
-export { ScriptCode, scriptError, isLeaseBusy, LeaseBusyError } from './codes.js';
+export { ScriptCode, scriptError, isLeaseBusy, LeaseBusyError, AlreadyAppliedError, isAlreadyApplied } from './codes.js';
+export { OpStore, unknownOp, type StartOpArgs, type OpCounts } from './ops-store.js';
 export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts.js';
-export { TaskStore, requireTask, type PendingAlert, type StoreOptions, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome } from './task-store.js';
+export { TaskStore, requireTask, type PendingAlert, type StoreOptions, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome, type BulkFence } from './task-store.js';
+export { TaskSearch, canonicalTags, encodeCursor, decodeCursor, type TaskFilter, type QueryResult, type CountResult } from './search.js';
 export { WorkflowStore, type CompiledWorkflow, type WorkflowSummary } from './workflow-store.js';
 export { ScheduleStore, unknownSchedule, type ScheduleDefinition, type StoredSchedule, type FireAction, type ScheduledSubmission } from './schedule-store.js';
 export { IntakeStore, EVERY_OTHER_CLIENT, LIMITS_REFRESH_MS } from './intake-store.js';

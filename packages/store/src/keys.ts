@@ -42,6 +42,12 @@ export interface BucketKeys {
   readonly alertOutbox: string;
   /** The highest supervisor epoch this bucket has seen: its fence (decision 0015). */
   readonly epoch: string;
+  /**
+   * The search index of this bucket's tagged tasks (decision 0021 §1.2): a sorted set of score 0 whose
+   * members `<kind>␟<value>␟<createdAt, 13 digits>␟<taskId>` (␟ = 0x1F) index each tag, status, workflow
+   * and client; read by querySearch.lua.
+   */
+  readonly search: string;
 }
 
 export interface Keys {
@@ -64,6 +70,12 @@ export interface Keys {
   readonly intakeLimits: string;
   /** One client's rate-limit state (takeIntakeSlot.lua), in the same slot. */
   intakeState(client: string): string;
+  /** A bulk operation's record (hash), in the `{<ns>:ops}` slot (decision 0021 §2.2). */
+  op(id: string): string;
+  /** The prefix of the operations' records (startOp.lua drops old ones by it). */
+  readonly opPrefix: string;
+  /** The bulk operations by creation time (zset id → createdAt), in the same slot. */
+  readonly ops: string;
   /** A schedule's record (hash), in the `{<ns>:sch}` slot (decision 0019 §6.2). */
   schedule(name: string): string;
   /** Every schedule's name (set; paused ones included). */
@@ -130,12 +142,14 @@ export function keys(namespace: string): Keys {
       alerts: `${b}:alerts`,
       alertOutbox: `${b}:alerts:outbox`,
       epoch: `${b}:epoch`,
+      search: `${b}:search`,
     });
   }
   const forTask = (taskId: string): BucketKeys => buckets[bucketOf(taskId)] as BucketKeys;
   const wf = `${prefix}:{${ns}:wf}`;
   const sup = `${prefix}:{${ns}:sup}`;
   const intake = `${prefix}:{${ns}:intake}`;
+  const ops = `${prefix}:{${ns}:ops}`;
   const sch = `${prefix}:{${ns}:sch}`;
   const limitsSlot = `${prefix}:{${ns}:limits}`;
   const limiters = new Map<string, LimiterKeys>();
@@ -163,6 +177,9 @@ export function keys(namespace: string): Keys {
     lease: (taskId, what) => `${prefix}:${forTask(taskId).tag}:lease:${taskId}:${what}`,
     intakeLimits: `${intake}:limits`,
     intakeState: (client) => `${intake}:client:${client}`,
+    op: (id) => `${ops}:op:${id}`,
+    opPrefix: `${ops}:op:`,
+    ops: `${ops}:ops`,
     schedule: (name) => `${sch}:schedule:${name}`,
     scheduleNames: `${sch}:names`,
     schedulesDue: `${sch}:due`,

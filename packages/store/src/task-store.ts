@@ -21,6 +21,7 @@ import { runScript } from './scripts.js';
 import { elementValueKey, parseBody, parseExpiry, parseTransition, type Dispatch, type Expiry, type Transition } from './transitions.js';
 import { compactTaskView, fullTaskView, isCompacted, type StepRecord, type TaskHash } from './task-view.js';
 import { WorkflowStore } from './workflow-store.js';
+import { TaskSearch, canonicalTags, type CountResult, type QueryResult, type TaskFilter } from './search.js';
 
 export interface CreateTaskArgs {
   /** The scheduler's task lease (taken inside the transition). */
@@ -40,6 +41,8 @@ export interface CreateTaskArgs {
   client: string;
   /** The submission's priority (1 highest … 5); stored only when not the default 3 (decision 0020). */
   priority?: number;
+  /** Search attributes (decision 0021), validated by the caller; a task with none is not indexed. */
+  tags?: Readonly<Record<string, string>>;
   now: number;
   schedulerId: string;
 }
@@ -78,6 +81,17 @@ export interface ApplyResultArgs {
 /** Not applied: stale (fenced by the attempt), or `forged` (from another agent type than the step's). */
 export type ApplyOutcome = { applied: true; transition: Transition } | { applied: false; reason: string; forged?: true };
 
+/**
+ * A bulk operation's act (decision 0021 §2.3): at most once per operation per task (AlreadyAppliedError
+ * on a repeat), only on a task created at or before `createdBefore` and still `expectStatus` (else
+ * INVALID_STATE with the reason) — checked atomically with the act.
+ */
+export interface BulkFence {
+  id: string;
+  expectStatus: TaskStatus;
+  createdBefore: number;
+}
+
 export interface StoreOptions {
   /** Replicas that must acknowledge a task's creation (TRIAD_REDIS_WAIT_REPLICAS; default 0 = no WAIT). */
   waitReplicas?: number;
@@ -95,6 +109,7 @@ export class TaskStore {
   /** Replicas that must acknowledge a task's creation before it is confirmed (Redis WAIT, decision 0015). */
   private readonly waitReplicas: number;
   private readonly waitMs: number;
+  private readonly search: TaskSearch;
 
   constructor(
     readonly redis: RedisClient,
@@ -105,6 +120,17 @@ export class TaskStore {
     this.workflows = options.workflows ?? new WorkflowStore(redis, namespace);
     this.waitReplicas = options.waitReplicas ?? 0;
     this.waitMs = options.waitMs ?? 1_000;
+    this.search = new TaskSearch(redis, this.keys);
+  }
+
+  /** A page of tasks matching `filter`, newest first (decision 0021 §1.3); `cursor`: the previous page's `next`. */
+  async queryTasks(filter: TaskFilter, limit: number, cursor?: string): Promise<QueryResult> {
+    return this.search.query(filter, limit, cursor);
+  }
+
+  /** How many tasks match `filter` (exact, or a lower bound with `exact: false`). */
+  async countTasks(filter: TaskFilter): Promise<CountResult> {
+    return this.search.count(filter);
   }
 
   /**
@@ -131,8 +157,8 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'createTask',
-      [k.task(a.taskId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox],
-      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client, a.priority === undefined || a.priority === DEFAULT_PRIORITY ? '' : a.priority],
+      [k.task(a.taskId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search],
+      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client, a.priority === undefined || a.priority === DEFAULT_PRIORITY ? '' : a.priority, canonicalTags(a.tags)],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok && code !== ScriptCode.Exists) throw scriptError(code, `create task ${a.taskId}`);
@@ -153,7 +179,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'applyResult',
-      [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox],
+      [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search],
       [
         a.taskId,
         a.step,
@@ -361,14 +387,14 @@ export class TaskStore {
   }
 
   /** An operator's retry of a failed (or parked) step, optionally with a corrected task input. */
-  async retryStep(a: { lease: LeaseClaim; taskId: string; step?: string; input?: Uint8Array; now: number; schedulerId: string }): Promise<Transition & { step: string }> {
+  async retryStep(a: { lease: LeaseClaim; taskId: string; step?: string; input?: Uint8Array; now: number; schedulerId: string; op?: BulkFence }): Promise<Transition & { step: string }> {
     const k = this.keys;
     const b = k.forTask(a.taskId);
     const reply = (await runScript(
       this.redis,
       'retryStep',
-      [k.task(a.taskId), b.deadlines, b.finished, b.alerts, a.lease.key, b.compact, b.alertOutbox],
-      [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms],
+      [k.task(a.taskId), b.deadlines, b.finished, b.alerts, a.lease.key, b.compact, b.alertOutbox, b.search],
+      [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms, a.op?.id ?? '', a.op?.expectStatus ?? '', a.op?.createdBefore ?? ''],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `retry ${a.taskId}${a.step ? `/${a.step}` : ''}`, parseBody(reply[1]).reason);
@@ -387,7 +413,7 @@ export class TaskStore {
     const reply = (await runScript(
       this.redis,
       'signalTask',
-      [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox],
+      [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search],
       [a.taskId, a.name, a.signalId, a.data ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms, a.client ?? ''],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -397,10 +423,10 @@ export class TaskStore {
   }
 
   /** An operator cancels a running task: it stops and its completed steps are compensated. */
-  async cancelTask(a: { lease: LeaseClaim; taskId: string; reason: string; now: number; schedulerId: string }): Promise<Transition> {
+  async cancelTask(a: { lease: LeaseClaim; taskId: string; reason: string; now: number; schedulerId: string; op?: BulkFence }): Promise<Transition> {
     const k = this.keys;
     const b = k.forTask(a.taskId);
-    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms])) as unknown[];
+    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.search], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms, a.op?.id ?? '', a.op?.expectStatus ?? '', a.op?.createdBefore ?? ''])) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `cancel ${a.taskId}`, parseBody(reply[1]).reason);
     return parseTransition(reply);
@@ -422,7 +448,7 @@ export class TaskStore {
   async purgeFinishedBuckets(cutoff: number, limit: number, epoch: number): Promise<{ removed: number; full: boolean }> {
     const { counts, full } = await this.dueByBucket('finished', cutoff, limit);
     const replies = await Promise.all(
-      counts.map(async ([b, n]) => (await runScript(this.redis, 'purgeFinished', [b.finished, b.tasks, b.epoch, b.compact], [b.taskPrefix, cutoff, n, epoch])) as unknown[]),
+      counts.map(async ([b, n]) => (await runScript(this.redis, 'purgeFinished', [b.finished, b.tasks, b.epoch, b.compact, b.search], [b.taskPrefix, cutoff, n, epoch])) as unknown[]),
     );
     let removed = 0;
     for (const reply of replies) {
@@ -539,7 +565,7 @@ export class TaskStore {
   async expireStep(taskId: string, step: string, now: number, epoch: number): Promise<Expiry> {
     const k = this.keys;
     const b = k.forTask(taskId);
-    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox], [taskId, step, now, epoch])) as unknown[];
+    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox, b.search], [taskId, step, now, epoch])) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire ${taskId}/${step} at epoch ${epoch}`);
@@ -553,7 +579,7 @@ export class TaskStore {
   async expireTask(taskId: string, now: number, epoch: number): Promise<Expiry> {
     const k = this.keys;
     const b = k.forTask(taskId);
-    const reply = (await runScript(this.redis, 'expireTask', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox], [taskId, now, epoch])) as unknown[];
+    const reply = (await runScript(this.redis, 'expireTask', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox, b.search], [taskId, now, epoch])) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire the deadline of ${taskId} at epoch ${epoch}`);

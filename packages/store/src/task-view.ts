@@ -25,6 +25,8 @@ export interface CompensationRecord {
   giveUpAt?: number;
   /** Set while a reported failure waits for the supervisor's decision. */
   reported?: boolean;
+  /** Why its last park happened: an open breaker or the ladder's long back-off (decision 0021 §3.2). */
+  parkedFor?: 'breaker' | 'backoff';
 }
 
 /** The full step record, JSON in the field `s:<step>` (decision 0001). */
@@ -50,6 +52,8 @@ export interface StepRecord {
   order?: number;
   circuitCount?: number;
   giveUpAt?: number;
+  /** Why its last park happened (decision 0021 §3.2). */
+  parkedFor?: 'breaker' | 'backoff';
   /** What is known of the run's remote effect (decision 0009); absent = none. */
   effect?: 'none' | 'unknown' | 'applied';
   /** Set while a reported failure waits for the supervisor's decision. */
@@ -142,6 +146,7 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
     if (rec.fe && typeof rec.fe.n === 'number') s.items = itemsOf(str, p.n, rec.fe);
     if (rec.circuitCount) s.circuitCount = rec.circuitCount;
     if (rec.giveUpAt !== undefined) s.giveUpAt = rec.giveUpAt;
+    if (rec.status === 'parked' && rec.parkedFor) s.parkedFor = rec.parkedFor;
     s.effect = rec.effect ?? 'none';
     if (rec.comp && p.c) {
       const c = rec.comp;
@@ -152,6 +157,7 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
       if (c.finishedAt !== undefined) s.compensation.finishedAt = c.finishedAt;
       if (c.error) s.compensation.error = c.error;
       if (c.parked) s.compensation.parked = true;
+      if (c.parked && c.parkedFor) s.compensation.parkedFor = c.parkedFor;
       if (c.circuitCount) s.compensation.circuitCount = c.circuitCount;
       if (c.giveUpAt !== undefined) s.compensation.giveUpAt = c.giveUpAt;
     }
@@ -186,7 +192,16 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
   if (priority !== undefined) state.priority = priority;
   const error = str('error');
   if (error) state.error = error;
+  const tags = parseTags(str('tags'));
+  if (tags) state.tags = tags;
   return state;
+}
+
+/** A task's stored tags (canonical JSON, decision 0021), or undefined. */
+export function parseTags(json: string | undefined | null): Record<string, string> | undefined {
+  if (!json) return undefined;
+  const v = JSON.parse(json) as unknown;
+  return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, string>) : undefined;
 }
 
 /** One step of a compact record: `k:<step>` = `status|attempt|failureCount|startedAt|finishedAt[|order|compAttempt|compFailureCount|compStartedAt|compFinishedAt]`. */
@@ -290,5 +305,7 @@ export function compactTaskView(taskId: string, h: TaskHash, plan: readonly Plan
   if (error) state.error = error;
   const client = str('client');
   if (client) state.client = client;
+  const tags = parseTags(str('tags'));
+  if (tags) state.tags = tags;
   return state;
 }

@@ -6,10 +6,12 @@ import type { Command } from 'commander';
 import * as alerts from './alerts.js';
 import * as auth from './auth.js';
 import * as cancel from './cancel.js';
+import * as count from './count.js';
 import * as dashboard from './dashboard.js';
 import * as dlq from './dlq.js';
 import * as intake from './intake.js';
 import * as list from './list.js';
+import * as ops from './ops.js';
 import * as retry from './retry.js';
 import * as schedules from './schedules.js';
 import * as signal from './signal.js';
@@ -23,4 +25,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, watch, list, workflows, signal, cancel, retry, schedules, alerts, dlq, intake, supervisor, dashboard, auth];
+export const commands: readonly CommandModule[] = [submit, status, watch, list, count, workflows, signal, cancel, retry, ops, schedules, alerts, dlq, intake, supervisor, dashboard, auth];

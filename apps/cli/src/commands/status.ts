@@ -1,7 +1,18 @@
 /** `triad status <taskId>`: a task's state and its steps. */
 import type { Command } from 'commander';
-import { stepsTable, taskHeader } from '../format.js';
+import { duration, stepsTable, taskHeader } from '../format.js';
 import { out, printJson } from '../io.js';
+import { stepWaiting } from '../waiting.js';
+import type { TriadClient } from '@triad/client';
+
+/** "not yet picked up by any scheduler: …" when submissions wait in the SUBMIT stream; undefined when none wait (or it cannot be read). */
+async function notPickedUp(client: TriadClient, taskId: string): Promise<string | undefined> {
+  const b = await client.submissionBacklog().catch(() => undefined);
+  if (!b || b.waiting === 0) return undefined;
+  const oldest = b.oldestAt !== undefined ? `, the oldest for ${duration(Date.now() - b.oldestAt)} (since ${new Date(b.oldestAt).toISOString()})` : '';
+  const pulling = b.pulling === 0 ? 'no scheduler pulling' : `${b.pulling} scheduler request${b.pulling === 1 ? '' : 's'} pulling`;
+  return `no task ${taskId} yet: not yet picked up by any scheduler — ${b.waiting} submission${b.waiting === 1 ? '' : 's'} wait${b.waiting === 1 ? 's' : ''}${oldest}; ${pulling}${b.inProgress > 0 ? `, ${b.inProgress} being recorded` : ''}`;
+}
 import { action, connectionOptions, examples, optionsOf } from '../options.js';
 
 export function register(program: Command): void {
@@ -17,7 +28,18 @@ export function register(program: Command): void {
       const { withClient } = await import('../runtime.js');
       const o = optionsOf<{ json?: boolean }>(self);
       return withClient(self, async (client) => {
-        const task = await client.getTask(taskId);
+        let task;
+        try {
+          task = await client.getTask(taskId);
+        } catch (e) {
+          // No task (yet), or no scheduler answering: is it a submission no scheduler has picked up (decision 0021 §3.4)?
+          // (Codes compared as strings: importing @triad/protocol's values here would load it for every command's --help.)
+          const code = (e as { code?: unknown } | undefined)?.code;
+          const why = code === 'UNKNOWN_TASK' || code === 'UNAVAILABLE' ? await notPickedUp(client, taskId) : undefined;
+          if (!why) throw e;
+          out(why);
+          return 1;
+        }
         if (o.json) {
           printJson(task);
           return 0;
@@ -25,7 +47,7 @@ export function register(program: Command): void {
         const now = Date.now();
         out(taskHeader(task, now));
         out('');
-        out(task.steps.length > 0 ? stepsTable(task.steps, now) : '(no steps)');
+        out(task.steps.length > 0 ? stepsTable(task.steps, now, (s) => stepWaiting(task, s, now)) : '(no steps)');
         return 0;
       });
     }),

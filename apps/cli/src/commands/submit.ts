@@ -3,6 +3,7 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { NAME_PATTERN, TASK_ID_PATTERN } from '@triad/protocol/constants';
 import { intArg, out, taskInput, usageError } from '../io.js';
 import { action, connectionOptions, examples, optionsOf } from '../options.js';
+import { checkedTags, collectTag } from '../filters.js';
 
 interface SubmitOptions {
   input?: string;
@@ -13,6 +14,7 @@ interface SubmitOptions {
   wait?: boolean;
   timeout: number;
   json?: boolean;
+  tag?: Record<string, string>;
 }
 
 export function register(program: Command): void {
@@ -25,6 +27,7 @@ export function register(program: Command): void {
     .option('--id <taskId>', 'the task id (default: a random UUID); the same id submitted twice runs once')
     .option('--version <n>', 'pin a workflow version', intArg(1))
     .option('--priority <n>', '1 (highest) … 5 (lowest), default 3: orders its steps waiting for a dispatch limit (decision 0020; no effect until limits are built)', priorityArg)
+    .option('--tag <key=value>', 'a search attribute (repeatable): triad list --tag key=value finds the task', collectTag('--tag'))
     .option('--wait', 'follow the task and exit 0 only if it completes')
     .option('--timeout <ms>', 'with --wait: give up waiting after this long', intArg(1), 60_000)
     .option('--json', 'print one JSON object on stdout: { taskId, status, steps, ... }');
@@ -33,6 +36,7 @@ export function register(program: Command): void {
     `triad submit orders --input '{"orderId":"o1","amount":42}'`,
     `triad submit orders --input-file order.json --id order-o1 --wait --timeout 30000`,
     `triad submit orders --priority 1 --input '{"orderId":"o2","amount":42}'`,
+    `triad submit orders --input '{"orderId":"o1"}' --tag customer=c-42 --tag region=eu`,
   ]);
   cmd.action(
     action(async (workflow: string, _opts: unknown, self: Command) => {
@@ -46,6 +50,7 @@ export function register(program: Command): void {
       }
       // Validated before connecting: a bad input never needs a server to be reported.
       const input = taskInput(o);
+      const tags = checkedTags(o.tag, '--tag', { submitting: true });
       return withClient(self, async (client, conn) => {
         let submitted: { taskId: string; duplicate: boolean };
         try {
@@ -53,6 +58,7 @@ export function register(program: Command): void {
             ...(o.id !== undefined ? { taskId: o.id } : {}),
             ...(o.version !== undefined ? { version: o.version } : {}),
             ...(o.priority !== undefined ? { priority: o.priority } : {}),
+            ...(tags ? { tags } : {}),
           });
         } catch (e) {
           throw explainBusError(e, `submit a task of workflow ${workflow}`, conn.namespace);

@@ -64,6 +64,12 @@ export async function checkInvariants(w: { sys: RealSystem; raised: Map<string, 
     w.raised.set(alert.id, json);
   }
   for (const [id, t] of after) {
+    // The search index (decision 0021 §1.5): exactly the members the record implies — each tag, the status
+    // it is in now, its workflow and client — whatever transitions it went through.
+    const own = (await w.sys.redis.zrange(w.sys.store.keys.forTask(id).search, 0, -1)).filter((m) => m.endsWith(`\x1f${id}`)).sort();
+    const at = String(t.view.createdAt).padStart(13, '0');
+    const expected = [['t', 'model=yes'], ['t', `task=${id}`], ['s', String(t.view.status)], ['w', t.view.workflow], ['c', t.view.client ?? 'default']].map(([k, v]) => `${k}\x1f${v}\x1f${at}\x1f${id}`).sort();
+    if (JSON.stringify(own) !== JSON.stringify(expected)) out.push(`search: ${id} (${t.view.status}) has index members ${JSON.stringify(own)}; its record implies ${JSON.stringify(expected)}`);
     const old = prev.get(id);
     const status = t.view.status;
     let compensating = 0;

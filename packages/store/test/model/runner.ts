@@ -238,6 +238,8 @@ function createTask(env: Env, id: string, op: { choice: PlanChoice }, client: st
     onFailure: real.onFailure,
     ...(real.deadlineMs !== undefined ? { deadlineMs: real.deadlineMs } : {}),
     client,
+    // Every task is tagged, so every transition's search index upkeep is checked (invariants.ts, decision 0021).
+    tags: { model: 'yes', task: id },
     now,
     schedulerId: 'model-scheduler',
   });

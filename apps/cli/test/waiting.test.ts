@@ -1,0 +1,65 @@
+// Decision 0021 §3.5: each waiting reason `triad status` can name from a task's state, with its text (a
+// fixed `now`; times print in local HH:MM:SS, so the expectations build them the same way).
+import { describe, expect, it } from 'vitest';
+import type { StepState, TaskState } from '@triad/protocol';
+import { clock } from '../src/format.js';
+import { stepWaiting, waitReason } from '../src/waiting.js';
+
+const NOW = 1_700_000_000_000;
+const hh = (ms: number): string => clock(ms).slice(0, 8);
+const step = (name: string, o: Partial<StepState> = {}): StepState => ({ name, agent: name === 'charge' ? 'payment' : 'inventory', status: 'pending', attempt: 0, failureCount: 0, dependsOn: [], ...o });
+const task = (status: TaskState['status'], steps: StepState[]) => ({ status, steps });
+
+describe('why a step waits', () => {
+  it('dependencies: the ones not yet done', () => {
+    const t = task('running', [step('reserve', { status: 'processing', attempt: 1, completeBy: NOW + 3_200 }), step('fraud', { status: 'processed' }), step('charge', { dependsOn: ['reserve', 'fraud'] })]);
+    expect(stepWaiting(t, t.steps[2]!, NOW)).toBe('waiting for reserve');
+  });
+
+  it('in flight at its agent until complete-by, and overdue once complete-by passed', () => {
+    const s = step('charge', { status: 'processing', attempt: 2, completeBy: NOW + 3_200 });
+    expect(stepWaiting(task('running', [s]), s, NOW)).toBe(`in flight at a payment agent (attempt 2) until complete-by ${hh(NOW + 3_200)} (in 3.2s)`);
+    expect(stepWaiting(task('running', [s]), s, NOW + 7_400)).toBe('complete-by passed 4.2s ago: waiting for the supervisor (is one running? triad supervisor status)');
+  });
+
+  it('a reported failure waits for the supervisor\'s decision', () => {
+    const s = step('charge', { status: 'processing', attempt: 2, completeBy: NOW, error: 'payment 503' });
+    expect(stepWaiting(task('running', [s]), s, NOW + 100)).toBe('attempt 2 failed (payment 503); the supervisor decides the next try at its next sweep');
+  });
+
+  it('a breaker parked until T, a back-off until T (the park\'s recorded cause), and a park that ended', () => {
+    const breaker = step('charge', { status: 'parked', attempt: 3, completeBy: NOW + 2_100, parkedFor: 'breaker', circuitCount: 2 });
+    expect(stepWaiting(task('running', [breaker]), breaker, NOW)).toBe(`parked until ${hh(NOW + 2_100)} (in 2.1s): payment's circuit breaker is open (refusal 2)`);
+    const backoff = step('charge', { status: 'parked', attempt: 4, failureCount: 4, completeBy: NOW + 4_200, parkedFor: 'backoff', error: 'payment 500' });
+    expect(stepWaiting(task('running', [backoff]), backoff, NOW)).toBe(`backing off until ${hh(NOW + 4_200)} (in 4.2s) after 4 failures: payment 500`);
+    expect(stepWaiting(task('running', [backoff]), backoff, NOW + 5_000)).toBe('the park ended 800ms ago: waiting for the supervisor (is one running? triad supervisor status)');
+  });
+
+  it('a sleep and a signal until T', () => {
+    const sleeping = step('pause', { status: 'sleeping', until: NOW + 1_200 });
+    expect(stepWaiting(task('running', [sleeping]), sleeping, NOW)).toBe(`sleeping until ${hh(NOW + 1_200)} (in 1.2s)`);
+    expect(stepWaiting(task('running', [sleeping]), sleeping, NOW + 2_000)).toMatch(/^the wake-up time passed 800ms ago: waiting for the supervisor/);
+    const waiting = step('approval', { status: 'waiting', until: NOW + 55_200, signal: 'approved' });
+    expect(stepWaiting(task('running', [waiting]), waiting, NOW)).toBe(`waiting for signal approved until ${hh(NOW + 55_200)} (in 55.2s)`);
+  });
+
+  it('the undo: a pending step will not run, a compensation waits for a step in flight, then goes latest first, and its own attempt in flight', () => {
+    const reserve = step('reserve', { status: 'processed', effect: 'applied', order: 1 });
+    const fraud = step('fraud', { status: 'processed', effect: 'applied', order: 2 });
+    const charge = step('charge', { status: 'processing', attempt: 1, completeBy: NOW + 1_000, effect: 'unknown' });
+    const ship = step('ship', { dependsOn: ['charge'] });
+    const t = task('compensating', [reserve, fraud, charge, ship]);
+    expect(stepWaiting(t, ship, NOW)).toBe('will not run: the task is being undone');
+    expect(stepWaiting(t, reserve, NOW)).toBe('the undo waits for charge (in flight) before compensating');
+    const drained = task('compensating', [reserve, { ...fraud, status: 'compensating', compensation: { agent: 'inventory', attempt: 1, failureCount: 0, completeBy: NOW + 3_000 } }]);
+    expect(stepWaiting(drained, reserve, NOW)).toBe('to be compensated after fraud (latest first)');
+    expect(stepWaiting(drained, drained.steps[1]!, NOW)).toBe(`compensation in flight at a inventory agent (attempt 1) until complete-by ${hh(NOW + 3_000)} (in 3.0s)`);
+    const parked = { ...fraud, status: 'compensating' as const, compensation: { agent: 'inventory', attempt: 2, failureCount: 2, completeBy: NOW + 9_000, parked: true, parkedFor: 'backoff' as const, error: 'inventory 500' } };
+    expect(stepWaiting(task('compensating', [reserve, parked]), parked, NOW)).toBe(`compensation backing off until ${hh(NOW + 9_000)} (in 9.0s) after 2 failures: inventory 500`);
+  });
+
+  it('says nothing of a finished step', () => {
+    const done = step('reserve', { status: 'processed' });
+    expect(waitReason(task('completed', [done]), done, NOW)).toBeUndefined();
+  });
+});
