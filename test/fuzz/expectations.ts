@@ -223,7 +223,7 @@ function apiExpectation(c: FuzzCase, { registry, accepted }: Context): Expectati
     e.api = { outcome: v.kind === 'oversize' ? ErrorCode.PayloadTooLarge : ErrorCode.InvalidMessage, rule: verdictRule(v), why: `invalid ${t.op} request: ${v.message}` };
     return e;
   }
-  const q = v.value as { taskId?: string; name?: string; version?: number; definition?: unknown };
+  const q = v.value as { taskId?: string; name?: string; version?: number; definition?: unknown; opId?: string };
   switch (t.op) {
     case 'task.get':
     case 'task.retry':
@@ -257,6 +257,13 @@ function apiExpectation(c: FuzzCase, { registry, accepted }: Context): Expectati
     case 'schedule.resume':
     case 'schedule.delete':
       e.api = { outcome: ErrorCode.UnknownSchedule, rule: includesRule(`"${q.name}"`), why: `valid ${t.op} request for schedule ${q.name}, which does not exist` };
+      break;
+    // The fuzzer's bulk requests name an operation that never starts (targets.ts): refused with the reason.
+    case 'bulk.apply':
+    case 'bulk.checkpoint':
+    case 'bulk.end':
+    case 'bulk.get':
+      e.api = { outcome: ErrorCode.InvalidState, rule: includesRule(`no bulk operation ${String(q.opId)}`), why: `valid ${t.op} request for operation ${String(q.opId)}, which never started` };
       break;
     case 'workflow.register':
       // The definition inside is judged by its own schema and graph checks (@triad/core's validateDefinition).

@@ -55,7 +55,12 @@ export const PrioritySchema = z.number(priorityError).int(priorityError).min(1, 
  * submission; matched exactly, byte for byte.
  */
 export const TagsSchema = z.record(z.string(), z.string()).superRefine((tags, ctx) => {
-  for (const message of tagProblems(tags)) ctx.addIssue({ code: 'custom', message });
+  for (const problem of tagProblems(tags)) {
+    // Each problem at the field it is about (`tags.customer: …`), so the verdict names that field.
+    const at = /^tags\.([^:\s]+): (.*)$/s.exec(problem);
+    if (at?.[1] !== undefined && at[2] !== undefined) ctx.addIssue({ code: 'custom', path: [at[1]], message: at[2] });
+    else ctx.addIssue({ code: 'custom', message: problem });
+  }
 });
 export type Tags = z.output<typeof TagsSchema>;
 /** Tags as they are read back (a task's, possibly with Triad's own `triad.` keys). */
@@ -552,6 +557,13 @@ export const BulkStartRequestSchema = z.object({
   step: optional(NameSchema),
   /** cancel: the reason recorded on each task. */
   reason: optional(z.string().max(400)),
+}).superRefine((q, ctx) => {
+  // What a bulk operation may act on, at the boundary (the scheduler checks it again): named tasks only, in the status its action applies to.
+  if (!q.filter.tags && !q.filter.workflow) ctx.addIssue({ code: 'custom', path: ['filter', 'tags'], message: `a bulk ${q.action} needs tags or a workflow in its filter: name the tasks it may act on` });
+  const allowed: readonly string[] = q.action === 'cancel' ? ['running'] : ['failed', 'compensation_failed'];
+  if (q.filter.status !== undefined && !allowed.includes(q.filter.status)) {
+    ctx.addIssue({ code: 'custom', path: ['filter', 'status'], message: `a bulk ${q.action} acts on ${allowed.join(' or ')} tasks, not ${q.filter.status}: drop the status or use one of those` });
+  }
 });
 /** A bulk operation's record (decision 0021 §2.2). */
 export const BulkOpSchema = z.object({

@@ -4,7 +4,7 @@ import { SubmissionSchema, TagsSchema, TaskQuerySchema, TaskCountRequestSchema, 
 
 const problems = (tags: Record<string, unknown>): string[] => {
   const r = TagsSchema.safeParse(tags);
-  return r.success ? [] : r.error.issues.map((i) => i.message);
+  return r.success ? [] : r.error.issues.map((i) => (i.path.length > 0 ? `tags.${i.path.join('.')}: ${i.message}` : i.message));
 };
 
 describe('tags', () => {
