@@ -326,7 +326,24 @@ export class TaskStore {
   async stepInFlight(taskId: string, step: string, kind: 'run' | 'compensate', attempt: number, item?: number): Promise<Transition | undefined> {
     if (item !== undefined) return this.elementInFlight(taskId, step, kind, attempt, item);
     const key = this.keys.task(taskId);
-    const fields = ['id', 'status', 'workflow', 'version', 'client', 'replyTo', 'lockEpoch', 'input', `s:${step}`] as const;
+    const read = await this.readRunning(key, [`s:${step}`]);
+    if (!read) return undefined;
+    const { h, t } = read;
+    const p = (await this.pinnedPlan(t.workflow, t.version))?.find((s) => s.n === step);
+    if (!p) return undefined;
+    const d = dispatchInFlight(p, JSON.parse(h[`s:${step}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>);
+    if (!d || d.kind !== kind || d.attempt !== attempt) return undefined;
+    t.dispatch.push(d);
+    await this.readNeeds(key, d.needs, t);
+    return t;
+  }
+
+  /**
+   * The head of a task that still runs (or is being undone) and the named fields of its record, read in
+   * one HMGET (never the whole record); undefined when the task is gone or finished.
+   */
+  private async readRunning(key: string, extra: readonly string[]): Promise<{ h: TaskHash; t: Transition } | undefined> {
+    const fields = ['id', 'status', 'workflow', 'version', 'client', 'replyTo', 'lockEpoch', 'input', ...extra];
     const values = await this.redis.hmgetBuffer(key, ...fields);
     const h: TaskHash = {};
     fields.forEach((f, i) => {
@@ -335,20 +352,17 @@ export class TaskStore {
     });
     const status = h['status']?.toString();
     if (!h['id'] || (status !== 'running' && status !== 'compensating')) return undefined;
-    const t = inFlightHead(h, status);
-    const p = (await this.pinnedPlan(t.workflow, t.version))?.find((s) => s.n === step);
-    if (!p) return undefined;
-    const d = dispatchInFlight(p, JSON.parse(h[`s:${step}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>);
-    if (!d || d.kind !== kind || d.attempt !== attempt) return undefined;
-    t.dispatch.push(d);
-    if (d.needs.length > 0) {
-      const outs = await this.redis.hmgetBuffer(key, ...d.needs.map((n) => `o:${n}`));
-      d.needs.forEach((n, i) => {
-        const out = outs[i];
-        if (out) t.outputs.set(n, out);
-      });
-    }
-    return t;
+    return { h, t: inFlightHead(h, status) };
+  }
+
+  /** The outputs a request needs (`o:<step>`), into the transition's outputs. */
+  private async readNeeds(key: string, needs: readonly string[], t: Transition): Promise<void> {
+    if (needs.length === 0) return;
+    const outs = await this.redis.hmgetBuffer(key, ...needs.map((n) => `o:${n}`));
+    needs.forEach((n, i) => {
+      const out = outs[i];
+      if (out) t.outputs.set(n, out);
+    });
   }
 
   /**
@@ -358,16 +372,9 @@ export class TaskStore {
   private async elementInFlight(taskId: string, step: string, kind: 'run' | 'compensate', attempt: number, item: number): Promise<Transition | undefined> {
     const key = this.keys.task(taskId);
     const name = `${step}#${item}`;
-    const fields = ['id', 'status', 'workflow', 'version', 'client', 'replyTo', 'lockEpoch', 'input', `s:${step}`, `s:${name}`, `fl:${step}`, `fo:${step}`];
-    const values = await this.redis.hmgetBuffer(key, ...fields);
-    const h: TaskHash = {};
-    fields.forEach((f, i) => {
-      const v = values[i];
-      if (v) h[f] = v;
-    });
-    const status = h['status']?.toString();
-    if (!h['id'] || (status !== 'running' && status !== 'compensating')) return undefined;
-    const t = inFlightHead(h, status);
+    const read = await this.readRunning(key, [`s:${step}`, `s:${name}`, `fl:${step}`, `fo:${step}`]);
+    if (!read) return undefined;
+    const { h, t } = read;
     const p = (await this.pinnedPlan(t.workflow, t.version))?.find((s) => s.n === step);
     const fe = (JSON.parse(h[`s:${step}`]?.toString('utf8') ?? '{}') as { fe?: FanOutRecord }).fe;
     if (!p?.fe || !fe) return undefined;
@@ -376,13 +383,7 @@ export class TaskStore {
     t.dispatch.push(d);
     const value = elementValue(h[`fl:${step}`], h[`fo:${step}`], item);
     if (value) t.outputs.set(elementValueKey(step, item), value);
-    if (d.needs.length > 0) {
-      const outs = await this.redis.hmgetBuffer(key, ...d.needs.map((n) => `o:${n}`));
-      d.needs.forEach((n, i) => {
-        const out = outs[i];
-        if (out) t.outputs.set(n, out);
-      });
-    }
+    await this.readNeeds(key, d.needs, t);
     return t;
   }
 
