@@ -719,6 +719,19 @@ local function abandon_in_flight(ctx, reason)
   end
 end
 
+-- A run that gave up (a step's, or a fan-out element's) ends the task's run by its policy: undone
+-- (onFailure=compensate), or failed with an alert naming `reason`. Returns the action taken.
+local function fail_run(ctx, spec, ph, reason, lastError, permanent, alertAttempt)
+  if redis.call('HGET', ctx.taskKey, 'onFailure') == 'compensate' then
+    begin_undo(ctx, 'compensated', reason)
+    return 'compensate'
+  end
+  abandon_in_flight(ctx, reason)
+  finish_task(ctx, 'failed', reason)
+  record_alert(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.failureCount, lastError, alertAttempt or ph.attempt)
+  return 'error'
+end
+
 -- A phase gives up for good (its ladder is exhausted, its give-up time passed, or it failed
 -- permanently). `why` completes "step <name> …" ("failed 3 times: …"); `lastError` is what the step
 -- shows. A run: the step is `error` (`failed` when permanent) and the task follows its policy — undone
@@ -751,15 +764,7 @@ local function give_up(ctx, spec, rec, kind, why, lastError, permanent, alertAtt
     srec.status = rec.status
     srec.finishedAt = ctx.now
     srec.error = lastError
-    local reason = 'step ' .. spec.fs .. ' element ' .. spec.item .. ' ' .. why
-    if redis.call('HGET', ctx.taskKey, 'onFailure') == 'compensate' then
-      begin_undo(ctx, 'compensated', reason)
-      return 'compensate'
-    end
-    abandon_in_flight(ctx, reason)
-    finish_task(ctx, 'failed', reason)
-    record_alert(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.failureCount, lastError, alertAttempt or ph.attempt)
-    return 'error'
+    return fail_run(ctx, spec, ph, 'step ' .. spec.fs .. ' element ' .. spec.item .. ' ' .. why, lastError, permanent, alertAttempt)
   end
   if kind == 'compensate' then
     ph.parked = nil
@@ -771,15 +776,7 @@ local function give_up(ctx, spec, rec, kind, why, lastError, permanent, alertAtt
   end
   rec.status = permanent and 'failed' or 'error'
   push_event(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.attempt, lastError)
-  local reason = 'step ' .. spec.n .. ' ' .. why
-  if redis.call('HGET', ctx.taskKey, 'onFailure') == 'compensate' then
-    begin_undo(ctx, 'compensated', reason)
-    return 'compensate'
-  end
-  abandon_in_flight(ctx, reason)
-  finish_task(ctx, 'failed', reason)
-  record_alert(ctx, permanent and 'step_failed' or 'step_error', spec.n, ph.failureCount, lastError, alertAttempt or ph.attempt)
-  return 'error'
+  return fail_run(ctx, spec, ph, 'step ' .. spec.n .. ' ' .. why, lastError, permanent, alertAttempt)
 end
 
 -- The ladder after a counted failure (decision 0009): give up at maxFailures or past the give-up time;
