@@ -93,7 +93,9 @@ export async function measureScalingCluster(servers: Servers, tmpDir: string, ta
 
 async function measureOne(setup: Setup, n: number, tasks: number, tmpDir: string): Promise<ScalingClusterRow> {
   const namespace = `scl${setup.name[0]}${n}_${Date.now().toString(36)}`;
-  const actors = new Actors({ natsUrl: setup.natsUrl, redisUrl: setup.redisUrl, namespace, tmpDir, env: setup.env });
+  // A scratch directory of its own: the run's actors' health files (scheduler-1.hb, …) are in tmpDir, and
+  // these actors, numbered from 1 again, would take them for their own and count as ready at once.
+  const actors = new Actors({ natsUrl: setup.natsUrl, redisUrl: setup.redisUrl, namespace, tmpDir: join(tmpDir, namespace), env: setup.env });
   try {
     await Promise.all([...Array.from({ length: n }, () => actors.scheduler()), actors.supervisor(1_000, 5_000), actors.agents(['noop'], n)]);
     const client = await TriadClient.connect({ natsUrl: setup.natsUrl, namespace, name: 'triad-bench-scl' });
