@@ -27,7 +27,7 @@ import { measureLatency } from './latency.js';
 import { measureMemory, type SupervisorControl } from './memory.js';
 import { measureHandover, measureRecovery } from './recovery.js';
 import { measureSleepLateness } from './sleep-lateness.js';
-import { peerTable, details, jsonSummary, table, type Results } from './report.js';
+import { peerTable, details, durabilityLine, jsonSummary, table, type Results } from './report.js';
 import { measurePeers } from './peers/index.js';
 import { measureScaling } from './scaling.js';
 import { measureScalingCluster } from './scaling-cluster.js';
@@ -258,8 +258,10 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   await cleanUp();
+  // The peer table opens with the durability line; without one, the line opens the figures.
   const peers = peerTable(results);
-  process.stdout.write(`\n${peers ? `${peers}\n\n` : ''}${table(results)}\n${details(results)}\n`);
+  const durable = peers ? undefined : durabilityLine(results);
+  process.stdout.write(`\n${peers ? `${peers}\n\n` : ''}${durable ? `${durable}\n\n` : ''}${table(results)}\n${details(results)}\n`);
   if (o.json) process.stdout.write(`${JSON.stringify(jsonSummary(results))}\n`);
 }
 

@@ -98,8 +98,8 @@ export function peerTable(r: Results): string | undefined {
   const w = head.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] ?? '').length)));
   const line = (cells: string[]): string => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(w[i] ?? 0) : c.padStart(w[i] ?? 0))).join(' | ')} |`;
   const sep = `|${w.map((n, i) => (i === 0 ? '-'.repeat(n + 2) : `${'-'.repeat(n + 1)}:`)).join('|')}|`;
-  const durable = r.durability ? [`Durable run (--durable): NATS ${r.durability.nats}; Redis ${r.durability.redis}.`, ''] : [];
-  return [...durable, line(head), sep, ...lines.map(line), '', ...cpuByProcessLines(r)].join('\n');
+  const durable = durabilityLine(r);
+  return [...(durable ? [durable, ''] : []), line(head), sep, ...lines.map(line), '', ...cpuByProcessLines(r)].join('\n');
 }
 
 export function rows(r: Results): Row[] {
@@ -221,6 +221,11 @@ export function table(r: Results): string {
   const line = (x: Row): string => `| ${x.metric.padEnd(w.metric)} | ${x.value.padStart(w.value)} | ${x.target.padEnd(w.target)} | ${x.met.padEnd(3)} |`;
   const sep = `|${'-'.repeat(w.metric + 2)}|${'-'.repeat(w.value + 1)}:|${'-'.repeat(w.target + 2)}|-----|`;
   return [line(head), sep, ...rs.map(line)].join('\n');
+}
+
+/** With --durable: what makes each acknowledged write survive a power cut (printed above the tables). */
+export function durabilityLine(r: Results): string | undefined {
+  return r.durability ? `Durable run (--durable): NATS ${r.durability.nats}; Redis ${r.durability.redis}.` : undefined;
 }
 
 /** Per system, CPU ms per step of each process (processes of one role summed), one line each. */

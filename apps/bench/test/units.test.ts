@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { cpuPerUnitByRole, processRole, type CpuShare } from '../src/cpu.js';
 import { stepLegFloor } from '../src/floors.js';
 import { parseOptions } from '../src/options.js';
-import { jsonSummary, peerTable, rows, type Results } from '../src/report.js';
+import { durabilityLine, jsonSummary, peerTable, rows, type Results } from '../src/report.js';
 import { parseNatsVersion, supportsSyncAlways, syncAlwaysConfig } from '../src/servers.js';
 
 const argv = (...a: string[]): string[] => ['node', 'bench', ...a];
@@ -117,6 +117,8 @@ describe('the report', () => {
     expect(t).toMatch(/^Durable run \(--durable\): NATS R3; Redis always\./);
     expect(t).toContain('Triad: total 0.500 — scheduler 0.200, agents 0.100, nats-server 0.100, bench client 0.100');
     expect(t).toContain('bullmq: total 0.200 — bullmq worker 0.100, redis-server 0.100');
+    expect(durabilityLine(results(false))).toBeUndefined();
+    expect(durabilityLine(r)).toBe('Durable run (--durable): NATS R3; Redis always.');
   });
 
   it('puts the same figures in the JSON line', () => {
