@@ -31,7 +31,7 @@ runService('agent-host', async ({ config, log, onShutdown, healthy, fail }) => {
   // NATS only: an agent holds no Redis connection (decision 0010).
   const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-agent', inboxPrefix: serviceInboxPrefix(config.namespace, 'agent', agents.map((a) => a.name)), onFatal: fail });
   onShutdown(() => bus.close());
-  const host = new AgentHost({ bus, agents, logger: log });
+  const host = new AgentHost({ bus, agents, logger: log, takeBatches: config.stepBatches === 'on' });
   await host.start();
   onShutdown(() => host.stop());
   healthy({ nats: () => bus.isConnected(), serving: () => host.serving() });

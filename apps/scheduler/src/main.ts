@@ -17,6 +17,7 @@ runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
     tasks: new TaskStore(redis, config.namespace, { waitReplicas: config.redisWaitReplicas, waitMs: config.redisWaitMs }),
     leases: new Leases(redis, config.namespace),
     logger: log,
+    ...(config.stepBatches === 'off' ? { stepBatchMax: 1 } : {}),
   });
   await scheduler.start();
   onShutdown(() => scheduler.stop());

@@ -6,12 +6,13 @@
  * stored.
  */
 import { hostname } from 'node:os';
+import type { MsgHdrs } from '@nats-io/nats-core';
 import { randomUUID } from 'node:crypto';
-import { ensureConsumer, explainNoJetStream, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
+import { deadLetter, ensureConsumer, explainNoJetStream, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
 import { contextFromHeaders, intercept, traceHeaders, type HeaderReader, type Next } from '@triad/telemetry';
-import { StepRequestSchema, decode, encode, errorMessage, isTriadError, type StepRequest, type StepResult } from '@triad/protocol';
+import { StepRequestSchema, decode, decodeStepRequests, encode, errorMessage, isTriadError, type StepRequest, type StepResult } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
-import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
+import { ConsecutiveBreaker, bulkhead, circuitBreaker, handleWhen, type BulkheadPolicy, type CircuitBreakerPolicy } from 'cockatiel';
 import { DEFAULT_AGENT_CONCURRENCY, type AgentDefinition } from './define.js';
 import { isPermanent, isThrottled } from './errors.js';
 import { ResultSender } from './result-sender.js';
@@ -34,6 +35,8 @@ export interface AgentHostOptions extends AgentHostSettings {
  * when NATS is slow, the agent stops taking new steps instead of piling results up in memory.
  */
 const MAX_RESULT_BACKLOG = 1_024;
+/** Step request batches one process works on at once per agent type (decision 0023). */
+const BATCHES_AT_ONCE = 2;
 
 /**
  * An agent type's circuit breaker: opened by `threshold` retryable failures in a row. A permanent failure
@@ -60,6 +63,10 @@ export class AgentHost {
   private readonly results = new Map<string, ResultSender>();
   /** Each agent type's counters, bound to their labels once. */
   private readonly metrics = new Map<string, AgentMetrics>();
+  /** Each agent type's slots (see slotsOf). */
+  private readonly slots = new Map<string, BulkheadPolicy>();
+  /** The step attempts running in this process (their result message ids). */
+  private readonly running = new Set<string>();
   /** One step attempt inside its interceptors (tracing, metrics). */
   private readonly runAttempt: Next<AttemptInput, Attempted>;
 
@@ -97,10 +104,21 @@ export class AgentHost {
     if (this.stopped) return;
     for (const agent of this.agents.values()) {
       const durable = n.consumers.agent(agent.name);
+      const concurrency = agent.concurrency ?? DEFAULT_AGENT_CONCURRENCY;
       await ensureConsumer(bus, { stream: n.streams.steps, durable, filterSubject: n.subjects.step(agent.name), ackWaitMs });
       this.consumers.push(
-        startConsumer(bus, { stream: n.streams.steps, durable, source: `step.${agent.name}`, concurrency: agent.concurrency ?? DEFAULT_AGENT_CONCURRENCY, prefetch: agent.concurrency ?? DEFAULT_AGENT_CONCURRENCY, logger: this.log }, (d) =>
+        startConsumer(bus, { stream: n.streams.steps, durable, source: `step.${agent.name}`, concurrency, prefetch: concurrency, logger: this.log }, (d) =>
           this.onRequest(agent, d.data, d.deliveryCount, d.working, d.ackNow, ackWaitMs, d.headers),
+        ),
+      );
+      if (!this.settings.takeBatches) continue;
+      // Pulling from the batch durable is the announcement (decision 0023): schedulers send this type
+      // batches while it has pulls waiting. Two batches at a time per process; items take the slots.
+      const batches = n.consumers.agentBatch(agent.name);
+      await ensureConsumer(bus, { stream: n.streams.steps, durable: batches, filterSubject: n.subjects.stepBatch(agent.name), ackWaitMs });
+      this.consumers.push(
+        startConsumer(bus, { stream: n.streams.steps, durable: batches, source: `step.${agent.name}`, concurrency: BATCHES_AT_ONCE, prefetch: BATCHES_AT_ONCE, logger: this.log }, (d) =>
+          this.onBatch(agent, d.data, d.subject, d.deliveryCount, d.working, d.ackNow, ackWaitMs, d.headers),
         ),
       );
     }
@@ -142,6 +160,7 @@ export class AgentHost {
     }
   }
 
+  /** A single request (subject `step.<agent>`): the message is the step's lease. */
   private async onRequest(
     agent: AgentDefinition,
     data: Uint8Array,
@@ -155,11 +174,98 @@ export class AgentHost {
     if (!d.ok) return { deadLetter: d.error.message };
     const req = d.value;
     if (req.agent !== agent.name) return { deadLetter: `step request names agent "${req.agent}" but arrived on ${agent.name}'s subject` };
+    // The message is the step's lease: keep it while the step waits for a slot and runs, so JetStream
+    // gives it to no one else.
+    const keepAlive = setInterval(working, Math.max(100, Math.floor(ackWaitMs / 3)));
+    let settled: 'ack' | 'defer';
+    try {
+      settled = await this.runRequest(agent, req, deliveryCount, contextFromHeaders(headers), () => {
+        clearInterval(keepAlive);
+        ackNow();
+      });
+    } catch (e) {
+      clearInterval(keepAlive);
+      throw e;
+    }
+    if (settled === 'ack') clearInterval(keepAlive);
+    return settled;
+  }
+
+  /**
+   * A batch of requests (subject `step.b~<agent>`, decision 0023): each item is validated, run, reported
+   * or dead-lettered on its own; the message — the lease of all of them — is kept alive until every item
+   * is settled, and then acknowledged. A bad item never costs its neighbours.
+   */
+  private async onBatch(
+    agent: AgentDefinition,
+    data: Uint8Array,
+    subject: string,
+    deliveryCount: number,
+    working: () => void,
+    ackNow: () => void,
+    ackWaitMs: number,
+    headers?: MsgHdrs,
+  ): Promise<Disposition> {
+    const d = decodeStepRequests(data);
+    // Nothing in it can be read: dead-lettered whole, like an unreadable single request.
+    if (!d.ok) return { deadLetter: d.error.message };
+    const items = d.value;
+    const keepAlive = setInterval(working, Math.max(100, Math.floor(ackWaitMs / 3)));
+    let left = items.length;
+    const settledOne = (): void => {
+      if (--left > 0) return;
+      clearInterval(keepAlive);
+      ackNow();
+    };
+    const source = `step.${agent.name}`;
+    await Promise.all(
+      items.map(async (it, i) => {
+        let once = false;
+        const settle = (): void => {
+          if (once) return;
+          once = true;
+          settledOne();
+        };
+        try {
+          const problem = !it.ok ? it.error.message : it.value.agent !== agent.name ? `step request ${i + 1} of ${items.length} in a batch names agent "${it.value.agent}" but arrived on ${agent.name}'s batch subject` : undefined;
+          if (problem !== undefined || !it.ok) {
+            const reason = problem ?? 'invalid step request';
+            // The item alone, with its own bytes: its neighbours run.
+            if (!(await deadLetter(this.o.bus, source, reason, it.bytes, deliveryCount, { subject, headers }))) {
+              this.log.error({ agent: agent.name, item: i + 1, reason }, 'dead letter of a step request in a batch not stored: the request is dropped (its step, if real, is retried after its complete-by)');
+            }
+            settle();
+            return;
+          }
+          const parent = it.traceparent ? contextFromHeaders({ get: (k) => (k === 'traceparent' ? (it.traceparent ?? '') : '') }) : contextFromHeaders(headers);
+          if ((await this.runRequest(agent, it.value, deliveryCount, parent, settle)) === 'ack') settle();
+        } catch (e) {
+          // Not redelivered: that would run its neighbours again. Its step is retried after its complete-by.
+          this.log.error({ agent: agent.name, item: i + 1, err: errorMessage(e) }, 'step request in a batch failed unexpectedly: the supervisor retries it after its complete-by');
+          settle();
+        }
+      }),
+    );
+    return 'defer';
+  }
+
+  /**
+   * Runs one valid request in a slot of its agent type: 'ack' when it is done with nothing to send
+   * (late, expired, already running here); 'defer' when its result is queued — `stored` is called once
+   * the result is stored (or could not be).
+   */
+  private async runRequest(agent: AgentDefinition, req: StepRequest, deliveryCount: number, parent: ReturnType<typeof contextFromHeaders>, stored: () => void): Promise<'ack' | 'defer'> {
     const margin = this.settings.safetyMarginMs;
     const m = this.metricsOf(agent.name);
     if (req.completeBy - margin <= Date.now()) {
       m.droppedOnArrival.inc();
       this.log.debug({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'request arrived past completeBy: dropped');
+      return 'ack';
+    }
+    const key = resultMessageId(req);
+    if (this.running.has(key)) {
+      // The same attempt again (a batch has no message id, decision 0023) while this process runs it.
+      this.log.debug({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'step attempt already running in this process: the repeat is skipped');
       return 'ack';
     }
     if (deliveryCount > 1) {
@@ -168,17 +274,15 @@ export class AgentHost {
       m.redelivered.inc();
       this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt, deliveryCount }, 'step request delivered again: running it');
     }
-    // The message is the step's lease: keep it while the step runs, so JetStream gives it to no one else.
-    const keepAlive = setInterval(working, Math.max(100, Math.floor(ackWaitMs / 3)));
+    this.running.add(key);
     let outcome: Attempted;
     try {
-      outcome = await this.runAttempt({ agent, req, deliveryCount, parent: contextFromHeaders(headers) });
-    } catch (e) {
-      clearInterval(keepAlive);
-      throw e;
+      // Items, not messages, take the agent type's slots (decision 0023).
+      outcome = await this.slotsOf(agent).execute(() => this.runAttempt({ agent, req, deliveryCount, parent }));
+    } finally {
+      this.running.delete(key);
     }
     if (outcome.kind === 'expired') {
-      clearInterval(keepAlive);
       this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, tries: outcome.tries }, 'complete-by reached: stopped, nothing sent back');
       return 'ack';
     }
@@ -186,16 +290,20 @@ export class AgentHost {
     // the slot is free once the result is queued, unless the queue is long.
     const sender = this.results.get(agent.name);
     // The result carries the attempt's span as its `traceparent` (taken now: results are sent in batches).
-    const stored = this.report(req, outcome, outcome.trace)
+    const done = this.report(req, outcome, outcome.trace)
       .catch((e: unknown) =>
         this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, err: errorMessage(e) }, 'result not stored: the supervisor retries the step after its complete-by'),
       )
-      .finally(() => {
-        clearInterval(keepAlive);
-        ackNow();
-      });
-    if ((sender?.backlog ?? 0) > MAX_RESULT_BACKLOG) await stored;
+      .finally(stored);
+    if ((sender?.backlog ?? 0) > MAX_RESULT_BACKLOG) await done;
     return 'defer';
+  }
+
+  /** An agent type's slots: its `concurrency`, shared by single requests and batch items. */
+  private slotsOf(agent: AgentDefinition): BulkheadPolicy {
+    let b = this.slots.get(agent.name);
+    if (!b) this.slots.set(agent.name, (b = bulkhead(agent.concurrency ?? DEFAULT_AGENT_CONCURRENCY, Number.POSITIVE_INFINITY)));
+    return b;
   }
 
   private metricsOf(agent: string): AgentMetrics {

@@ -20,6 +20,11 @@ export const AgentHostSettingsSchema = z.object({
    * (the consumer's ack wait); the host signals every third of it while the step runs.
    */
   ackWaitMs: z.number().int().min(100).default(5_000),
+  /**
+   * Take step request batches (decision 0023): pull from each agent type's `batch-<agent>` durable too,
+   * which tells schedulers to send this type several requests per message. Off: single requests only.
+   */
+  takeBatches: z.boolean().default(true),
 });
 
 export type AgentHostSettings = z.input<typeof AgentHostSettingsSchema>;

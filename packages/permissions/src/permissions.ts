@@ -231,6 +231,8 @@ export function agentIdentity(namespace: string, agent: string): Identity {
         s.deadLetter(`step_${type}`),
         j.accountInfo,
         ...durableAccess(j, n.streams.steps, n.consumers.agent(type), s.step(type)),
+        // Step request batches (decision 0023): its own type's batch durable, nobody else's.
+        ...durableAccess(j, n.streams.steps, n.consumers.agentBatch(type), s.stepBatch(type)),
         j.streamInfo(n.streams.results),
         j.streamInfo(n.streams.deadLetters),
       ]),

@@ -63,6 +63,14 @@ describe('NATS allow lists', () => {
     expect(may(payment, 'publish', `$JS.API.CONSUMER.MSG.NEXT.${n.streams.steps}.agent-shipping`)).toBe(false);
     expect(may(payment, 'publish', `$JS.API.CONSUMER.CREATE.${n.streams.steps}.agent-payment.${n.subjects.step('payment')}`)).toBe(true);
     expect(may(payment, 'publish', `$JS.API.CONSUMER.CREATE.${n.streams.steps}.agent-shipping.${n.subjects.step('shipping')}`)).toBe(false);
+    // Step request batches (decision 0023): its own type's batch durable only.
+    expect(may(payment, 'publish', `$JS.API.CONSUMER.CREATE.${n.streams.steps}.batch-payment.${n.subjects.stepBatch('payment')}`)).toBe(true);
+    expect(may(payment, 'publish', `$JS.API.CONSUMER.MSG.NEXT.${n.streams.steps}.batch-payment`)).toBe(true);
+    expect(may(payment, 'publish', `$JS.ACK.${n.streams.steps}.batch-payment.1.1.1.1.1.1`)).toBe(true);
+    expect(may(payment, 'publish', `$JS.API.CONSUMER.CREATE.${n.streams.steps}.batch-shipping.${n.subjects.stepBatch('shipping')}`)).toBe(false);
+    expect(may(payment, 'publish', `$JS.API.CONSUMER.MSG.NEXT.${n.streams.steps}.batch-shipping`)).toBe(false);
+    expect(may(payment, 'publish', `$JS.API.CONSUMER.CREATE.${n.streams.steps}.batch-payment.${n.subjects.stepBatch('shipping')}`)).toBe(false);
+    expect(may(payment, 'publish', n.subjects.stepBatch('payment'))).toBe(false);
     expect(may(payment, 'subscribe', '_INBOX.shop.web.x')).toBe(false);
     expect(payment.redis).toBeUndefined();
   });

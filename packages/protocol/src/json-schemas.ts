@@ -18,10 +18,12 @@ import {
   TaskEventBatchSchema,
 } from './messages.js';
 import { StepResultBatchSchema } from './result-batch.js';
+import { StepRequestBatchSchema } from './request-batch.js';
 
 const MESSAGES: Record<string, { schema: z.ZodType; title: string }> = {
   submission: { schema: SubmissionSchema, title: 'A task submission (triad.<ns>.submit.<client>)' },
   'step-request': { schema: StepRequestSchema, title: 'A step request to an agent (triad.<ns>.step.<agent>)' },
+  'step-request-batch': { schema: StepRequestBatchSchema, title: 'Several encoded step requests in one message, to an agent that takes batches (triad.<ns>.step.b~<agent>)' },
   'step-result': { schema: StepResultSchema, title: "An agent's result for one step attempt (triad.<ns>.result.<agent>)" },
   'step-result-batch': { schema: StepResultBatchSchema, title: 'Several encoded step results in one message (triad.<ns>.result.<agent>)' },
   'task-event-batch': { schema: TaskEventBatchSchema, title: "One transition's task events (triad.<ns>.event.<client>.<taskId>, and the reply subject)" },

@@ -34,6 +34,11 @@ export interface Names {
     readonly submitAll: string;
     /** Step requests for one agent type. */
     step(agent: string): string;
+    /**
+     * Step request batches for one agent type (decision 0023): `step.b~<agent>`, inside the STEPS
+     * stream's `step.*`; `~` is never in a name, so it cannot be an agent type's own subject.
+     */
+    stepBatch(agent: string): string;
     readonly stepAll: string;
     /** Results of one agent type (the scheduler checks each result's step belongs to that agent). */
     result(agent: string): string;
@@ -73,6 +78,8 @@ export interface Names {
     readonly results: string;
     readonly commands: string;
     agent(agent: string): string;
+    /** The durable only agents that take step request batches pull from (decision 0023). */
+    agentBatch(agent: string): string;
   };
   readonly queueGroup: string;
   /** The client a submission's subject names, or undefined when it names none (decision 0010). */
@@ -129,6 +136,8 @@ export type ApiOp = (typeof API_OPS)[number];
 export const CLIENT_SCOPED_OPS = ['task.get', 'task.list', 'task.query', 'task.count', 'task.events', 'task.signal'] as const satisfies readonly ApiOp[];
 export type ClientScopedOp = (typeof CLIENT_SCOPED_OPS)[number];
 const CLIENT_API_TOKEN = 'client';
+/** The start of a step subject's last token that holds batches (decision 0023): `step.b~<agent>`. */
+export const BATCH_TOKEN_PREFIX = 'b~';
 
 export function names(namespace: string): Names {
   const ns = NamespaceSchema.parse(namespace);
@@ -140,6 +149,7 @@ export function names(namespace: string): Names {
       submit: (client) => `${p}.submit.${client}`,
       submitAll: `${p}.submit.*`,
       step: (agent) => `${p}.step.${agent}`,
+      stepBatch: (agent) => `${p}.step.${BATCH_TOKEN_PREFIX}${agent}`,
       stepAll: `${p}.step.*`,
       result: (agent) => `${p}.result.${agent}`,
       resultAll: `${p}.result.*`,
@@ -170,6 +180,7 @@ export function names(namespace: string): Names {
       results: 'results',
       commands: 'commands',
       agent: (agent) => `agent-${agent}`,
+      agentBatch: (agent) => `batch-${agent}`,
     },
     queueGroup: `triad-${ns}-scheduler`,
     submitter: (subject) => subjectToken(subject, `${p}.submit.`),

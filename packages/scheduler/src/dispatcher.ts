@@ -4,11 +4,12 @@
  * Alerts are not sent from here: the transition records them and the leader supervisor publishes them
  * (decision 0009).
  */
-import { publishDurable, sendTaskEvents, type Bus } from '@triad/bus';
+import { sendTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
 import { RawMsgpack, encodeMap, isAbsentValue, type RegisteredWorkflow, type StepKind } from '@triad/protocol';
-import { countTaskEnd } from '@triad/telemetry';
+import { countTaskEnd, type Logger } from '@triad/telemetry';
 import { elementOutputKey, elementValueKey, toTaskEvent, type Transition } from '@triad/store';
+import { BatchTakers, StepSender } from './step-batches.js';
 
 /** A step request's message id; a fan-out element's names it (`<step>#<i>`, decision 0019 §4). */
 export function stepMessageId(taskId: string, step: string, kind: StepKind, attempt: number, item?: number): string {
@@ -78,8 +79,23 @@ export function stepRequestMessages(namespace: string, taskId: string, wf: Regis
   });
 }
 
+export interface DispatcherOptions {
+  /** The most step requests per batch to an agent type that takes batches (decision 0023); 1: none. */
+  stepBatchMax?: number;
+  logger?: Logger;
+}
+
 export class Dispatcher {
-  constructor(private readonly bus: Bus) {}
+  /** Sends step requests: alone, or in batches to agent types that take them (decision 0023). */
+  readonly steps: StepSender;
+
+  constructor(
+    private readonly bus: Bus,
+    o: DispatcherOptions = {},
+  ) {
+    const max = o.stepBatchMax ?? 1;
+    this.steps = new StepSender(bus, max > 1 ? new BatchTakers(bus, o.logger) : undefined, max);
+  }
 
   /** Sends the step requests and events of one transition; resolves when JetStream has stored them all. */
   async publish(taskId: string, wf: RegisteredWorkflow, t: Transition, now: number): Promise<void> {
@@ -87,7 +103,7 @@ export class Dispatcher {
     countTaskEnd(this.bus.names.namespace, wf.name, t.events, t.createdAt, now);
     const work: Promise<unknown>[] = [];
     for (const m of stepRequestMessages(this.bus.names.namespace, taskId, wf, t, now)) {
-      work.push(publishDurable(this.bus, this.bus.names.subjects.step(m.agent), m.bytes, m.messageId));
+      work.push(this.steps.send(m.agent, m.bytes, m.messageId));
     }
     // Events are history, not state (decision 0001): sent without asking for JetStream's ack. Publishes
     // on one connection keep their order in the stream.

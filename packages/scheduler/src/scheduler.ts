@@ -82,7 +82,7 @@ export class Scheduler {
     this.settings = resolveSchedulerSettings(o);
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
-    this.dispatcher = new Dispatcher(o.bus);
+    this.dispatcher = new Dispatcher(o.bus, { stepBatchMax: this.settings.stepBatchMax, logger: this.log });
     this.intake = o.intake ?? new IntakeStore(o.tasks.redis, o.bus.names.namespace, this.log);
     const ns = o.bus.names.namespace;
     this.metrics = schedulerMetrics(ns);

@@ -23,6 +23,11 @@ export const ConfigSchema = z.object({
   redisWaitReplicas: z.coerce.number().int().min(0).max(16).default(0),
   /** How long WAIT waits for them, ms. */
   redisWaitMs: z.coerce.number().int().min(1).max(60_000).default(1_000),
+  /**
+   * Step request batches (decision 0023): `on` — a scheduler sends several requests per message to agents
+   * that take them, and an agent host takes them; `off` — one request per message, as before.
+   */
+  stepBatches: z.enum(['on', 'off'], { message: 'TRIAD_STEP_BATCHES is "on" or "off"' }).default('on'),
 });
 
 export type Config = z.output<typeof ConfigSchema> & {
@@ -62,6 +67,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     logLevel: env['TRIAD_LOG_LEVEL'] || undefined,
     redisWaitReplicas: env['TRIAD_REDIS_WAIT_REPLICAS'] || undefined,
     redisWaitMs: env['TRIAD_REDIS_WAIT_MS'] || undefined,
+    stepBatches: env['TRIAD_STEP_BATCHES'] || undefined,
   });
   const envName: Record<string, string> = {
     namespace: 'TRIAD_NAMESPACE',
@@ -69,6 +75,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     logLevel: 'TRIAD_LOG_LEVEL',
     redisWaitReplicas: 'TRIAD_REDIS_WAIT_REPLICAS',
     redisWaitMs: 'TRIAD_REDIS_WAIT_MS',
+    stepBatches: 'TRIAD_STEP_BATCHES',
   };
   const details = parsed.success ? [] : parsed.error.issues.map((i) => `${envName[String(i.path[0])] ?? String(i.path[0])}: ${i.message}`);
   const nats = checkNatsSettings(natsOptionsFromEnv(env, o.labels));
