@@ -231,7 +231,7 @@ export class AgentHost {
           if (problem !== undefined || !it.ok) {
             const reason = problem ?? 'invalid step request';
             // The item alone, with its own bytes: its neighbours run.
-            if (!(await deadLetter(this.o.bus, source, reason, it.bytes, deliveryCount, { subject, headers }))) {
+            if (!(await deadLetter(this.o.bus, source, reason, it.bytes, deliveryCount, { subject: this.o.bus.names.subjects.step(agent.name), headers }))) {
               this.log.error({ agent: agent.name, item: i + 1, reason }, 'dead letter of a step request in a batch not stored: the request is dropped (its step, if real, is retried after its complete-by)');
             }
             settle();
