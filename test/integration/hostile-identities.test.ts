@@ -221,6 +221,29 @@ describe('clients have no JetStream consumers to abuse', () => {
   });
 });
 
+describe('agents take only their own type\'s steps', () => {
+  it("an agent may neither take another type's step request batches nor send any (decision 0023); its own batch durable it may use", async () => {
+    const fraud = await busAs('agent-fraud');
+    const steps = n.streams.steps;
+    const body = (durable: string, filter: string): string => JSON.stringify({ stream_name: steps, config: { durable_name: durable, filter_subject: filter, ack_policy: 'explicit', deliver_policy: 'all', ack_wait: 5_000_000_000, max_deliver: -1 } });
+    for (const [subject, payload] of [
+      [`$JS.API.CONSUMER.CREATE.${steps}.${n.consumers.agentBatch('payment')}.${n.subjects.stepBatch('payment')}`, body(n.consumers.agentBatch('payment'), n.subjects.stepBatch('payment'))],
+      [`$JS.API.CONSUMER.CREATE.${steps}.${n.consumers.agentBatch('fraud')}.${n.subjects.stepBatch('payment')}`, body(n.consumers.agentBatch('fraud'), n.subjects.stepBatch('payment'))],
+      [`$JS.API.CONSUMER.MSG.NEXT.${steps}.${n.consumers.agentBatch('payment')}`, JSON.stringify({ batch: 1, expires: 1_000_000_000 })],
+      [`$JS.API.CONSUMER.INFO.${steps}.${n.consumers.agentBatch('payment')}`, ''],
+    ] as const) {
+      await expect(fraud.nc.request(subject, payload, { timeout: 5_000 }), subject).rejects.toThrow(/Permissions Violation for Publish/);
+    }
+    // Forged batches, to another type or its own: only the scheduler role sends step requests.
+    for (const agent of ['payment', 'fraud']) {
+      await expect(fraud.js.publish(n.subjects.stepBatch(agent), encode({ requests: [new Uint8Array([1])] }), { timeout: 5_000 }), agent).rejects.toThrow(/Permissions Violation for Publish/);
+    }
+    // Its own batch durable (the agents of this namespace created it when they attached): info is allowed.
+    const own = await fraud.nc.request(`$JS.API.CONSUMER.INFO.${steps}.${n.consumers.agentBatch('fraud')}`, '', { timeout: 5_000 });
+    expect(own.json<{ name?: string; config?: { filter_subject?: string } }>()).toMatchObject({ name: n.consumers.agentBatch('fraud'), config: { filter_subject: n.subjects.stepBatch('fraud') } });
+  });
+});
+
 describe('dead-letter replay', () => {
   it("a dead letter forged by an agent cannot make the operator's replay cancel or change a task", async () => {
     const fraud = await busAs('agent-fraud');

@@ -196,7 +196,7 @@ export async function replayDeadLetter(bus: Bus, seq: number, o: { expectSubject
 
 /**
  * Where a dead letter replays to: the source its DLQ subject names (`dlq.submit` → the submission's
- * `submit.<client>`, `dlq.result` → `result.<agent>`, `dlq.command`, `dlq.step_<agent>` → `step.<agent>`),
+ * `submit.<client>`, `dlq.result` → `result.<agent>`, `dlq.command`, `dlq.step_<agent>` → `step.<agent>`, or `step.b~<agent>` for a whole batch),
  * never an API subject, and only if the letter's body agrees (its `source`, its recorded subject).
  */
 export function replayPlan(n: Names, seq: number, dlqSubject: string, v: DeadLetter | undefined): ReplayPlan {
@@ -219,7 +219,10 @@ export function replayPlan(n: Names, seq: number, dlqSubject: string, v: DeadLet
   } else if (token === 'command') {
     target = { subject: s.command, stream: n.streams.commands };
   } else if (token.startsWith('step_') && NAME_PATTERN.test(token.slice(5))) {
-    target = { subject: s.step(token.slice(5)), stream: n.streams.steps };
+    // A whole step request batch (unreadable, or past the redelivery limit) goes back to its batch
+    // subject (decision 0023); a single request, or one item of a batch, to the agent's own subject.
+    const agent = token.slice(5);
+    target = { subject: recorded === s.stepBatch(agent) ? recorded : s.step(agent), stream: n.streams.steps };
   } else if (token === 'api') {
     return { ok: false, reason: 'an API request is answered once, to its requester, and never replayed: send it again' };
   } else {

@@ -17,6 +17,10 @@ describe('replayPlan', () => {
     expect(replayPlan(n, 1, 'triad.shop.dlq.step_payment', letter({ source: 'step.payment' }))).toMatchObject({ ok: true, subject: n.subjects.step('payment'), stream: n.streams.steps });
     expect(replayPlan(n, 1, 'triad.shop.dlq.result', letter({ source: 'result', subject: n.subjects.result('payment') }))).toMatchObject({ ok: true, stream: n.streams.results });
     expect(replayPlan(n, 1, 'triad.shop.dlq.command', letter({ source: 'command' }))).toMatchObject({ ok: true, subject: n.subjects.command });
+    // Step request batches (decision 0023): a whole batch back to its batch subject, an item alone to the agent's.
+    expect(replayPlan(n, 1, 'triad.shop.dlq.step_payment', letter({ source: 'step.payment', subject: n.subjects.stepBatch('payment') }))).toMatchObject({ ok: true, subject: 'triad.shop.step.b~payment', stream: n.streams.steps });
+    expect(replayPlan(n, 1, 'triad.shop.dlq.step_payment', letter({ source: 'step.payment', subject: n.subjects.step('payment') }))).toMatchObject({ ok: true, subject: n.subjects.step('payment') });
+    expect(replayPlan(n, 1, 'triad.shop.dlq.step_payment', letter({ source: 'step.payment', subject: n.subjects.stepBatch('shipping') }))).toMatchObject({ ok: false, reason: expect.stringContaining('forged or corrupt') });
   });
 
   it('refuses what could be forged or cannot go anywhere, saying why', () => {
