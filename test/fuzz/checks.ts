@@ -8,7 +8,7 @@ import { ApiReplySchema, ErrorCode, MAX_LISTED_ISSUES, StepRequestSchema, TaskEv
 import type { FuzzCase } from './cases.js';
 import { acceptedTask, expectationOf, type ApiExpectation, type Context, type Expectation, type ExpectedDeadLetter } from './expectations.js';
 import { isPlainObject } from './mutations.js';
-import { judge } from './oracle.js';
+import { judge, judgeStepRequests } from './oracle.js';
 import type { Outcome } from './storm.js';
 
 /** The checks, by name: every failure names one. */
@@ -209,7 +209,7 @@ export function checkCases(input: CaseCheckInput): CaseCheckResult {
     if (e.task !== undefined) tasks.push(e.task);
     if (e.consumed) {
       counts.consumed++;
-      consumedCases.set(`${c.target.kind === 'step' ? c.target.source : c.target.name}|${hash(c.bytes)}`, c);
+      consumedCases.set(`${c.target.kind === 'step' || c.target.kind === 'step-batch' ? c.target.source : c.target.name}|${hash(c.bytes)}`, c);
     }
     for (const want of e.deadLetters) {
       counts.deadLettersExpected++;
@@ -231,7 +231,12 @@ export function checkCases(input: CaseCheckInput): CaseCheckResult {
   // a task of that id (a near-miss id like "null" can be both). Those are accounted for by the step
   // request cases.
   const ranTasks = new Set(
-    [...consumedCases.values()].filter((c) => c.target.kind === 'step').flatMap((c) => {
+    [...consumedCases.values()].flatMap((c) => {
+      if (c.target.kind === 'step-batch') {
+        const r = judgeStepRequests(c.bytes);
+        return 'items' in r ? r.items.flatMap((i) => (i.verdict.valid ? [(i.verdict.value as StepRequest).taskId] : [])) : [];
+      }
+      if (c.target.kind !== 'step') return [];
       const v = judge(c.bytes, StepRequestSchema, 'step request');
       return v.valid ? [(v.value as StepRequest).taskId] : [];
     }),

@@ -17,7 +17,7 @@ import {
 import type { FuzzCase } from './cases.js';
 import type { Placement } from './generators.js';
 import { pathText, type Mutation } from './mutations.js';
-import { judge, judgeResults, namedPaths, type Verdict } from './oracle.js';
+import { judge, judgeResults, judgeStepRequests, namedPaths, type Verdict } from './oracle.js';
 
 type Invalid = Extract<Verdict, { valid: false }>;
 type Change = Mutation | Placement;
@@ -174,6 +174,32 @@ function stepExpectation(c: FuzzCase, agent: string, source: string): Expectatio
   return e;
 }
 
+/**
+ * A step request batch (decision 0023): unreadable as a batch, dead-lettered whole; else each item on its
+ * own — an invalid one, or one naming another agent type, dead-lettered with its own bytes; the rest run
+ * (or dropped as late), and the batch is acknowledged.
+ */
+function stepBatchExpectation(c: FuzzCase, agent: string, source: string): Expectation {
+  const r = judgeStepRequests(c.bytes);
+  const e = none();
+  if ('whole' in r) {
+    e.verdictProblems = verdictProblems(r.whole, c.draft.change);
+    if (!r.whole.valid) e.deadLetters.push(deadLetter(source, c.bytes, r.whole, 'invalid step request batch'));
+    return e;
+  }
+  e.consumed = true;
+  r.items.forEach((item, i) => {
+    const change = c.draft.category === 'batch' ? c.draft.items?.[i]?.change : undefined;
+    e.verdictProblems.push(...verdictProblems(item.verdict, change));
+    if (!item.verdict.valid) e.deadLetters.push(deadLetter(source, item.bytes, item.verdict, `invalid step request ${i + 1} of ${r.items.length} in a batch`));
+    else if ((item.verdict.value as StepRequest).agent !== agent) {
+      const named = (item.verdict.value as StepRequest).agent;
+      e.deadLetters.push({ source, bytes: item.bytes, rule: includesRule(`"${named}"`), why: `valid step request ${i + 1} of a batch naming agent "${named}" on ${agent}'s batch subject` });
+    }
+  });
+  return e;
+}
+
 function resultExpectation(c: FuzzCase, accepted: Context['accepted']): Expectation {
   const r = judgeResults(c.bytes);
   const e = none();
@@ -288,6 +314,8 @@ export function expectationOf(c: FuzzCase, ctx: Context): Expectation {
       return submitExpectation(c, ctx.registry, ctx.inbox);
     case 'step':
       return stepExpectation(c, t.agent, t.source);
+    case 'step-batch':
+      return stepBatchExpectation(c, t.agent, t.source);
     case 'result':
       return resultExpectation(c, ctx.accepted);
     case 'command':

@@ -7,7 +7,7 @@ import { StepRequestSchema, SubmissionSchema, SupervisorCommandSchema, encode, n
 import { withTeardown } from '../harness/index.js';
 import { buildCases } from './cases.js';
 import { namesChange } from './expectations.js';
-import { judge, judgeResults, type Verdict } from './oracle.js';
+import { judge, judgeResults, judgeStepRequests, type Verdict } from './oracle.js';
 import { runFuzz } from './run.js';
 import { FUZZ_SEEDS, seedFromEnv } from './seed.js';
 import { targets, type Target } from './targets.js';
@@ -26,6 +26,10 @@ function verdict(t: Target, bytes: Uint8Array): boolean {
       return ok(judge(bytes, StepRequestSchema, 'step request'));
     case 'command':
       return ok(judge(bytes, SupervisorCommandSchema, 'supervisor command'));
+    case 'step-batch': {
+      const r = judgeStepRequests(bytes);
+      return 'items' in r && r.items.every((i) => i.verdict.valid);
+    }
     case 'result': {
       const r = judgeResults(bytes);
       return 'items' in r && r.items.every((i) => i.verdict.valid);

@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { encode } from '@triad/protocol';
 import { extraKey, isPlainObject, nearMiss, sitesOf, updateAt, type Mutation, type Path } from './mutations.js';
-import { REPLY, stepResult, type Target } from './targets.js';
+import { REPLY, stepRequest, stepResult, type Target } from './targets.js';
 
 export const CATEGORIES = ['valid', 'near-miss', 'random-bytes', 'corrupted', 'wrong-type', 'deep', 'unknown-ext', 'batch', 'huge'] as const;
 export type Category = (typeof CATEGORIES)[number];
@@ -35,7 +35,7 @@ export interface Draft {
   corrupt?: { truncateAt?: number; flips: { at: number; xor: number }[] };
   /** Unknown fields `fzK0`, `fzK1`, … (nil) added to the message, this many. */
   extraFields?: number;
-  /** A batch of results: each item encoded on its own, in `results`. */
+  /** A batch of results (or step requests): each item encoded on its own, in `results` (`requests`). */
   items?: Draft[];
   /** A human hint (e.g. "just under the stream's max_msg_size"). */
   note?: string;
@@ -108,7 +108,8 @@ function padding(bytes: Uint8Array, size: number): Uint8Array {
 export function materialize(d: Draft, reply: string): Uint8Array {
   if (d.raw) return d.raw;
   let value = withReply(d.value, reply);
-  if (d.items) value = { ...(value as object), results: d.items.map((i) => materialize(i, reply)) };
+  // A batch's items go in its own key: `requests` for step request batches, else `results`.
+  if (d.items) value = { ...(value as object), [isPlainObject(value) && 'requests' in value ? 'requests' : 'results']: d.items.map((i) => materialize(i, reply)) };
   if (d.extraFields !== undefined) {
     const extra: Record<string, null> = {};
     for (let i = 0; i < d.extraFields; i++) extra[`fzK${i}`] = null;
@@ -192,6 +193,11 @@ export function draftArbitrary(target: Target, now: number): fc.Arbitrary<Draft>
     // A batch of results each valid or not on its own (the scheduler judges, applies and dead-letters each).
     const item = fc.oneof(...smallDrafts(stepResult(now), false));
     parts.push({ weight: 12, arbitrary: fc.array(item, { minLength: 1, maxLength: 8 }).map((items): Draft => ({ category: 'batch', value: { results: [] }, items })) });
+  }
+  if (target.kind === 'step-batch') {
+    // A batch of step requests each valid or not on its own (the agent judges, runs and dead-letters each).
+    const item = fc.oneof(...smallDrafts(stepRequest(target.agent, now), false));
+    parts.push({ weight: 12, arbitrary: fc.array(item, { minLength: 1, maxLength: 8 }).map((items): Draft => ({ category: 'batch', value: { requests: [] }, items })) });
   }
   return fc.oneof(...parts);
 }

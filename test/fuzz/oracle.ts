@@ -2,7 +2,7 @@
  * The fuzzer's oracle: whether a message is valid, and if not why, asked of @triad/protocol's own
  * decoders and schemas — never of a hand-kept list — so the fuzzer follows the schemas as they evolve.
  */
-import { ErrorCode, decode, decodeResults, type TriadError } from '@triad/protocol';
+import { ErrorCode, decode, decodeResults, decodeStepRequests, type TriadError } from '@triad/protocol';
 import type { z } from 'zod';
 
 /** Why a message is invalid: too big, not decodable at all, or decodable but against the schema. */
@@ -47,4 +47,11 @@ export function judgeResults(bytes: Uint8Array): ResultsVerdict {
 /** The field paths a verdict's issues name, as they appear in a reason: `error.retryable:`, `(root):`. */
 export function namedPaths(details: readonly string[]): string[] {
   return [...new Set(details.map((d) => d.slice(0, d.indexOf(': ') + 1)).filter((p) => p.length > 1))];
+}
+
+/** A step request batch as the agent will see it (decision 0023): invalid as a whole, or its items. */
+export function judgeStepRequests(bytes: Uint8Array): ResultsVerdict {
+  const d = decodeStepRequests(bytes);
+  if (!d.ok) return { whole: invalidVerdict(d.error) };
+  return { items: d.value.map((i) => ({ bytes: i.bytes, verdict: i.ok ? { valid: true, value: i.value } : invalidVerdict(i.error) })) };
 }

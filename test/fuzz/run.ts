@@ -104,7 +104,7 @@ export async function runFuzz(td: Teardown, o: FuzzOptions): Promise<FuzzSummary
   }
   const n = bus.names;
   const streamOf = (t: Target): string =>
-    t.kind === 'submit' ? n.streams.submit : t.kind === 'step' ? n.streams.steps : t.kind === 'result' ? n.streams.results : n.streams.commands;
+    t.kind === 'submit' ? n.streams.submit : t.kind === 'step' || t.kind === 'step-batch' ? n.streams.steps : t.kind === 'result' ? n.streams.results : n.streams.commands;
   const transportLimit = (t: Target): number => (t.transport === 'jetstream' ? streamLimit.get(streamOf(t))! : bus.nc.info!.max_payload);
 
   // Reply subjects in the storming client's own inbox: the only ones a scheduler answers (decision 0010).

@@ -28,6 +28,7 @@ export type Target = TargetBase &
   (
     | { kind: 'submit'; transport: 'jetstream'; source: 'submit' }
     | { kind: 'step'; transport: 'jetstream'; source: string; agent: string }
+    | { kind: 'step-batch'; transport: 'jetstream'; source: string; agent: string }
     | { kind: 'result'; transport: 'jetstream'; source: 'result' }
     | { kind: 'command'; transport: 'jetstream'; source: 'command' }
     | { kind: 'api'; transport: 'request'; op: ApiOp; schema: z.ZodType }
@@ -68,7 +69,7 @@ function submission(now: number): fc.Arbitrary<unknown> {
     .map(defined);
 }
 
-function stepRequest(agent: string, now: number): fc.Arbitrary<unknown> {
+export function stepRequest(agent: string, now: number): fc.Arbitrary<unknown> {
   return fc
     .record({
       taskId,
@@ -205,6 +206,16 @@ export function targets(n: Names, now: number): Target[] {
     ...ORDER_AGENTS.map(
       (agent): Target => ({ name: `step.${agent}`, kind: 'step', transport: 'jetstream', source: `step.${agent}`, agent, subject: s.step(agent), sample: stepRequest(agent, now) }),
     ),
+    // Step request batches (decision 0023) to the payment agents, which take them.
+    {
+      name: 'step.b~payment',
+      kind: 'step-batch',
+      transport: 'jetstream',
+      source: 'step.payment',
+      agent: 'payment',
+      subject: s.stepBatch('payment'),
+      sample: fc.array(stepRequest('payment', now), { minLength: 1, maxLength: 4 }).map((rs) => ({ requests: rs.map((r) => encode(r)) })),
+    },
     {
       name: 'result',
       kind: 'result',

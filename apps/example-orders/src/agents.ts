@@ -40,7 +40,7 @@ runService('order-agents', async ({ config, log, onShutdown, healthy, fail }) =>
   const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-order-agents', inboxPrefix: serviceInboxPrefix(config.namespace, 'agent', [...serve]), onFatal: fail });
   onShutdown(() => bus.close());
   // NATS only: an agent holds no Redis connection (decision 0010).
-  const host = new AgentHost({ bus, agents: orderAgents(urls).filter((a) => serve.has(a.name)), logger: log });
+  const host = new AgentHost({ bus, agents: orderAgents(urls).filter((a) => serve.has(a.name)), logger: log, takeBatches: config.stepBatches === 'on' });
   await host.start();
   onShutdown(() => host.stop());
   const definition = ordersWorkflow.toJSON();
