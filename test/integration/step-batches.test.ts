@@ -89,7 +89,7 @@ describe('step request batches', () => {
     const bus = await connect(namespace, 'b-agent');
     await ensureStreams(bus);
     const ran: string[] = [];
-    const agent = defineAgent({ name: 'bpay', handler: async ({ input }) => { ran.push((input as { taskId: string }).taskId); return { ok: true }; } });
+    const agent = defineAgent({ name: 'bpay', handler: ({ input }) => { ran.push((input as { taskId: string }).taskId); return Promise.resolve({ ok: true }); } });
     await startHost(bus, [agent], true);
     const n = bus.names;
     const results: StepResult[] = [];
@@ -148,7 +148,7 @@ describe('step request batches', () => {
     const namespace = uniqueNamespace('sbon');
     const { client, bus, subjects } = await startTriad(namespace);
     let runs = 0;
-    await startHost(await connect(namespace, 'b-agent'), [defineAgent({ name: 'bon', handler: async () => ({ run: ++runs }) })], true);
+    await startHost(await connect(namespace, 'b-agent'), [defineAgent({ name: 'bon', handler: () => Promise.resolve({ run: ++runs }) })], true);
     await client.registerWorkflow(twoSteps('bon'));
     const batchSubject = bus.names.subjects.stepBatch('bon');
     const ran = await runWaves(client, 40, 8, () => (subjects.get(batchSubject) ?? 0) > 0);
@@ -160,7 +160,7 @@ describe('step request batches', () => {
   it('an agent that does not announce gets single requests only; its tasks complete', async () => {
     const namespace = uniqueNamespace('sboff');
     const { client, bus, subjects } = await startTriad(namespace);
-    await startHost(await connect(namespace, 'b-agent'), [defineAgent({ name: 'boff', handler: async () => ({ ok: true }) })], false);
+    await startHost(await connect(namespace, 'b-agent'), [defineAgent({ name: 'boff', handler: () => Promise.resolve({ ok: true }) })], false);
     await client.registerWorkflow(twoSteps('boff'));
     const ran = await runWaves(client, 40, 3, () => false);
     expect(subjects.get(bus.names.subjects.stepBatch('boff')) ?? 0).toBe(0);
@@ -179,11 +179,11 @@ describe('step request batches', () => {
     const def = (host: keyof typeof byHost): AgentDefinition =>
       defineAgent({
         name: 'bmix',
-        handler: async ({ input, step }) => {
+        handler: ({ input, step }) => {
           byHost[host]++;
           const k = `${(input as { n: number }).n}:${step}`;
           seen.set(k, (seen.get(k) ?? 0) + 1);
-          return { ok: true };
+          return Promise.resolve({ ok: true });
         },
       });
     await startHost(await connect(namespace, 'b-new'), [def('batches')], true);

@@ -65,8 +65,6 @@ export class AgentHost {
   private readonly metrics = new Map<string, AgentMetrics>();
   /** Each agent type's slots (see slotsOf). */
   private readonly slots = new Map<string, BulkheadPolicy>();
-  /** The step attempts running in this process (their result message ids). */
-  private readonly running = new Set<string>();
   /** One step attempt inside its interceptors (tracing, metrics). */
   private readonly runAttempt: Next<AttemptInput, Attempted>;
 
@@ -251,7 +249,7 @@ export class AgentHost {
 
   /**
    * Runs one valid request in a slot of its agent type: 'ack' when it is done with nothing to send
-   * (late, expired, already running here); 'defer' when its result is queued — `stored` is called once
+   * (late, expired); 'defer' when its result is queued — `stored` is called once
    * the result is stored (or could not be).
    */
   private async runRequest(agent: AgentDefinition, req: StepRequest, deliveryCount: number, parent: ReturnType<typeof contextFromHeaders>, stored: () => void): Promise<'ack' | 'defer'> {
@@ -262,26 +260,14 @@ export class AgentHost {
       this.log.debug({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'request arrived past completeBy: dropped');
       return 'ack';
     }
-    const key = resultMessageId(req);
-    if (this.running.has(key)) {
-      // The same attempt again (a batch has no message id, decision 0023) while this process runs it.
-      this.log.debug({ taskId: req.taskId, step: req.step, attempt: req.attempt }, 'step attempt already running in this process: the repeat is skipped');
-      return 'ack';
-    }
     if (deliveryCount > 1) {
       // Another agent took it and stopped signalling (died, or paused): run the same attempt again; its
       // effect is applied once by the idempotency key, and the scheduler applies one result per attempt.
       m.redelivered.inc();
       this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt, deliveryCount }, 'step request delivered again: running it');
     }
-    this.running.add(key);
-    let outcome: Attempted;
-    try {
-      // Items, not messages, take the agent type's slots (decision 0023).
-      outcome = await this.slotsOf(agent).execute(() => this.runAttempt({ agent, req, deliveryCount, parent }));
-    } finally {
-      this.running.delete(key);
-    }
+    // Items, not messages, take the agent type's slots (decision 0023).
+    const outcome = await this.slotsOf(agent).execute(() => this.runAttempt({ agent, req, deliveryCount, parent }));
     if (outcome.kind === 'expired') {
       this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, tries: outcome.tries }, 'complete-by reached: stopped, nothing sent back');
       return 'ack';

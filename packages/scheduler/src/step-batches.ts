@@ -111,7 +111,10 @@ export class StepSender {
       for (const chunk of chunks(q, this.max)) {
         const [first] = chunk;
         if (chunk.length === 1 && first) {
-          this.single(agent, first.bytes, first.messageId, first.traceparent).then(first.resolve, first.reject);
+          this.single(agent, first.bytes, first.messageId, first.traceparent).then(
+            () => first.resolve(),
+            (e: unknown) => first.reject(e),
+          );
           continue;
         }
         this.stats.messages++;

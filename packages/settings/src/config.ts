@@ -27,7 +27,7 @@ export const ConfigSchema = z.object({
    * Step request batches (decision 0023): `on` — a scheduler sends several requests per message to agents
    * that take them, and an agent host takes them; `off` — one request per message, as before.
    */
-  stepBatches: z.enum(['on', 'off'], { message: 'TRIAD_STEP_BATCHES is "on" or "off"' }).default('on'),
+  stepBatches: z.enum(['on', 'off'], { message: 'set it to "on" (step request batches, the default) or "off"' }).default('on'),
 });
 
 export type Config = z.output<typeof ConfigSchema> & {

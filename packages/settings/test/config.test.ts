@@ -13,6 +13,7 @@ describe('loadConfig', () => {
       logLevel: 'info',
       redisWaitReplicas: 0,
       redisWaitMs: 1_000,
+      stepBatches: 'on',
       nats: {},
       redis: {},
       redlock: [],
@@ -26,10 +27,16 @@ describe('loadConfig', () => {
       logLevel: 'debug',
       redisWaitReplicas: 0,
       redisWaitMs: 1_000,
+      stepBatches: 'on',
       nats: { url: 'nats://n:4222' },
       redis: { url: 'rediss://cache:6380' },
       redlock: [],
     });
+  });
+
+  it('reads TRIAD_STEP_BATCHES (on or off) and names it when it is neither', () => {
+    expect(loadConfig({ TRIAD_STEP_BATCHES: 'off' }).stepBatches).toBe('off');
+    expect(() => loadConfig({ TRIAD_STEP_BATCHES: 'maybe' })).toThrow(/TRIAD_STEP_BATCHES: set it to "on"/);
   });
 
   it('reads TRIAD_REDLOCK_URLS as the leadership lease instances, and names the entry that is wrong', () => {
