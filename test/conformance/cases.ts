@@ -3,6 +3,7 @@
  * how its service answers, and the judge — a pure function of what was observed, saying what the agent
  * did wrong (so the judges are tested on their own, with made-up observations).
  */
+import { Buffer } from 'node:buffer';
 import type { DeadLetter, StepResult } from '@triad/protocol';
 import type { ObservedCall, Reply } from './service.js';
 
@@ -63,6 +64,11 @@ export interface CaseObservation {
   deadLetters: ObservedDeadLetter[];
   /** The agent's durable consumer as the kit found it. */
   consumer?: ConsumerSeen;
+  /**
+   * Its batch durable `batch-<agent>`, when an agent process pulls from it: the agent takes step request
+   * batches (§8, "Batches"; decision 0023). Absent: it takes single requests only (allowed).
+   */
+  batchConsumer?: ConsumerSeen;
   judgedAt: number;
 }
 
@@ -80,6 +86,11 @@ export interface CaseSpec {
   taskId: string;
   /** Published in this order, one after the other. */
   requests: { value: unknown; msgId: string }[];
+  /**
+   * Sent together as one step request batch on `step.b~<agent>` — only to an agent that takes batches;
+   * to one that does not, nothing is sent and the case only notes it.
+   */
+  batch?: boolean;
   /** Service answers per idempotency key (the calls of this case carry these keys). */
   scripts: [string, Reply[]][];
   /** Keys the service holds as applied before the run. */
@@ -516,6 +527,45 @@ export function buildCases(ctx: KitContext): CaseSpec[] {
         const unnamed = valid(o).filter((r) => r.item === undefined).length;
         if (unnamed > 0) p.push(`${unnamed} result(s) name no item: a fan-out element's result must echo item.index (the scheduler refuses it as stale otherwise)`);
         return verdict(p);
+      },
+    });
+  }
+
+  {
+    const taskId = 'conf-batch';
+    const invalid = { taskId, step: STEP, agent: ctx.agent, kind: 'run', attempt: 'one' };
+    const foreign = stepRequest(ctx, taskId, { agent: `not${ctx.agent.slice(0, 40)}`, attempt: 2 });
+    add({
+      name: 'batch',
+      title: `a step request batch (when the agent pulls from batch-${ctx.agent}): each request on its own — the valid one run and reported, an invalid one and one for another agent type dead-lettered alone with their own bytes on triad.<ns>.step.${ctx.agent}; the batch acknowledged (§8 Batches)`,
+      taskId,
+      batch: true,
+      requests: [
+        { value: stepRequest(ctx, taskId), msgId: msgIdOf(taskId, 'run', 1, ' (item 1 of a batch)') },
+        { value: invalid, msgId: msgIdOf(taskId, 'run', 1, ' (item 2 of a batch)') },
+        { value: foreign, msgId: msgIdOf(taskId, 'run', 2, ' (item 3 of a batch)') },
+      ],
+      judgeAfterMs: 0,
+      judge: (o) => {
+        const b = o.batchConsumer;
+        if (!b) return verdict([], [`the agent does not take step request batches (no pull on batch-${o.ctx.agent}): it gets single requests only, which is allowed`]);
+        const p: string[] = [];
+        const want = `triad.${o.ctx.namespace}.step.b~${o.ctx.agent}`;
+        if (b.filterSubject !== want) p.push(`batch-${o.ctx.agent} filters ${JSON.stringify(b.filterSubject)}, not ${want}`);
+        if (b.ackPolicy !== 'explicit') p.push(`batch-${o.ctx.agent}'s ack policy is ${b.ackPolicy ?? 'unset'}, not explicit`);
+        p.push(...resultProblems(o, taskId, 'run', [1]), ...keyProblems(o, runKey(o.ctx, taskId), '/apply'), ...ackProblems(o));
+        const r = exactlyOne(o);
+        if (typeof r === 'string') p.push(`for the batch's one valid request: ${r}`);
+        else if (!r.ok) p.push(`the valid request's result is a failure (${r.error.message}); the service answered 200`, ...circuitHint(r));
+        if (o.calls.length !== 1) p.push(`the service saw ${o.calls.length} calls for the batch's one valid request`);
+        const bad = o.requests.slice(1);
+        for (const r of bad) {
+          const dl = o.deadLetters.filter((d) => d.value !== undefined && Buffer.compare(Buffer.from(d.value.original), Buffer.from(r.bytes)) === 0);
+          if (dl.length === 0) p.push(`${r.msgId}: no dead letter carries its own bytes (each bad request of a batch is dead-lettered alone)`);
+        }
+        p.push(...deadLetterProblems(o));
+        for (const d of o.deadLetters) if (d.value?.subject !== undefined && d.value.subject !== `triad.${o.ctx.namespace}.step.${o.ctx.agent}`) p.push(`a dead letter records subject ${d.value.subject}, not triad.<ns>.step.${o.ctx.agent} (a replay must send the request alone)`);
+        return verdict(p, o.deadLetters.map((d) => `reason: ${d.value?.reason ?? '?'}`));
       },
     });
   }

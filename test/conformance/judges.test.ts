@@ -93,6 +93,18 @@ function conforming(name: string): CaseObservation {
       o.calls = c.requests.map((_, i) => call(c, { idempotencyKey: field(c, i, 'idempotencyKey') as string }));
       o.results = c.requests.map((_, i) => element(c, i));
       break;
+    case 'batch': {
+      o.batchConsumer = { durable: 'batch-fraud', filterSubject: 'triad.ns.step.b~fraud', ackPolicy: 'explicit', ackWaitMs: 5_000, deliverPolicy: 'all' };
+      o.calls = [call(c)];
+      o.results = [{ ...result(c), batched: false }];
+      const dl = (i: number): CaseObservation['deadLetters'][number] => ({
+        subject: ctx.deadLetterSubject,
+        value: { source: 'step.fraud', reason: 'invalid', receivedAt: ctx.t0, deliveries: 1, original: new Uint8Array(o.requests[i]!.bytes), subject: 'triad.ns.step.fraud' },
+        problems: [],
+      });
+      o.deadLetters = [dl(1), dl(2)];
+      break;
+    }
     case 'invalid-request':
     case 'wrong-agent':
       o.deadLetters = [{ subject: ctx.deadLetterSubject, value: { source: 'step.fraud', reason: 'invalid', receivedAt: ctx.t0, deliveries: 1, original: new Uint8Array(o.requests[0]!.bytes) }, problems: [] }];
@@ -133,6 +145,11 @@ const WRONG: [string, string, (o: CaseObservation) => void, RegExp][] = [
   ['fan-out', 'no item echoed', (o) => (o.results = o.results.map((r) => ({ ...r, msgId: `${spec('fan-out').taskId}:s:run:1:result`, value: { ...r.value!, item: undefined } }))), /name no item/],
   ['fan-out', 'the element left out of the message id', (o) => (o.results[1]!.msgId = `${spec('fan-out').taskId}:s:run:1:result`), /Nats-Msg-Id/],
   ['fan-out', 'one key for every element', (o) => (o.calls[1]!.idempotencyKey = o.calls[0]!.idempotencyKey), /element 1 was never called/],
+  ['batch', 'the bad request not dead-lettered alone', (o) => o.deadLetters.pop(), /item 3 of a batch\): no dead letter carries its own bytes/],
+  ['batch', 'the valid request not run', (o) => ((o.calls = []), (o.results = [])), /for the batch's one valid request: no result was sent/],
+  ['batch', 'never acknowledged', (o) => o.requests.forEach((r) => delete r.ackedAt), /never acknowledged/],
+  ['batch', 'an item dead letter recording the batch subject', (o) => (o.deadLetters[0]!.value!.subject = 'triad.ns.step.b~fraud'), /records subject triad.ns.step.b~fraud/],
+  ['batch', 'the batch durable filtering the single subject', (o) => (o.batchConsumer!.filterSubject = 'triad.ns.step.fraud'), /batch-fraud filters/],
   ['invalid-request', 'not dead-lettered', (o) => (o.deadLetters = []), /no dead letter/],
   ['wrong-agent', 'run anyway', (o) => (o.deadLetters = [], o.calls = [call(spec('wrong-agent'))]), /no call/],
 ];

@@ -78,6 +78,8 @@ export async function runConformance(td: Teardown, o: ConformanceOptions): Promi
   }
   log(`conformance: namespace ${namespace}, ${o.instances} agent process(es) of type ${o.agent}: ${o.agentCmd}`);
   const consumer = await waitForAgents(bus, o, agents, exited);
+  const batchConsumer = await batchesTaken(bus, o.agent);
+  log(`conformance: ${batchConsumer ? `the agent takes step request batches (it pulls from ${batchConsumer.durable})` : 'the agent takes single step requests only'}`);
 
   const results: ObservedResult[] = [];
   const deadLetters: ObservedDeadLetter[] = [];
@@ -94,6 +96,17 @@ export async function runConformance(td: Teardown, o: ConformanceOptions): Promi
   const sent = new Map<string, (ObservedRequest & { seq: number })[]>();
   for (const c of cases) {
     const list: (ObservedRequest & { seq: number })[] = [];
+    if (c.batch) {
+      // One message, no message id (decision 0023); each item observed with its own bytes, acknowledged with the batch.
+      if (batchConsumer) {
+        const items = c.requests.map((r) => ({ msgId: r.msgId, value: r.value, bytes: encode(r.value) }));
+        const ack = await bus.js.publish(n.subjects.stepBatch(o.agent), encode({ requests: items.map((i) => i.bytes) }), { headers: protocolHeaders() });
+        const publishedAt = Date.now();
+        for (const i of items) list.push({ ...i, publishedAt, seq: ack.seq });
+      }
+      sent.set(c.name, list);
+      continue;
+    }
     for (const r of c.requests) {
       const bytes = encode(r.value);
       const ack = await bus.js.publish(n.subjects.step(o.agent), bytes, { msgID: r.msgId, headers: protocolHeaders() });
@@ -140,6 +153,7 @@ export async function runConformance(td: Teardown, o: ConformanceOptions): Promi
       results: mine,
       deadLetters: deadLetters.filter((d) => d.value !== undefined && requests.some((r) => Buffer.compare(Buffer.from(r.bytes), Buffer.from(d.value!.original)) === 0)),
       consumer,
+      ...(batchConsumer ? { batchConsumer } : {}),
       judgedAt,
     };
     const v = c.judge(observation);
@@ -211,6 +225,26 @@ async function waitForAgents(bus: Bus, o: ConformanceOptions, agents: ActorProce
     }
     await sleep(100);
   }
+}
+
+/**
+ * The agent's batch durable `batch-<agent>` when an agent process pulls from it (it takes step request
+ * batches, decision 0023); looked for for up to 3 s after the agent pulls from its own durable.
+ */
+async function batchesTaken(bus: Bus, agent: string): Promise<ConsumerSeen | undefined> {
+  const durable = bus.names.consumers.agentBatch(agent);
+  const ci = await waitFor(async () => {
+    const c = await bus.jsm.consumers.info(bus.names.streams.steps, durable).catch(() => undefined);
+    return c && c.num_waiting > 0 ? c : undefined;
+  }, { timeoutMs: 3_000, what: `a pull on ${durable}` }).catch(() => undefined);
+  if (!ci) return undefined;
+  return {
+    durable,
+    filterSubject: ci.config.filter_subject,
+    ackPolicy: ci.config.ack_policy,
+    ackWaitMs: ci.config.ack_wait === undefined ? undefined : Math.round(ci.config.ack_wait / 1e6),
+    deliverPolicy: ci.config.deliver_policy,
+  };
 }
 
 /** How long past the cases' windows the kit waits for an agent that has not acknowledged or answered everything. */
