@@ -126,6 +126,35 @@ export const StepRequestSchema = z
   });
 export type StepRequest = z.output<typeof StepRequestSchema>;
 
+/**
+ * A probe (decision 0021 §3.3): "which instance holds this attempt?", sent on `triad.<ns>.probe.<agent>`
+ * (core NATS) to every instance of the agent type, with a reply subject under
+ * `triad.<ns>.probed.<agent>.`. Only the instance running that attempt answers; the others stay silent.
+ */
+export const ProbeRequestSchema = z.object({
+  taskId: TaskIdSchema,
+  step: NameSchema,
+  kind: StepKindSchema,
+  attempt: z.number().int().min(1),
+  /** A fan-out element's index. */
+  item: optional(z.number().int().min(0).max(MAX_FOREACH_ITEMS - 1)),
+});
+export type ProbeRequest = z.output<typeof ProbeRequestSchema>;
+
+/** The answer of the agent instance holding a probed attempt. */
+export const ProbeReplySchema = ProbeRequestSchema.extend({
+  agentId: z.string().min(1).max(200),
+  /** When it took the request (epoch ms). */
+  since: epochMs,
+  /** Its current call of the handler: 1, 2 … (its in-process retries). */
+  try: z.number().int().min(0),
+  /** calling its handler, backing off between tries, or sending the result. */
+  state: tolerant(z.enum(['calling', 'backing_off', 'sending'])),
+  /** While backing off: when the next try starts (epoch ms). */
+  nextTryAt: optional(epochMs),
+});
+export type ProbeReply = z.output<typeof ProbeReplySchema>;
+
 const resultBase = {
   taskId: TaskIdSchema,
   step: NameSchema,

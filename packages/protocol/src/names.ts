@@ -58,6 +58,16 @@ export interface Names {
     clientApi(client: string, op: ClientScopedOp): string;
     readonly apiAll: string;
     readonly health: string;
+    /** Probes of one agent type's instances (decision 0021 §3.3): core NATS, no stream. */
+    probe(agent: string): string;
+    /** A probe's reply subject: under the agent type, so an agent can answer only for its own type. */
+    probed(agent: string, nonce: string, n: number): string;
+    /** The start of every reply subject to a probe of this agent type (what its instances may answer on). */
+    probedPrefix(agent: string): string;
+    /** Every probe reply with this nonce (what a prober subscribes to). */
+    probedOf(nonce: string): string;
+    /** Every probe reply subject of the namespace. */
+    readonly probedAll: string;
   };
   readonly streams: {
     readonly submit: string;
@@ -155,6 +165,11 @@ export function names(namespace: string): Names {
       clientApi: (client, op) => `${p}.api.${CLIENT_API_TOKEN}.${client}.${op}`,
       apiAll: `${p}.api.>`,
       health: `${p}.health`,
+      probe: (agent) => `${p}.probe.${agent}`,
+      probed: (agent, nonce, n) => `${p}.probed.${agent}.${nonce}.${n}`,
+      probedPrefix: (agent) => `${p}.probed.${agent}.`,
+      probedOf: (nonce) => `${p}.probed.*.${nonce}.*`,
+      probedAll: `${p}.probed.>`,
     },
     streams: {
       submit: `${s}_SUBMIT`,
