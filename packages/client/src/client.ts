@@ -54,6 +54,8 @@ import {
   type TaskQueryReply,
   type TaskCountRequest,
   type TaskCountReply,
+  type TaskStuckRequest,
+  type TaskStuckReply,
   type BulkOp,
   type WorkflowDefinitionInput,
 } from '@triad/protocol';
@@ -519,6 +521,14 @@ export class TriadClient {
       }),
     );
     return out;
+  }
+
+  /**
+   * Unfinished tasks past their workflow's bound or with a deadline no supervisor acted on, latest first
+   * (decision 0021 §3.7); a client identity: its own.
+   */
+  async stuckTasks(q: TaskStuckRequest = {}): Promise<TaskStuckReply> {
+    return this.request('task.stuck', q);
   }
 
   /** One bulk operation's record (operator role). */

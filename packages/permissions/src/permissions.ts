@@ -11,7 +11,7 @@ export const ROLES = ['scheduler', 'supervisor', 'agent', 'client', 'operator'] 
 export type Role = (typeof ROLES)[number];
 
 /** API operations that only read; the others change state (operator only). */
-export const READ_ONLY_API_OPS: readonly ApiOp[] = ['workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.query', 'task.count', 'task.events', 'supervisor.status'];
+export const READ_ONLY_API_OPS: readonly ApiOp[] = ['workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.query', 'task.count', 'task.stuck', 'task.events', 'supervisor.status'];
 
 /**
  * The namespace-wide operations a client identity may call: the read-only ones except the task reads,

@@ -564,6 +564,42 @@ export const TaskQueryReplySchema = z.object({
   scanned: z.number().int().nonnegative(),
 });
 export type TaskQueryReply = z.output<typeof TaskQueryReplySchema>;
+/**
+ * `task.stuck` (decision 0021 §3.7): unfinished tasks past their workflow's bound, or with a deadline no
+ * supervisor acted on, latest first. `scan`: index entries read per bucket at most (the reply says whether
+ * that was enough: `complete`).
+ */
+export const TaskStuckRequestSchema = z.object({
+  workflow: optional(NameSchema),
+  tags: optional(TagsSchema),
+  /** Operators only: a client-scoped subject sets it to its own client. */
+  client: optional(ClientIdSchema),
+  limit: z.number().int().min(1).max(200).default(50),
+  scan: z.number().int().min(1).max(10_000).default(2_000),
+});
+export type TaskStuckRequest = z.input<typeof TaskStuckRequestSchema>;
+export const StuckTaskSchema = z.object({
+  summary: TaskSummarySchema,
+  /** bound: created longer ago than its workflow's bound; overdue: a deadline passed and no supervisor acted on it; both. */
+  why: tolerant(z.enum(['bound', 'overdue', 'both'])),
+  /** createdAt + its workflow's bound (absent when that bound cannot be computed). */
+  boundAt: optional(z.number()),
+  /** The earliest passed deadline no supervisor acted on. */
+  overdueSince: optional(z.number()),
+  /** How late it is (ms): past its bound, or past that deadline, whichever is longer. */
+  lateMs: z.number().nonnegative(),
+  /** Its last transition (updatedAt). */
+  lastProgressAt: z.number(),
+});
+export type StuckTask = z.output<typeof StuckTaskSchema>;
+export const TaskStuckReplySchema = z.object({
+  tasks: z.array(StuckTaskSchema),
+  /** Index entries read. */
+  scanned: z.number().int().nonnegative(),
+  /** False when a bucket held more candidates than `scan`: some stuck tasks may be missing; ask with a larger scan. */
+  complete: z.boolean(),
+});
+export type TaskStuckReply = z.output<typeof TaskStuckReplySchema>;
 /** `task.count`: the filters of `task.query`. */
 export const TaskCountRequestSchema = TaskQuerySchema.omit({ limit: true, cursor: true });
 export type TaskCountRequest = z.input<typeof TaskCountRequestSchema>;

@@ -107,6 +107,7 @@ export const API_OPS = [
   'task.list',
   'task.query',
   'task.count',
+  'task.stuck',
   'task.events',
   'task.retry',
   'task.cancel',
@@ -136,7 +137,7 @@ export type ApiOp = (typeof API_OPS)[number];
  * its own tasks' reads, and signals to its own tasks (decision 0019 §3.2).
  * The token `client` after `api.` is reserved: no operation's name starts with it.
  */
-export const CLIENT_SCOPED_OPS = ['task.get', 'task.list', 'task.query', 'task.count', 'task.events', 'task.signal'] as const satisfies readonly ApiOp[];
+export const CLIENT_SCOPED_OPS = ['task.get', 'task.list', 'task.query', 'task.count', 'task.stuck', 'task.events', 'task.signal'] as const satisfies readonly ApiOp[];
 export type ClientScopedOp = (typeof CLIENT_SCOPED_OPS)[number];
 const CLIENT_API_TOKEN = 'client';
 
