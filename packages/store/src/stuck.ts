@@ -11,7 +11,7 @@
  * candidate read with one HMGET. The walk meets the finished tasks retention still keeps, so its cost follows
  * the tasks older than the smallest bound, capped by `scan`; `complete: false` says a bucket had more.
  */
-import { isTerminal, type Tags, type TaskStatus, type TaskSummary } from '@triad/protocol';
+import { isTerminal, type Tags, type TaskSummary } from '@triad/protocol';
 import type { RedisClient } from './client.js';
 import { parseDeadlineMember, type Keys } from './keys.js';
 import { parseTags } from './task-view.js';
@@ -103,9 +103,9 @@ export async function findStuck(redis: RedisClient, k: Keys, q: StuckQuery): Pro
     const pastBound = boundAt !== undefined && boundAt < q.now;
     const since = overdueAt.get(taskId);
     if (!pastBound && since === undefined) continue;
-    const lateMs = Math.max(pastBound ? q.now - (boundAt as number) : 0, since !== undefined ? q.now - since : 0);
+    const lateMs = Math.max(pastBound ? q.now - boundAt : 0, since !== undefined ? q.now - since : 0);
     out.push({
-      summary: { taskId, workflow: workflow ?? '', version: Number(version), status: status as TaskStatus, createdAt, updatedAt, ...(tags ? { tags } : {}), ...(client ? { client } : {}) },
+      summary: { taskId, workflow: workflow ?? '', version: Number(version), status, createdAt, updatedAt, ...(tags ? { tags } : {}), ...(client ? { client } : {}) },
       why: pastBound && since !== undefined ? 'both' : pastBound ? 'bound' : 'overdue',
       ...(boundAt !== undefined ? { boundAt } : {}),
       ...(since !== undefined ? { overdueSince: since } : {}),
