@@ -12,7 +12,9 @@ export async function gatherWaitContext(client: TriadClient, task: TaskState, no
   const need = explainNeeds(task, now);
   const ctx: WaitContext = {};
   const jobs: Promise<void>[] = [];
-  if (need.probes.length > 0) {
+  // A client identity (it reads its own tasks only: NATS refused it the namespace-wide reads) may not
+  // probe nor read the agents' queues: asking would only be refused (and logged) by NATS.
+  if (need.probes.length > 0 && client.taskReads === 'all') {
     jobs.push(
       (async () => {
         const answers = await client.probe(need.probes.map((p) => ({ agent: p.agent, taskId: task.taskId, step: p.step, kind: p.phase === 'compensate' ? 'compensate' : 'run', attempt: p.attempt })));
