@@ -164,6 +164,24 @@ describe('refusals', () => {
     expect(await t.redis.call('ACL', 'LOG')).toEqual([]);
   });
 
+  it('the operator asks which agent instance holds an attempt, and the one holding it answers under its own identity (decision 0021 §3.3)', async () => {
+    await t.client.registerWorkflow({ name: 'lp-probe', steps: [{ name: 'hold', agent: 'inventory', budgetMs: 60_000 }] });
+    t.services.inventory.setFaults({ hangRate: 1 });
+    try {
+      const { taskId } = await t.client.submit('lp-probe', { orderId: 'lp-probe', amount: 1 });
+      await waitFor(() => (t.services.inventory.waiting().some((w) => w.idempotencyKey.includes(taskId)) ? true : undefined), { timeoutMs: 30_000, what: 'the call to be held' });
+      const [held, none] = await t.client.probe([
+        { agent: 'inventory', taskId, step: 'hold', kind: 'run', attempt: 1 },
+        { agent: 'inventory', taskId, step: 'hold', kind: 'run', attempt: 2 },
+      ]);
+      expect(held).toMatchObject({ taskId, step: 'hold', attempt: 1, agentId: expect.stringMatching(/^agent-/) as unknown, try: 1 });
+      expect(none).toBeNull();
+      await t.client.cancel(taskId);
+    } finally {
+      t.services.inventory.setFaults({ hangRate: 0 });
+    }
+  });
+
   it("an agent cannot publish another agent type's result, read its steps, nor use Redis", async () => {
     const payment = await busAs(nsA, 'agent-payment');
     await expect(payment.js.publish(payment.names.subjects.result('shipping'), encode({}))).rejects.toThrow(/Permissions Violation for Publish to "triad\..*\.result\.shipping"/);
