@@ -117,6 +117,11 @@ describe('refusals', () => {
     expect(operatorList).toEqual(expect.arrayContaining([mine.taskId, theirs.taskId]));
     expect(t.client.taskReads).toBe('all');
     await expect(t.client.getTask(theirs.taskId)).resolves.toMatchObject({ client: 'mobile' });
+    // triad stuck of a client: on its own client-scoped subject (decision 0021 §3.7), of its own tasks.
+    const fresh = await clientAs(nsA, 'client-web');
+    await expect(fresh.stuckTasks({ client: 'mobile' })).rejects.toThrow(/client "mobile" is not this subject's client \("web"\)/);
+    expect(fresh.taskReads).toBe('own');
+    await expect(fresh.stuckTasks()).resolves.toMatchObject({ tasks: [], complete: true });
   });
 
   it('a client signals its own tasks only (decision 0019 §3.2); the operator signals any', async () => {
