@@ -117,6 +117,7 @@ describe('NATS allow lists', () => {
       'triad.shop.api.client.web.task.list',
       'triad.shop.api.client.web.task.query',
       'triad.shop.api.client.web.task.count',
+      'triad.shop.api.client.web.task.stuck',
       'triad.shop.api.client.web.task.events',
       'triad.shop.api.client.web.task.signal',
     ]);
@@ -206,6 +207,7 @@ describe('NATS accounts (decision 0022)', () => {
       'service triad.shop.api.client.web.task.list',
       'service triad.shop.api.client.web.task.query',
       'service triad.shop.api.client.web.task.count',
+      'service triad.shop.api.client.web.task.stuck',
       'service triad.shop.api.client.web.task.events',
       'service triad.shop.api.client.web.task.signal',
       'service triad.shop.api.workflow.get',
