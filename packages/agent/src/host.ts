@@ -6,11 +6,23 @@
  * stored.
  */
 import { hostname } from 'node:os';
-import type { MsgHdrs } from '@nats-io/nats-core';
+import type { MsgHdrs, Subscription } from '@nats-io/nats-core';
 import { randomUUID } from 'node:crypto';
 import { deadLetter, ensureConsumer, explainNoJetStream, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
 import { contextFromHeaders, intercept, traceHeaders, type HeaderReader, type Next } from '@triad/telemetry';
-import { StepRequestSchema, decode, decodeStepRequests, encode, errorMessage, isTriadError, type StepRequest, type StepResult } from '@triad/protocol';
+import {
+  ProbeRequestSchema,
+  StepRequestSchema,
+  decode,
+  decodeStepRequests,
+  encode,
+  errorMessage,
+  isTriadError,
+  type ProbeReply,
+  type ProbeRequest,
+  type StepRequest,
+  type StepResult,
+} from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
 import { ConsecutiveBreaker, bulkhead, circuitBreaker, handleWhen, type BulkheadPolicy, type CircuitBreakerPolicy } from 'cockatiel';
 import { DEFAULT_AGENT_CONCURRENCY, type AgentDefinition } from './define.js';
@@ -67,6 +79,9 @@ export class AgentHost {
   private readonly slots = new Map<string, BulkheadPolicy>();
   /** One step attempt inside its interceptors (tracing, metrics). */
   private readonly runAttempt: Next<AttemptInput, Attempted>;
+  /** The attempts this host runs now, by holdingKey: what it answers a probe with (decision 0021 §3.3). */
+  private readonly holding = new Map<string, Omit<ProbeReply, 'agentId' | 'taskId' | 'step' | 'kind' | 'attempt' | 'item'>>();
+  private probes: Subscription[] = [];
 
   constructor(private readonly o: AgentHostOptions) {
     this.settings = resolveAgentHostSettings(o);
@@ -121,6 +136,7 @@ export class AgentHost {
       );
     }
     await Promise.all(this.consumers.map((c) => c.ready));
+    for (const agent of this.agents.values()) this.probes.push(this.answerProbes(agent.name));
     this.isAttached = true;
     this.log.info({ agentId: this.id, agents: [...this.agents.keys()] }, 'agent host attached: serving steps');
   }
@@ -132,6 +148,8 @@ export class AgentHost {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    for (const p of this.probes) p.unsubscribe();
+    this.probes = [];
     await Promise.all(this.consumers.map((c) => c.stop()));
     await Promise.all([...this.results.values()].map((r) => r.drain()));
   }
@@ -156,6 +174,31 @@ export class AgentHost {
       said = true;
       await new Promise((r) => setTimeout(r, delay));
     }
+  }
+
+  /**
+   * Answers probes of one agent type (decision 0021 §3.3): every instance receives each probe (no queue
+   * group); only the one holding the attempt answers, on the probe's reply subject — which must be under
+   * `triad.<ns>.probed.<its type>.` (the only replies its permissions allow), else it stays silent.
+   */
+  private answerProbes(agent: string): Subscription {
+    const { bus } = this.o;
+    const replyPrefix = bus.names.subjects.probedPrefix(agent);
+    return bus.nc.subscribe(bus.names.subjects.probe(agent), {
+      callback: (err, msg) => {
+        if (err || !msg.reply || !msg.reply.startsWith(replyPrefix)) return;
+        const d = decode(msg.data, ProbeRequestSchema, `probe for agent ${agent}`);
+        if (!d.ok) return;
+        const p = d.value;
+        const held = this.holding.get(holdingKey(agent, p));
+        if (!held) return;
+        try {
+          bus.nc.publish(msg.reply, encode({ ...p, agentId: this.id, ...held } satisfies ProbeReply));
+        } catch (e) {
+          this.log.debug({ err: errorMessage(e) }, 'probe answer not sent');
+        }
+      },
+    });
   }
 
   /** A single request (subject `step.<agent>`): the message is the step's lease. */
@@ -266,9 +309,19 @@ export class AgentHost {
       m.redelivered.inc();
       this.log.info({ taskId: req.taskId, step: req.step, attempt: req.attempt, deliveryCount }, 'step request delivered again: running it');
     }
-    // Items, not messages, take the agent type's slots (decision 0023).
-    const outcome = await this.slotsOf(agent).execute(() => this.runAttempt({ agent, req, deliveryCount, parent }));
+    // Held from now (probes, decision 0021 §3.3): waiting for a slot counts as try 0.
+    const held = holdingKey(agent.name, { ...req, item: req.item?.index });
+    this.holding.set(held, { since: Date.now(), try: 0, state: 'calling' });
+    let outcome: Attempted;
+    try {
+      // Items, not messages, take the agent type's slots (decision 0023).
+      outcome = await this.slotsOf(agent).execute(() => this.runAttempt({ agent, req, deliveryCount, parent }));
+    } catch (e) {
+      this.holding.delete(held);
+      throw e;
+    }
     if (outcome.kind === 'expired') {
+      this.holding.delete(held);
       this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, tries: outcome.tries }, 'complete-by reached: stopped, nothing sent back');
       return 'ack';
     }
@@ -280,7 +333,12 @@ export class AgentHost {
       .catch((e: unknown) =>
         this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, err: errorMessage(e) }, 'result not stored: the supervisor retries the step after its complete-by'),
       )
-      .finally(stored);
+      .finally(() => {
+        this.holding.delete(held);
+        stored();
+      });
+    const h = this.holding.get(held);
+    if (h) this.holding.set(held, { since: h.since, try: h.try, state: 'sending' });
     if ((sender?.backlog ?? 0) > MAX_RESULT_BACKLOG) await done;
     return 'defer';
   }
@@ -302,7 +360,12 @@ export class AgentHost {
   private async attempt({ agent, req }: AttemptInput): Promise<Attempted> {
     const breaker = this.breakers.get(agent.name);
     const margin = this.settings.safetyMarginMs;
-    const outcome = await runStep(req, agent, breaker ? { safetyMarginMs: margin, breaker } : { safetyMarginMs: margin });
+    const key = holdingKey(agent.name, { ...req, item: req.item?.index });
+    const onTry = (t: number, state: 'calling' | 'backing_off', nextTryAt?: number): void => {
+      const h = this.holding.get(key);
+      if (h) this.holding.set(key, { since: h.since, try: t, state, ...(nextTryAt !== undefined ? { nextTryAt } : {}) });
+    };
+    const outcome = await runStep(req, agent, breaker ? { safetyMarginMs: margin, breaker, onTry } : { safetyMarginMs: margin, onTry });
     return { ...outcome, trace: traceHeaders() };
   }
 
@@ -332,6 +395,11 @@ export class AgentHost {
     if (!sender) throw new Error(`no result sender for agent ${req.agent}`);
     await sender.send(bytes, resultMessageId(req), trace);
   }
+}
+
+/** The key of an attempt in the host's `holding` map (and of a probe for it). */
+function holdingKey(agent: string, a: Pick<ProbeRequest, 'taskId' | 'step' | 'kind' | 'attempt'> & { item?: number | undefined }): string {
+  return `${agent}|${a.taskId}|${a.step}|${a.kind}|${a.attempt}|${a.item ?? ''}`;
 }
 
 /**
