@@ -39,7 +39,13 @@ type agent struct {
 	service   *service
 	breaker   *breaker
 	log       *log.Logger
-	held      holding
+	// batches: also take step request batches from batch-<type> (§8, Batches; decision 0023).
+	batches bool
+	// slots bounds the requests running at once — single ones and those of batches alike.
+	slots chan struct{}
+	// freed is signalled when a slot frees up.
+	freed chan struct{}
+	held  holding
 }
 
 func env(name, fallback string) string {
@@ -52,6 +58,7 @@ func env(name, fallback string) string {
 func main() {
 	agentType := flag.String("agent", "fraud", "the agent type served: requests arrive on triad.<ns>.step.<agent>, results go to triad.<ns>.result.<agent>")
 	concurrency := flag.Int("concurrency", 16, "how many step requests run at once")
+	batches := flag.Bool("batches", true, "also take step request batches (pull from batch-<agent>); false: single requests only")
 	grace := flag.Duration("grace", 4*time.Second, "on SIGTERM or SIGINT, how long the steps in flight may take to finish before they are handed back")
 	flag.Parse()
 	logger := log.New(os.Stderr, "", log.LstdFlags|log.Lmicroseconds)
@@ -86,6 +93,7 @@ func main() {
 		service:   &service{baseURL: serviceURL, http: &http.Client{}},
 		breaker:   newBreaker(threshold, time.Duration(halfOpenMs)*time.Millisecond, logger),
 		log:       logger,
+		batches:   *batches,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -117,12 +125,21 @@ func (a *agent) serve(ctx context.Context, natsURL string, concurrency int, grac
 	if a.js, err = nc.JetStream(); err != nil {
 		return err
 	}
-	sub, err := a.subscribe(ctx)
+	sub, err := a.subscribe(ctx, "agent-"+a.agentType, a.names.Step(a.agentType))
 	if err != nil {
 		return err
 	}
 	if sub == nil { // stopped before the stream appeared
 		return nil
+	}
+	var batchSub *nats.Subscription
+	if a.batches {
+		if batchSub, err = a.subscribe(ctx, "batch-"+a.agentType, a.names.StepBatch(a.agentType)); err != nil {
+			return err
+		}
+		if batchSub == nil {
+			return nil
+		}
 	}
 	probes, err := a.answerProbes()
 	if err != nil {
@@ -136,8 +153,13 @@ func (a *agent) serve(ctx context.Context, natsURL string, concurrency int, grac
 	run, abandon := context.WithCancel(context.Background())
 	defer abandon()
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, concurrency)
-	freed := make(chan struct{}, 1)
+	a.slots = make(chan struct{}, concurrency)
+	a.freed = make(chan struct{}, 1)
+	slots, freed := a.slots, a.freed
+	if batchSub != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.pullBatches(ctx, run, batchSub, &wg) }()
+	}
 	for ctx.Err() == nil {
 		free := cap(slots) - len(slots)
 		if free == 0 {
@@ -157,11 +179,7 @@ func (a *agent) serve(ctx context.Context, natsURL string, concurrency int, grac
 			wg.Add(1)
 			go func(m *nats.Msg) {
 				defer func() {
-					<-slots
-					select {
-					case freed <- struct{}{}:
-					default:
-					}
+					a.release()
 					wg.Done()
 				}()
 				a.handle(run, m)
@@ -185,12 +203,20 @@ func (a *agent) serve(ctx context.Context, natsURL string, concurrency int, grac
 	return nil
 }
 
-// subscribe binds to the durable consumer agent-<type> on the STEPS stream, creating it when it does not
-// exist (§8.1). The streams are the schedulers' to create: until one has, it waits.
-func (a *agent) subscribe(ctx context.Context) (*nats.Subscription, error) {
+// release frees a slot and says so to the pull loop.
+func (a *agent) release() {
+	<-a.slots
+	select {
+	case a.freed <- struct{}{}:
+	default:
+	}
+}
+
+// subscribe binds to a durable consumer on the STEPS stream — agent-<type> (filter step.<type>), or
+// batch-<type> (filter step.b~<type>) — creating it when it does not exist (§8.1, §8 Batches). The
+// streams are the schedulers' to create: until one has, it waits.
+func (a *agent) subscribe(ctx context.Context, durable, filter string) (*nats.Subscription, error) {
 	stream := a.names.StepsStream()
-	durable := "agent-" + a.agentType
-	filter := a.names.Step(a.agentType)
 	waiting := false
 	for {
 		info, err := a.js.ConsumerInfo(stream, durable)

@@ -39,40 +39,94 @@ func (o outcome) tries() int64 {
 	return o.result.Tries
 }
 
-// handle serves one delivery of a step request, from reading it to acknowledging it.
+// handle serves one delivery of a single step request, from reading it to acknowledging it.
 func (a *agent) handle(run context.Context, m *nats.Msg) {
 	receivedAt := time.Now()
-	var deliveries int64 = 1
-	if meta, err := m.Metadata(); err == nil {
-		deliveries = int64(meta.NumDelivered)
-	}
-	if !triad.SupportedVersion(m.Header.Get(triad.ProtocolHeader)) {
-		a.deadLetter(m, receivedAt, deliveries, fmt.Sprintf("protocol version %q is not supported: this agent speaks Triad-Protocol %s", m.Header.Get(triad.ProtocolHeader), triad.ProtocolVersion))
+	deliveries := deliveriesOf(m)
+	if reason := a.refused(m, deliveries); reason != "" {
+		a.deadLetter(m, receivedAt, deliveries, reason)
 		return
+	}
+	a.serveRequest(run, m.Data, m.Subject, deliveries, &msgLease{a: a, m: m, receivedAt: receivedAt, deliveries: deliveries})
+}
+
+func deliveriesOf(m *nats.Msg) int64 {
+	if meta, err := m.Metadata(); err == nil {
+		return int64(meta.NumDelivered)
+	}
+	return 1
+}
+
+// refused says why a delivery is not read at all (another protocol version, past the redelivery limit), or "".
+func (a *agent) refused(m *nats.Msg, deliveries int64) string {
+	if !triad.SupportedVersion(m.Header.Get(triad.ProtocolHeader)) {
+		return fmt.Sprintf("protocol version %q is not supported: this agent speaks Triad-Protocol %s", m.Header.Get(triad.ProtocolHeader), triad.ProtocolVersion)
 	}
 	if deliveries > triad.MaxDeliveries {
-		a.deadLetter(m, receivedAt, deliveries, fmt.Sprintf("delivered %d times, more than %d: given up", deliveries, triad.MaxDeliveries))
-		return
+		return fmt.Sprintf("delivered %d times, more than %d: given up", deliveries, triad.MaxDeliveries)
 	}
-	req, err := triad.ParseStepRequest(m.Data)
+	return ""
+}
+
+// lease is what serving a request needs of the message that carries it: a JetStream message of its own
+// (msgLease), or a share of a batch's (itemLease, batch.go).
+type lease interface {
+	// keepAlive keeps the message from being redelivered while the step runs (§8.4).
+	keepAlive() (stop func())
+	// settled: acknowledged (a single request), or counted as done in its batch.
+	settled(label string)
+	// handBack: the agent is shutting down and stopped the step; the request goes back to the stream.
+	handBack(label string)
+	// notStored: the result could not be stored.
+	notStored(label string, err error)
+	// deadLetter: the request cannot be handled; dead-letter its bytes with the reason (§7).
+	deadLetter(reason string, data []byte)
+}
+
+// msgLease is a single request's own message.
+type msgLease struct {
+	a          *agent
+	m          *nats.Msg
+	receivedAt time.Time
+	deliveries int64
+}
+
+func (l *msgLease) keepAlive() func()    { return keepAlive(l.m, l.a.ackWait/3) }
+func (l *msgLease) settled(label string) { l.a.ack(l.m, label) }
+func (l *msgLease) handBack(label string) {
+	l.a.log.Printf("%s: handed back unfinished (shutting down); another agent will run it", label)
+	if err := l.m.Nak(); err != nil {
+		l.a.log.Printf("%s: handing back failed (%v); it returns after the ack wait", label, err)
+	}
+}
+func (l *msgLease) notStored(label string, err error) {
+	l.a.log.Printf("%s: the result could not be stored (%v); not acknowledging, the request comes back after the ack wait", label, err)
+}
+func (l *msgLease) deadLetter(reason string, _ []byte) {
+	l.a.deadLetter(l.m, l.receivedAt, l.deliveries, reason)
+}
+
+// serveRequest runs one step request (its bytes), whichever message carried it.
+func (a *agent) serveRequest(run context.Context, data []byte, subject string, deliveries int64, l lease) {
+	req, err := triad.ParseStepRequest(data)
 	if err != nil {
-		a.deadLetter(m, receivedAt, deliveries, "invalid step request: "+err.Error())
+		l.deadLetter("invalid step request: "+err.Error(), data)
 		return
 	}
 	if req.Agent != a.agentType {
-		a.deadLetter(m, receivedAt, deliveries, fmt.Sprintf("agent: the request is for agent %q but arrived on %s, the subject of agent %q", req.Agent, m.Subject, a.agentType))
+		l.deadLetter(fmt.Sprintf("agent: the request is for agent %q but arrived on %s, the subject of agent %q", req.Agent, subject, a.agentType), data)
 		return
 	}
 	label := fmt.Sprintf("%s/%s %s attempt %d", req.TaskID, req.Step, req.Kind, req.Attempt)
 	if !time.Now().Add(clockSkewMargin).Before(req.CompleteByTime()) {
 		// The supervisor has moved on: running it now could only race a newer attempt (§8.3).
 		a.log.Printf("%s: dropped, its complete-by (%s) has passed", label, req.CompleteByTime().Format(time.RFC3339Nano))
-		a.ack(m, label)
+		l.settled(label)
 		return
 	}
 
 	// The JetStream message is the lease on the step: keep it while working (§8.4).
-	stopKeepAlive := keepAlive(m, a.ackWait/3)
+	stopKeepAlive := l.keepAlive()
 	defer stopKeepAlive()
 
 	window, cancel := context.WithDeadline(run, req.CompleteByTime())
@@ -84,25 +138,22 @@ func (a *agent) handle(run context.Context, m *nats.Msg) {
 	switch {
 	case o.handedBack:
 		stopKeepAlive()
-		a.log.Printf("%s: handed back unfinished (shutting down); another agent will run it", label)
-		if err := m.Nak(); err != nil {
-			a.log.Printf("%s: handing back failed (%v); it returns after the ack wait", label, err)
-		}
+		l.handBack(label)
 		return
 	case o.silent:
 		stopKeepAlive()
 		a.log.Printf("%s: complete-by reached, stopped; sending nothing back", label)
-		a.ack(m, label)
+		l.settled(label)
 		return
 	}
 	if err := a.publishResult(run, o.result); err != nil {
 		stopKeepAlive()
-		a.log.Printf("%s: the result could not be stored (%v); not acknowledging, the request comes back after the ack wait", label, err)
+		l.notStored(label, err)
 		return
 	}
 	// Acknowledged only now that JetStream holds the result (§8.8): a crash before this re-runs the
 	// attempt, which the idempotency key and the scheduler's fencing make harmless.
-	a.ack(m, label)
+	l.settled(label)
 	switch {
 	case o.result.OK:
 		a.log.Printf("%s: ok after %d tries", label, o.result.Tries)
@@ -354,21 +405,27 @@ func (a *agent) publishResult(run context.Context, r *triad.StepResult) error {
 
 // deadLetter publishes a request the agent cannot handle, with the reason, then acknowledges it (§7).
 func (a *agent) deadLetter(m *nats.Msg, receivedAt time.Time, deliveries int64, reason string) {
-	source := "step." + a.agentType
-	data, err := msgpack.Marshal(&triad.DeadLetter{Source: source, Reason: triad.Clip(reason), ReceivedAt: receivedAt.UnixMilli(), Deliveries: deliveries, Original: m.Data})
-	if err == nil {
-		dl := nats.NewMsg(a.names.DeadLetter(source))
-		dl.Header.Set(triad.ProtocolHeader, triad.ProtocolVersion)
-		dl.Data = data
-		_, err = a.js.PublishMsg(dl)
-	}
-	if err != nil {
+	if err := a.publishDeadLetter(m.Data, m.Subject, receivedAt, deliveries, reason); err != nil {
 		// Not acknowledged: the request comes back after the ack wait and is tried again.
 		a.log.Printf("dead letter for %s not stored (%v): %s", m.Subject, err, reason)
 		return
 	}
 	a.log.Printf("dead-lettered a request on %s: %s", m.Subject, reason)
 	a.ack(m, "dead-lettered request")
+}
+
+// publishDeadLetter stores a dead letter of `original` (from `subject`) on this type's step source.
+func (a *agent) publishDeadLetter(original []byte, subject string, receivedAt time.Time, deliveries int64, reason string) error {
+	source := "step." + a.agentType
+	data, err := msgpack.Marshal(&triad.DeadLetter{Source: source, Reason: triad.Clip(reason), ReceivedAt: receivedAt.UnixMilli(), Deliveries: deliveries, Original: original, Subject: subject})
+	if err != nil {
+		return err
+	}
+	dl := nats.NewMsg(a.names.DeadLetter(source))
+	dl.Header.Set(triad.ProtocolHeader, triad.ProtocolVersion)
+	dl.Data = data
+	_, err = a.js.PublishMsg(dl)
+	return err
 }
 
 func (a *agent) ack(m *nats.Msg, label string) {

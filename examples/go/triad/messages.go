@@ -182,6 +182,38 @@ type DeadLetter struct {
 	ReceivedAt int64  `msgpack:"receivedAt"`
 	Deliveries int64  `msgpack:"deliveries"`
 	Original   []byte `msgpack:"original"`
+	// Subject is where the original was (for a request of a batch: its agent type's own subject, so a
+	// replay sends it alone; decision 0023).
+	Subject string `msgpack:"subject,omitempty"`
+}
+
+// MaxRequestsPerBatch is the most step requests one batch carries (§8, Batches).
+const MaxRequestsPerBatch = 64
+
+// ParseStepRequestBatch reads a step request batch, {requests: [bin, …], traceparents?: […]} (§8,
+// Batches; docs/protocol/step-request-batch.schema.json): each request's own bytes, to be validated,
+// run and dead-lettered on its own. An error means the message as a whole is not such a batch.
+func ParseStepRequestBatch(data []byte) ([][]byte, error) {
+	m, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := m["requests"].([]interface{})
+	if !ok {
+		return nil, fmt.Errorf("requests: required, an array of encoded step requests (got %s)", kindOf(m["requests"]))
+	}
+	if len(raw) < 1 || len(raw) > MaxRequestsPerBatch {
+		return nil, fmt.Errorf("requests: %d entries; a batch has 1 to %d", len(raw), MaxRequestsPerBatch)
+	}
+	out := make([][]byte, len(raw))
+	for i, r := range raw {
+		b, ok := r.([]byte)
+		if !ok {
+			return nil, fmt.Errorf("requests.%d: a %s, not binary (an encoded step request)", i, kindOf(r))
+		}
+		out[i] = b
+	}
+	return out, nil
 }
 
 // Submission asks a scheduler to run a task (§4, docs/protocol/submission.schema.json).

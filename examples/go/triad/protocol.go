@@ -70,7 +70,10 @@ type Names struct{ NS string }
 
 func (n Names) Submit(client string) string { return "triad." + n.NS + ".submit." + client }
 func (n Names) Step(agent string) string    { return "triad." + n.NS + ".step." + agent }
-func (n Names) Result(agent string) string  { return "triad." + n.NS + ".result." + agent }
+
+// StepBatch is where batches of step requests for an agent type go (§8, Batches; decision 0023).
+func (n Names) StepBatch(agent string) string { return "triad." + n.NS + ".step.b~" + agent }
+func (n Names) Result(agent string) string    { return "triad." + n.NS + ".result." + agent }
 func (n Names) Event(client, taskID string) string {
 	return "triad." + n.NS + ".event." + client + "." + taskID
 }
