@@ -508,7 +508,7 @@ export class TriadClient {
 
   /**
    * Per agent type, its durable on STEPS (operators): requests not yet delivered to any of its instances
-   * (`pending`), and pull requests waiting (`pulling`: instances asking for work). An agent type with no
+   * (`pending`; with the messages waiting on its batch durable, a batch counted once), and pull requests waiting (`pulling`: instances asking for work). An agent type with no
    * durable yet (never connected) is absent.
    */
   async agentQueues(agents: readonly string[]): Promise<Record<string, { pending: number; pulling: number }>> {
@@ -516,8 +516,12 @@ export class TriadClient {
     const out: Record<string, { pending: number; pulling: number }> = {};
     await Promise.all(
       [...new Set(agents)].map(async (a) => {
-        const c = await this.bus.jsm.consumers.info(n.streams.steps, n.consumers.agent(a)).catch(() => undefined);
-        if (c) out[a] = { pending: c.num_pending, pulling: c.num_waiting };
+        const [c, b] = await Promise.all([
+          this.bus.jsm.consumers.info(n.streams.steps, n.consumers.agent(a)).catch(() => undefined),
+          // Requests sent in batches wait on the type's batch durable (decision 0023): a batch counts once.
+          this.bus.jsm.consumers.info(n.streams.steps, n.consumers.agentBatch(a)).catch(() => undefined),
+        ]);
+        if (c) out[a] = { pending: c.num_pending + (b?.num_pending ?? 0), pulling: c.num_waiting };
       }),
     );
     return out;
