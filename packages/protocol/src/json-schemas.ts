@@ -18,6 +18,7 @@ import {
   TaskEventBatchSchema,
 } from './messages.js';
 import { StepResultBatchSchema } from './result-batch.js';
+import { ObjectRefSchema } from './objects.js';
 
 const MESSAGES: Record<string, { schema: z.ZodType; title: string }> = {
   submission: { schema: SubmissionSchema, title: 'A task submission (triad.<ns>.submit.<client>)' },
@@ -31,6 +32,7 @@ const MESSAGES: Record<string, { schema: z.ZodType; title: string }> = {
   'supervisor-health': { schema: SupervisorHealthSchema, title: "A supervisor's report (triad.<ns>.health)" },
   'workflow-definition': { schema: WorkflowDefinitionSchema, title: 'A workflow definition (registered with workflow.register)' },
   'api-reply': { schema: ApiReplySchema, title: 'The envelope of every API reply' },
+  'object-ref': { schema: ObjectRefSchema, title: 'A reference to a payload stored in the object store (a map whose first key is $triad; docs/protocol.md §12)' },
 };
 
 /** The file name (under docs/protocol/) and JSON Schema of every message and API body. */
