@@ -8,7 +8,7 @@
   KEYS[1] finished index   KEYS[2] tasks index   KEYS[3] the bucket's epoch fence   KEYS[4] compaction index
   ARGV[1] the bucket's task key prefix ("triad:<ns>:{<ns>:bNN}:task:")   ARGV[2] cutoff (epoch ms)   ARGV[3] limit
   ARGV[4] epoch   KEYS[5] the bucket's search index: a tagged task's members leave it with the task (decision 0021)
-  Returns { OK, removed, json[[client, [object names]]...] } | { STALE_EPOCH, current }: the objects each
+  Returns { OK, removed, json (an array of pairs: client, array of object names) } | { STALE_EPOCH, current }: the objects each
   removed task owned (its `objs`, decision 0021 §4.6), for the caller to delete from its client's bucket
 
   The task keys are derived from the index here (not passed in KEYS) because which tasks are due is only
