@@ -147,8 +147,8 @@ export function objectRefsIn(value: unknown): ObjectRef[] {
       if (r.success) out.push(r.data);
       continue;
     }
-    if (Array.isArray(v)) stack.push(...(v as unknown[]));
-    else stack.push(...Object.values(v));
+    if (Array.isArray(v)) stack.push(...(v as readonly unknown[]));
+    else stack.push(...(Object.values(v) as unknown[]));
   }
   return out;
 }

@@ -472,7 +472,7 @@ export class TaskStore {
       const code = Number(reply[0]);
       if (code !== ScriptCode.Ok) throw scriptError(code, 'purge finished tasks');
       removed += Number(reply[1]);
-      const owned = reply[2] === undefined ? [] : (JSON.parse(String(reply[2])) as unknown);
+      const owned = typeof reply[2] === 'string' ? (JSON.parse(reply[2]) as unknown) : reply[2] instanceof Buffer ? (JSON.parse(reply[2].toString()) as unknown) : [];
       if (Array.isArray(owned)) {
         for (const o of owned as unknown[]) {
           if (Array.isArray(o) && typeof o[0] === 'string' && Array.isArray(o[1])) objects.push({ client: o[0], names: (o[1] as unknown[]).filter((n): n is string => typeof n === 'string') });
