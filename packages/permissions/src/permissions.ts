@@ -149,12 +149,14 @@ function objectBuckets(namespace: string, clients: readonly string[]): string[] 
 /**
  * What a role may do in one client bucket `b` (stream `OBJ_<b>`): `read` — an object's metadata and its
  * chunks one stored message at a time (message get: no consumer); `write` — publish chunks and metadata;
- * `ensure` — create the bucket; `delete` — a delete marker and a purge of the object's chunks.
+ * `ensure` — create the bucket; `delete` — a delete marker and a purge of the object's chunks; `info` — the
+ * bucket's stream info (nats.go's object store binds with it before a write).
  */
-function bucketAccess(j: ReturnType<typeof jsApi>, b: string, o: { read?: boolean; write?: boolean; ensure?: boolean; delete?: boolean }): string[] {
+function bucketAccess(j: ReturnType<typeof jsApi>, b: string, o: { read?: boolean; write?: boolean; ensure?: boolean; delete?: boolean; info?: boolean }): string[] {
   const stream = `OBJ_${b}`;
   return [
     ...(o.read ? [j.msgGet(stream)] : []),
+    ...(o.info ? [j.streamInfo(stream)] : []),
     ...(o.write ? [`$O.${b}.C.*`, `$O.${b}.M.*`] : []),
     ...(o.ensure ? [j.streamCreate(stream), j.streamUpdate(stream), j.streamInfo(stream)] : []),
     ...(o.delete ? [`$O.${b}.M.*`, `$JS.API.STREAM.PURGE.${stream}`] : []),
@@ -264,7 +266,7 @@ export function agentIdentity(namespace: string, agent: string, clients: readonl
         j.streamInfo(n.streams.deadLetters),
         // Inputs and needs read, large outputs written, in every client's bucket; neither create nor delete
         // (decision 0021 §4.9: the bucket is the smallest unit a permission can name).
-        ...objectBuckets(n.namespace, clients).flatMap((b) => bucketAccess(j, b, { read: true, write: true })),
+        ...objectBuckets(n.namespace, clients).flatMap((b) => bucketAccess(j, b, { read: true, write: true, info: true })),
       ]),
       subscribe: [`${inboxPrefix}.>`],
     },
