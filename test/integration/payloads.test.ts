@@ -109,16 +109,19 @@ describe('large payloads through the example', () => {
     }
   });
 
-  it('retention deletes the objects with their task', async () => {
+  it('retention deletes the objects with their task; the object GC deletes an upload no task refers to', async () => {
     const store = new PayloadStore(triad.client.bus);
     const state = await triad.client.getTask(taskId);
     const refs = [state.input as ObjectRef, step(state, 'ship').output as ObjectRef];
     for (const r of refs) expect((await store.read(r)).length).toBe(r.size);
-    const supervisor = await triad.startSupervisor({ retentionMs: 0 });
+    // An input uploaded whose submission never came (the client died between the two).
+    const orphan = await triad.client.uploadInput('never-submitted', encode({ blob: 'o'.repeat(300_000) }, 1_000_000));
+    expect((await store.read(orphan)).length).toBe(orphan.size);
+    const supervisor = await triad.startSupervisor({ retentionMs: 0, objectGcGraceMs: 0 });
     await waitFor(async () => (await triad.client.getTask(taskId).then(() => false, () => true)), { timeoutMs: 30_000, what: 'the task purged' }).catch((e: unknown) => {
       throw new Error(`${String(e)}\n${supervisor.output().slice(-4000)}`);
     });
-    for (const r of refs) {
+    for (const r of [...refs, orphan]) {
       await waitFor(async () => store.read(r).then(() => false, (e: unknown) => e instanceof TriadError && /not in bucket/.test(e.message)), { timeoutMs: 30_000, what: `object ${r.name} deleted` });
     }
   }, 90_000);

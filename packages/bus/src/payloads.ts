@@ -225,6 +225,25 @@ export class PayloadStore {
     return objectRef(bucket, name, size, sha256);
   }
 
+  /** The object store buckets of this namespace's clients (their streams' names, read from JetStream). */
+  async buckets(): Promise<string[]> {
+    const prefix = `OBJ_triad_${this.bus.names.namespace.length}_${this.bus.names.namespace}_`;
+    const out: string[] = [];
+    for await (const name of this.bus.jsm.streams.names()) if (name.startsWith(prefix)) out.push(name.slice(4));
+    return out;
+  }
+
+  /**
+   * The first metadata message of `bucket` after stream sequence `after` (the object GC's walk, decision
+   * 0021 §4.6): its sequence and the object's name, time and whether it is a delete marker.
+   */
+  async metaAfter(bucket: string, after: number): Promise<{ seq: number; name: string; mtime: number; deleted: boolean } | undefined> {
+    const m = await this.getMessage(bucket, { seq: after + 1, next_by_subj: `$O.${bucket}.M.>` });
+    if (!m) return undefined;
+    const info = JSON.parse(new TextDecoder().decode(m.data)) as { name?: string; mtime?: string; deleted?: boolean };
+    return { seq: m.seq, name: info.name ?? '', mtime: info.mtime ? Date.parse(info.mtime) : 0, deleted: info.deleted === true };
+  }
+
   /** Deletes an object (a delete marker and a purge of its chunks); false when there was none. */
   async delete(bucket: string, name: string): Promise<boolean> {
     try {

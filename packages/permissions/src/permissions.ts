@@ -102,7 +102,7 @@ export const REDIS_SCRIPT_COMMANDS = {
  */
 export const REDIS_ROLE_SCRIPTS = {
   scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRegister', 'querySearch', 'startOp', 'checkpointOp', 'endOp'],
-  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'fireSchedule', 'limitApply', 'limitStats', 'limitRetire', 'limitRegister'],
+  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'fireSchedule', 'limitApply', 'limitStats', 'limitRetire', 'limitRegister', 'attachObjects'],
 } as const;
 
 function redisPermissions(namespace: string, role: 'scheduler' | 'supervisor', db = 0): RedisPermissions {
@@ -235,6 +235,8 @@ export function supervisorIdentity(namespace: string, redisDb = 0, clients: read
         ...j.streams.flatMap((st) => [j.streamCreate(st), j.streamUpdate(st), j.streamInfo(st)]),
         // With tracing on, a task's latest event (its trace context) by subject.
         j.msgGet(n.streams.events),
+        // The object GC lists the namespace's buckets (stream names only) and walks their metadata.
+        '$JS.API.STREAM.NAMES',
         // Retention deletes purged tasks' objects (decision 0021 §4.6).
         ...objectBuckets(n.namespace, clients).flatMap((b) => bucketAccess(j, b, { read: true, delete: true })),
       ]),

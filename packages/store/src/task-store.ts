@@ -483,6 +483,27 @@ export class TaskStore {
   }
 
   /**
+   * The object GC's attach (attachObjects.lua): makes `name`, found in `client`'s bucket, task `taskId`'s
+   * own. 'none': no such task; 'other': another client's task. Fenced by the supervisor epoch.
+   */
+  async attachObject(taskId: string, client: string, name: string, epoch: number): Promise<'none' | 'other' | 'owned' | 'attached'> {
+    const b = this.keys.forTask(taskId);
+    const reply = (await runScript(this.redis, 'attachObjects', [this.keys.task(taskId), b.epoch], [client, name, epoch])) as unknown[];
+    const code = Number(reply[0]);
+    if (code !== ScriptCode.Ok) throw scriptError(code, `attach object ${name} to task ${taskId}`);
+    return String(reply[1]) as 'none' | 'other' | 'owned' | 'attached';
+  }
+
+  /** The object GC's checkpoint of a bucket: the last stream sequence walked (0: none). */
+  async objectGcCheckpoint(bucket: string): Promise<number> {
+    return Number((await this.redis.hget(this.keys.objectGc, bucket)) ?? 0);
+  }
+
+  async setObjectGcCheckpoint(bucket: string, seq: number): Promise<void> {
+    await this.redis.hset(this.keys.objectGc, bucket, String(seq));
+  }
+
+  /**
    * Retention's compaction stage: rewrites up to `limit` tasks that finished (completed, compensated or
    * cancelled) at or before `cutoff` into their compact record (compactFinished.lua), oldest first.
    * O(buckets + due). Fenced by the supervisor epoch: throws TriadError STALE when `epoch` is older.
