@@ -65,7 +65,8 @@ describe('large payloads through the example', () => {
     expect(state.status, JSON.stringify(state.steps.map((s) => [s.name, s.status, s.error]))).toBe('completed');
     // run() resolved the references: the client holds the whole input and the whole label.
     expect((state.input as { document: string }).document).toBe(document);
-    const label = (step(state, 'ship').output as { label: string }).label;
+    // ship fans out over the reserved lines (one here): its output is the elements' outputs, in order.
+    const label = (step(state, 'ship').output as { label: string }[])[0]!.label;
     expect(label.length).toBe(MB20);
     expect(label).toBe('L'.repeat(MB20));
     // The inventory service received the document whole: its ledger holds its size and SHA-256.
@@ -82,9 +83,10 @@ describe('large payloads through the example', () => {
     const inRef = state.input as ObjectRef;
     expect(inRef).toMatchObject({ $triad: 'object', v: 1, bucket: objectBucket(triad.namespace, triad.client.clientId) });
     expect(inRef.name.startsWith(`${taskId}/in/`)).toBe(true);
-    const outRef = step(state, 'ship').output as ObjectRef;
+    // A fan-out element's output, stored as an object under the element's name (decision 0021 §4.3).
+    const outRef = (step(state, 'ship').output as ObjectRef[])[0]!;
     expect(isTriadValue(outRef)).toBe(true);
-    expect(outRef.name.startsWith(`${taskId}/ship/run/1/`)).toBe(true);
+    expect(outRef.name.startsWith(`${taskId}/ship#0/run/1/`)).toBe(true);
     expect(((await triad.client.download(outRef)) as { label: string }).label.length).toBe(MB20);
     // The stored input bytes are the reference only.
     const raw = await triad.redis.hgetBuffer(keys(triad.namespace).task(taskId), 'input');
@@ -112,7 +114,7 @@ describe('large payloads through the example', () => {
   it('retention deletes the objects with their task; the object GC deletes an upload no task refers to', async () => {
     const store = new PayloadStore(triad.client.bus);
     const state = await triad.client.getTask(taskId);
-    const refs = [state.input as ObjectRef, step(state, 'ship').output as ObjectRef];
+    const refs = [state.input as ObjectRef, (step(state, 'ship').output as ObjectRef[])[0]!];
     for (const r of refs) expect((await store.read(r)).length).toBe(r.size);
     // An input uploaded whose submission never came (the client died between the two).
     const orphan = await triad.client.uploadInput('never-submitted', encode({ blob: 'o'.repeat(300_000) }, 1_000_000));

@@ -370,22 +370,32 @@ func downloadOutputs(o options) error {
 	steps, _ := value["steps"].([]interface{})
 	for _, s := range steps {
 		step, _ := s.(map[string]interface{})
-		ref, isRef, err := triad.RefOf(step["output"])
-		if err != nil {
-			return err
+		// A fan-out step's output is its elements' outputs: each may be a reference (<step>#<i>).
+		outputs := map[string]interface{}{fmt.Sprint(step["name"]): step["output"]}
+		if list, isList := step["output"].([]interface{}); isList {
+			outputs = map[string]interface{}{}
+			for i, e := range list {
+				outputs[fmt.Sprintf("%v#%d", step["name"], i)] = e
+			}
 		}
-		if !isRef {
-			continue
+		for name, output := range outputs {
+			ref, isRef, err := triad.RefOf(output)
+			if err != nil {
+				return err
+			}
+			if !isRef {
+				continue
+			}
+			data, err := triad.Download(nc, names, o.client, ref)
+			if err != nil {
+				return err
+			}
+			path := fmt.Sprintf("%s/%s.msgpack", o.outputDir, name)
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				return err
+			}
+			fmt.Printf("output of step %s: %d bytes (sha256 %s) written to %s\n", name, len(data), ref.SHA256, path)
 		}
-		data, err := triad.Download(nc, names, o.client, ref)
-		if err != nil {
-			return err
-		}
-		path := fmt.Sprintf("%s/%v.msgpack", o.outputDir, step["name"])
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			return err
-		}
-		fmt.Printf("output of step %v: %d bytes (sha256 %s) written to %s\n", step["name"], len(data), ref.SHA256, path)
 	}
 	return nil
 }
