@@ -7,7 +7,9 @@ import { validateDefinition } from '@triad/core';
 import { scheduleTiming } from '@triad/scheduler';
 import {
   ErrorCode,
+  MAX_SIGNAL_DATA_BYTES,
   StepRequestSchema,
+  encode,
   SubmissionSchema,
   SupervisorCommandSchema,
   isTriadError,
@@ -249,7 +251,12 @@ function apiExpectation(c: FuzzCase, { registry, accepted }: Context): Expectati
     e.api = { outcome: v.kind === 'oversize' ? ErrorCode.PayloadTooLarge : ErrorCode.InvalidMessage, rule: verdictRule(v), why: `invalid ${t.op} request: ${v.message}` };
     return e;
   }
-  const q = v.value as { taskId?: string; name?: string; version?: number; definition?: unknown; opId?: string };
+  const q = v.value as { taskId?: string; name?: string; version?: number; definition?: unknown; opId?: string; data?: unknown };
+  // A signal's data is bounded before its task is looked at (the scheduler's own check).
+  if (t.op === 'task.signal' && q.data !== undefined && encode(q.data).length > MAX_SIGNAL_DATA_BYTES) {
+    e.api = { outcome: ErrorCode.InvalidMessage, rule: includesRule(`above the ${MAX_SIGNAL_DATA_BYTES} a signal may carry`), why: `a signal whose data is over ${MAX_SIGNAL_DATA_BYTES} bytes encoded` };
+    return e;
+  }
   switch (t.op) {
     case 'task.get':
     case 'task.retry':
