@@ -194,6 +194,8 @@ export const StepStatusSchema = z.enum([
   'sleeping',
   /** A waitFor step waits for its signal until `until` (decision 0019). */
   'waiting',
+  /** Waits for a permit of its agent type's dispatch limit (decision 0020); its attempt has not started. */
+  'queued',
 ]);
 export type StepStatus = z.output<typeof StepStatusSchema>;
 
@@ -215,6 +217,8 @@ export const TaskEventTypeSchema = z.enum([
   'step_waiting',
   /** A signal was accepted: delivered to `step`, or kept until a step waits for it (`reason` says which). */
   'signal_received',
+  /** A step waits for a dispatch limit of its agent type (decision 0020): `reason` says which, key and priority. */
+  'step_queued',
   'completed',
   'failed',
   'compensating',

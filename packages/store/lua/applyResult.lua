@@ -16,6 +16,13 @@
   ARGV[15] the agent type whose result subject the result came on (decision 0010)
   ARGV[16] the fan-out element the result is for ('' = none; decision 0019 §4)
   ARGV[17] throttled: the service's retry-after ms ('' = not throttled; decision 0020 §5)
+  ARGV[18] the limited table (JSON, '' = none; decision 0020 §1.9): steps made ready (or the undo's next
+  compensation) of a limited agent type queue instead of starting
+
+  Flow control (decision 0020): an attempt started under a limit holds a permit (`permit` in its phase);
+  its result — applied (Q5) or stale for that attempt (Q12, a redelivery after a crash) — lists the permit
+  under `limiter` (release) in the reply (STALE: json{reason, release: [{agent, ticket}]}). A result for
+  a phase waiting for a limit (queued) is stale.
 
   Outcomes (decision 0009), the same for a run and a compensation phase:
     ok                 → run: processed (and ready steps start, or the task completes);
@@ -84,7 +91,11 @@ end
 
 local function stale(reason)
   redis.call('HINCRBY', taskKey, 'staleResults', 1)
-  return { STALE, cjson.encode({ reason = reason }) }
+  local body = { reason = reason }
+  -- Q12: the permit of the result's attempt, if it held one, may be released again (idempotent).
+  local sph = rec and (kind == 'compensate' and rec.comp or rec)
+  if sph and sph.permit and sph.permit.a == attempt then body.release = { { agent = sph.permit.g, ticket = sph.permit.t } } end
+  return { STALE, cjson.encode(body) }
 end
 
 -- A fan-out step's results are its elements': the element's record is the phase fenced below.
@@ -101,7 +112,7 @@ end
 -- Fencing: which phase this result ends, if any.
 local drain = false
 if kind == 'compensate' then
-  if taskStatus ~= 'compensating' or rec.status ~= 'compensating' or not rec.comp or rec.comp.attempt ~= attempt or rec.comp.parked or rec.comp.reported then
+  if taskStatus ~= 'compensating' or rec.status ~= 'compensating' or not rec.comp or rec.comp.attempt ~= attempt or rec.comp.parked or rec.comp.reported or rec.comp.queued then
     return stale('compensation of ' .. stepName .. ' is not running at attempt ' .. attempt .. ' (task ' .. taskStatus .. ', step ' .. rec.status .. ')')
   end
 else
@@ -117,6 +128,7 @@ end
 local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, tonumber(ARGV[7])))
 ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
 ctx.plan = plan
+set_limited(ctx, ARGV[18])
 local lockEpoch = take_lock(taskKey, ARGV[8])
 redis.call('HSET', taskKey, 'updatedAt', ctx.now)
 local spec
@@ -131,6 +143,7 @@ end
 -- Which agent instance ran the attempt: known from its result (agents hold no claim, decision 0010).
 local sp, ph = phase_spec(spec, kind), phase(rec, kind)
 ph.lockedBy = ARGV[9]
+release_permit(ctx, ph, attempt)
 touch(ctx, name)
 if not ok and kind == 'run' then note_effect(rec, ARGV[14] == 'none' and 'none' or 'unknown') end
 

@@ -11,6 +11,8 @@
   ARGV[14] the submission's priority, 1–5 ('' = the default 3: nothing stored, decision 0020)
   KEYS[9] the bucket's search index   ARGV[15] the task's tags, canonical JSON ('' = none; decision 0021):
   a tagged task's members (each tag, its status, workflow and client) enter the search index
+  ARGV[16] the limited table (JSON, '' = none; decision 0020 §1.9): a ready step whose agent type is in it
+  is queued for that limiter instead of started (the reply's `limiter` lists its queue item)
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
           { EXISTS, json{status, client} } when the task id was already submitted (a duplicate is harmless;
@@ -35,6 +37,7 @@ end
 local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[6], search = KEYS[9] }, taskId, now)
 ctx.alertsKey, ctx.outboxKey = KEYS[7], KEYS[8]
 ctx.plan = cjson.decode(ARGV[6])
+set_limited(ctx, ARGV[16])
 local fields = { 'id', taskId, 'workflow', ARGV[2], 'version', ARGV[3], 'input', ARGV[4], 'replyTo', ARGV[5],
   'plan', ARGV[6], 'status', 'running', 'lockedBy', ARGV[8], 'lockEpoch', 1, 'seq', 0,
   'createdAt', now, 'updatedAt', now, 'onFailure', ARGV[9], 'client', ARGV[13] }
