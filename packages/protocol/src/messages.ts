@@ -280,6 +280,25 @@ export const SupervisorCommandSchema = z.discriminatedUnion('type', [
     /** The fan-out element whose attempt this is (decision 0019 §4). */
     item: optional(z.number().int().min(0).max(MAX_FOREACH_ITEMS - 1)),
   }),
+  /**
+   * A supervisor transition queued a phase for a dispatch limit (a retry, a park's end, the undo's next
+   * compensation, or a check, decision 0020 §2.5): the scheduler hands the ticket to the limiter if the
+   * phase still waits with it.
+   */
+  z.object({
+    type: z.literal('queue_step'),
+    taskId: TaskIdSchema,
+    step: NameSchema,
+    kind: StepKindSchema,
+    ticket: z.string().min(1).max(600),
+    epoch: z.number().int().nonnegative(),
+  }),
+  /** A limiter's wake time passed with no scheduler's timer to act on it (decision 0020 §2.5): run its grant loop. */
+  z.object({
+    type: z.literal('pump_limit'),
+    agent: NameSchema,
+    epoch: z.number().int().nonnegative(),
+  }),
 ]);
 export type SupervisorCommand = z.output<typeof SupervisorCommandSchema>;
 

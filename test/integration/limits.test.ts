@@ -1,0 +1,150 @@
+// Decision 0020 increment 4, the issue's "done when" (#24) with 3 agent hosts and 2 schedulers, the
+// example's services and the CLI as a user runs it: a concurrency limit holds at the payment service
+// (its own /stats), a rate limit holds in every one-second window of the grants and of the service's
+// calls, and after a scheduler is killed with SIGKILL under load no permit is leaked. Counts and
+// windows of recorded times only — never durations.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { AgentLimitStatus, TaskState } from '@triad/protocol';
+import { startNats, startRedis, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { cli, startTriad, type TestTriad } from '../support/triad.js';
+
+const servers = withTeardown(afterAll);
+const td = withTeardown(afterEach);
+let nats: NatsServer;
+let redis: RedisServer;
+
+beforeAll(async () => {
+  [nats, redis] = await Promise.all([startNats({ teardown: servers }), startRedis({ teardown: servers })]);
+});
+
+/** The CLI as a user runs it; fails the test with its output when it does not exit 0. */
+async function triad(t: TestTriad, ...args: string[]): Promise<string> {
+  const r = await cli(t, args);
+  if (r.code !== 0) throw new Error(`triad ${args.join(' ')} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+async function limits(t: TestTriad): Promise<AgentLimitStatus[]> {
+  return JSON.parse(await triad(t, 'limits', 'list', '--json')) as AgentLimitStatus[];
+}
+
+/** Polls `triad limits list --json` until payment has nothing in flight and nothing waiting; fails with what it last saw. */
+async function drained(t: TestTriad, withinMs: number): Promise<void> {
+  const until = Date.now() + withinMs;
+  let last: AgentLimitStatus[] = [];
+  for (;;) {
+    last = await limits(t);
+    const p = last.find((l) => l.agent === 'payment');
+    if (p && p.inFlight === 0 && p.waiting === 0) return;
+    if (Date.now() > until) throw new Error(`payment's limiter did not come back to 0 in flight and 0 waiting within ${withinMs} ms: ${JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** Three hosts of the example's agents, two schedulers, one supervisor; warmed up with one order. */
+async function fleet(): Promise<TestTriad> {
+  const t = await startTriad(td, { nats, redis }, { schedulers: 2, agentProcesses: 3 });
+  expect((await t.client.wait((await t.client.submit('orders', { orderId: 'warm', amount: 1 })).taskId, { timeoutMs: 60_000 })).status).toBe('completed');
+  return t;
+}
+
+/** A limit reaches every scheduler within 1 s (their caches' refresh): wait that out before measuring. */
+const propagated = (): Promise<void> => new Promise((r) => setTimeout(r, 1_300));
+
+async function orders(t: TestTriad, n: number, prefix: string): Promise<{ ids: string[]; ended: TaskState[] }> {
+  const ids = await Promise.all(Array.from({ length: n }, (_, i) => t.client.submit('orders', { orderId: `${prefix}-${i}`, amount: 10 + i }).then((r) => r.taskId)));
+  const ended = await Promise.all(ids.map((id) => t.client.wait(id, { timeoutMs: 180_000 })));
+  return { ids, ended };
+}
+
+function notCompleted(ended: readonly TaskState[]): string[] {
+  return ended.filter((s) => s.status !== 'completed').map((s) => `${s.taskId}: ${s.status} ${s.error ?? ''}`);
+}
+
+/** The most times of `times` in any window [t, t + windowMs). */
+function busiestWindow(times: readonly number[], windowMs: number): number {
+  const s = [...times].sort((a, b) => a - b);
+  let best = 0;
+  for (let i = 0, j = 0; i < s.length; i++) {
+    while ((s[i] as number) - (s[j] as number) >= windowMs) j++;
+    best = Math.max(best, i - j + 1);
+  }
+  return best;
+}
+
+describe('dispatch limits across 3 agent hosts and 2 schedulers (issue #24)', () => {
+  it('--concurrency 3: 40 orders all complete and the payment service never holds more than 3 calls', async () => {
+    const t = await fleet();
+    t.services.payment.setFaults({ latencyMs: 200 });
+    expect(await triad(t, 'limits', 'set', 'payment', '--concurrency', '3')).toContain('payment: at most 3 at once');
+    await propagated();
+    t.services.payment.resetStats();
+    const { ended } = await orders(t, 40, 'conc');
+    expect(notCompleted(ended)).toEqual([]);
+    const stats = t.services.payment.stats();
+    expect(stats.calls.length).toBeGreaterThanOrEqual(40);
+    expect(stats.maxInFlight).toBeLessThanOrEqual(3);
+    // Charges waited for the limit (40 at 200 ms each could not all run at once under 3): the test can fail.
+    const pages = await Promise.all(ended.map((s) => t.client.taskEvents(s.taskId)));
+    expect(pages.filter((p) => p.events.some((e) => e.type === 'step_queued' && e.step === 'charge')).length).toBeGreaterThan(0);
+    await drained(t, 5_000 + 1_000 + 3 * 200 + 5_000);
+    const [p] = await limits(t);
+    expect(p).toMatchObject({ agent: 'payment', limit: { agent: 'payment', concurrency: 3 }, inFlight: 0, waiting: 0 });
+  });
+
+  it('--rate 20/s --burst 5: no one-second window of grants or of the service\'s calls holds more than 25', async () => {
+    const t = await fleet();
+    expect(await triad(t, 'limits', 'set', 'payment', '--rate', '20/s', '--burst', '5')).toContain('payment: 20/s (burst 5)');
+    await propagated();
+    t.services.payment.resetStats();
+    // 60 orders submitted at 30 a second — faster than the rate, so the limit binds for most of them —
+    // rather than all at once: a burst of 60 submissions saturates this machine's two cores for a moment,
+    // delaying the first calls behind their grants by hundreds of ms (the dispatch-to-call spread of
+    // decision 0020 §3.3), which bends the service's window though the grants' holds.
+    const ids: string[] = [];
+    for (let i = 0; i < 60; i++) {
+      ids.push((await t.client.submit('orders', { orderId: `rate-${i}`, amount: 10 + i })).taskId);
+      await new Promise((r) => setTimeout(r, 33));
+    }
+    const ended = await Promise.all(ids.map((id) => t.client.wait(id, { timeoutMs: 180_000 })));
+    expect(notCompleted(ended)).toEqual([]);
+    // The grants: a charge's grant time is its complete-by less its budget (5 s in the orders workflow).
+    const grants = ended.map((s) => {
+      const c = s.steps.find((x) => x.name === 'charge');
+      return (c?.completeBy ?? 0) - 5_000;
+    });
+    const calls = t.services.payment.stats().calls;
+    const g = busiestWindow(grants, 1_000);
+    const c = busiestWindow(calls, 1_000);
+    const logs = `grant times: ${JSON.stringify([...grants].sort((a, b) => a - b))}\ncall times: ${JSON.stringify(calls)}`;
+    expect(g, logs).toBeLessThanOrEqual(25);
+    expect(c, logs).toBeLessThanOrEqual(25);
+    // Without the limit 60 orders would reach payment far faster: the window is what the limit made it.
+    expect(calls.length).toBeGreaterThanOrEqual(60);
+  });
+
+  it('after a scheduler is killed with SIGKILL under load, every order completes and in flight returns to 0', async () => {
+    const t = await fleet();
+    t.services.payment.setFaults({ latencyMs: 300 });
+    await triad(t, 'limits', 'set', 'payment', '--concurrency', '3');
+    await propagated();
+    t.services.payment.resetStats();
+    const ids = await Promise.all(Array.from({ length: 40 }, (_, i) => t.client.submit('orders', { orderId: `kill-${i}`, amount: 10 + i }).then((r) => r.taskId)));
+    let completed = 0;
+    let killed: Promise<void> | undefined;
+    const ended = await Promise.all(
+      ids.map((id) =>
+        t.client.wait(id, { timeoutMs: 240_000 }).then((s) => {
+          if (s.status === 'completed' && ++completed === 10) killed = t.schedulers[0]!.kill('SIGKILL');
+          return s;
+        }),
+      ),
+    );
+    await killed;
+    expect(killed).toBeDefined();
+    expect(notCompleted(ended)).toEqual([]);
+    expect(t.services.payment.stats().maxInFlight).toBeLessThanOrEqual(3);
+    // A permit held for a dead scheduler's start lapses at its complete-by (5 s budget) + 1 s; three supervisor intervals more.
+    await drained(t, 5_000 + 1_000 + 3 * 200 + 10_000);
+  });
+});
