@@ -12,7 +12,7 @@
   time left): start_attempt with the granted complete-by; the give-up time moves by the wait; waitedMs
   grows by it; `permit` = { t ticket, g agent, k key, a attempt }; the event its direct start would have
   emitted, its reason saying how long it waited → { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
-  Q10 (now ≥ complete-by − 100 ms: the start came too late after the grant) → { LATE, '{}' }, nothing
+  Q10 (now ≥ complete-by − min(100 ms, budget / 2): the start came too late after the grant) → { LATE, '{}' }, nothing
   written: the caller releases the permit and puts the ticket back in line.
   Q11 (the phase no longer holds the ticket) → { STALE, json{reason, release} }: release is false when the
   phase runs an attempt started from this ticket (another scheduler started it first: its permit stays),
@@ -52,7 +52,8 @@ if (kind == 'run' and (taskStatus ~= 'running' or rec.status ~= 'queued')) or (k
 end
 
 local ctx = new_ctx(taskKey, deadlinesKey, nil, taskId, task_now(taskKey, tonumber(ARGV[6])))
-if ctx.now >= completeBy - 100 then return { LATE, '{}' } end
+-- Too late: less than 100 ms (or half the phase's budget, when that is shorter) left before the granted complete-by.
+if ctx.now >= completeBy - math.min(100, math.floor((ph.q.b or 200) / 2)) then return { LATE, '{}' } end
 local lockEpoch = take_lock(taskKey, ARGV[7])
 redis.call('HSET', taskKey, 'updatedAt', ctx.now)
 local spec = spec_of(ctx, name)

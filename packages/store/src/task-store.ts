@@ -716,7 +716,8 @@ function inFlightHead(h: TaskHash, status: TaskStatus): Transition {
  * (the supervisor decides its next attempt), nor is a parked one.
  */
 function dispatchInFlight(p: PlanStep, rec: Partial<StepRecord>): Dispatch | undefined {
-  if (rec.status === 'compensating' && p.c && rec.comp && !rec.comp.parked && !rec.comp.reported && rec.comp.completeBy !== undefined) {
+  // A compensation waiting for a dispatch limit (decision 0020) has no attempt in flight.
+  if (rec.status === 'compensating' && p.c && rec.comp && !rec.comp.parked && !rec.comp.reported && !(rec.comp as { queued?: boolean }).queued && rec.comp.completeBy !== undefined) {
     const applied = rec.effect === 'applied';
     return { step: p.n, agent: p.c.a, kind: 'compensate', attempt: rec.comp.attempt, completeBy: rec.comp.completeBy, needs: applied ? [p.n] : [], effect: applied ? 'applied' : 'unknown' };
   }

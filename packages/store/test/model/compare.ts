@@ -52,6 +52,14 @@ function compareStep(out: string[], t: TaskM, s: StepM, real: RealTask): void {
   const runActive = s.status === 'processing' || s.status === 'parked';
   diff(out, `${where} run`, realPhaseFields(rec, runActive, rec.status === 'parked'), phaseFields(s.run, runActive));
   if (s.run.attempt > 0) diff(out, `${where} startedAt`, rec.startedAt, s.run.startedAt);
+  // Decision 0020: a phase waiting for a limit holds its ticket and its next check; the waits add up.
+  const queueOf = (r: unknown) => {
+    const q = (r as { q?: { t: string; check: number; at: number } } | undefined)?.q;
+    return q ? [q.t, q.check, q.at] : undefined;
+  };
+  const ticket = (kind: string, q: { n: number; check: number; at: number } | undefined) => (q ? [`${t.id}|${name}|${kind}|${q.n}`, q.check, q.at] : undefined);
+  diff(out, `${where} run queue (ticket, check, at), waitedMs`, [queueOf(rec), (rec as { waitedMs?: number }).waitedMs], [ticket('run', s.run.q), s.run.waitedMs]);
+  if (s.comp && rec.comp) diff(out, `${where} compensation queue (ticket, check, at), waitedMs`, [queueOf(rec.comp), (rec.comp as { waitedMs?: number }).waitedMs], [ticket('compensate', s.comp.q), s.comp.waitedMs]);
   if (s.status === 'processed') diff(out, `${where} processed at, order`, [rec.finishedAt, rec.order], [s.processedAt, s.order]);
   if (s.spec.sleep && s.sleptAt !== undefined) diff(out, `${where} sleep started at`, rec.startedAt, s.sleptAt);
   if (s.spec.waitFor && s.waitedAt !== undefined) diff(out, `${where} wait started at, waits`, [rec.startedAt, rec.waits], [s.waitedAt, s.waits]);
