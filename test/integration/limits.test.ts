@@ -123,6 +123,47 @@ describe('dispatch limits across 3 agent hosts and 2 schedulers (issue #24)', ()
     expect(calls.length).toBeGreaterThanOrEqual(60);
   });
 
+  it('--key input.customerId --per-key-concurrency 1: while 60 orders of customer A wait, 5 orders of customer B complete', async () => {
+    const t = await fleet();
+    t.services.payment.setFaults({ latencyMs: 300 });
+    expect(await triad(t, 'limits', 'set', 'payment', '--key', 'input.customerId', '--per-key-concurrency', '1')).toContain('per input.customerId: at most 1 at once');
+    await propagated();
+    t.services.payment.resetStats();
+    const a = await Promise.all(Array.from({ length: 60 }, (_, i) => t.client.submit('orders', { orderId: `a-${i}`, amount: 10, customerId: 'A' }).then((r) => r.taskId)));
+    // Once most of A's charges wait in line, B submits.
+    const until = Date.now() + 120_000;
+    for (;;) {
+      const [p] = JSON.parse(await triad(t, 'limits', 'list', '--keys', '--json')) as AgentLimitStatus[];
+      const waitingA = p?.keys?.find((k) => k.key === 'A')?.waiting ?? 0;
+      if (waitingA >= 50) break;
+      if (Date.now() > until) throw new Error(`A's charges did not queue: ${JSON.stringify(p)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const b = await Promise.all(Array.from({ length: 5 }, (_, i) => t.client.submit('orders', { orderId: `b-${i}`, amount: 10, customerId: 'B' }).then((r) => r.taskId)));
+    const ended = await Promise.all(b.map((id) => t.client.wait(id, { timeoutMs: 120_000 })));
+    expect(notCompleted(ended)).toEqual([]);
+    // At that moment most of A still waits: B did not wait behind A's line (keys take turns).
+    const aStates = await Promise.all(a.map((id) => t.client.getTask(id)));
+    expect(aStates.filter((s) => s.status !== 'completed').length).toBeGreaterThanOrEqual(40);
+    expect(t.services.payment.stats().maxInFlight).toBeLessThanOrEqual(2);
+  });
+
+  it('priorities: with --concurrency 1, 3 orders at priority 1 complete before most of 10 submitted earlier at priority 5', async () => {
+    const t = await fleet();
+    t.services.payment.setFaults({ latencyMs: 300 });
+    await triad(t, 'limits', 'set', 'payment', '--concurrency', '1');
+    await propagated();
+    const low = await Promise.all(Array.from({ length: 10 }, (_, i) => t.client.submit('orders', { orderId: `low-${i}`, amount: 10 }, { priority: 5 }).then((r) => r.taskId)));
+    const high = await Promise.all(Array.from({ length: 3 }, (_, i) => t.client.submit('orders', { orderId: `high-${i}`, amount: 10 }, { priority: 1 }).then((r) => r.taskId)));
+    const ended = await Promise.all(high.map((id) => t.client.wait(id, { timeoutMs: 120_000 })));
+    expect(notCompleted(ended)).toEqual([]);
+    const lowStates = await Promise.all(low.map((id) => t.client.getTask(id)));
+    expect(lowStates.filter((s) => s.status !== 'completed').length).toBeGreaterThanOrEqual(6);
+    // The CLI's --priority reaches the task as the SDK's does.
+    const cliTask = JSON.parse(await triad(t, 'submit', 'orders', '--priority', '1', '--input', JSON.stringify({ orderId: 'high-cli', amount: 10 }), '--json')) as { taskId: string };
+    expect((await t.client.getTask(cliTask.taskId)).priority).toBe(1);
+  });
+
   it('after a scheduler is killed with SIGKILL under load, every order completes and in flight returns to 0', async () => {
     const t = await fleet();
     t.services.payment.setFaults({ latencyMs: 300 });

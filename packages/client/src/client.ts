@@ -104,7 +104,8 @@ export interface SubmitOptions {
   replyTo?: string;
   /**
    * 1 (highest) … 5 (lowest), default 3: orders the task's steps that wait for a dispatch limit of their
-   * agent type (decision 0020). Those limits are not built yet: today it is stored and shown, nothing more.
+   * agent type (decision 0020): among waiting steps the higher priority goes first, and a step moves up one
+   * level for every 30 s it waits.
    */
   priority?: number;
   /**
