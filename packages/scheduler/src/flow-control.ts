@@ -54,8 +54,31 @@ export class FlowControl {
   async apply(requests: LimiterRequests | undefined): Promise<void> {
     if (!requests) return;
     await Promise.all(
-      [...requests].map(([agent, r]) => this.call(agent, { ...(r.release.length > 0 ? { release: r.release.map((ticket) => ({ ticket })) } : {}), ...(r.dequeue.length > 0 ? { dequeue: r.dequeue } : {}), ...(r.queue.length > 0 ? { queue: r.queue } : {}) })),
+      [...requests].map(([agent, r]) => {
+        // A throttle pauses the agent type, or only the step's key when its limit says pausePerKey (§5.4).
+        const e = this.cache?.entry(agent);
+        const perKey = e !== undefined && 'pausePerKey' in e && e.pausePerKey === true;
+        const pause = (r.pause ?? []).map((p) => (perKey && p.key !== undefined ? { key: p.key, until: p.until } : { until: p.until }));
+        return this.call(agent, {
+          ...(r.release.length > 0 ? { release: r.release.map((ticket) => ({ ticket })) } : {}),
+          ...(r.dequeue.length > 0 ? { dequeue: r.dequeue } : {}),
+          ...(pause.length > 0 ? { pause } : {}),
+          ...(r.queue.length > 0 ? { queue: r.queue } : {}),
+        });
+      }),
     );
+  }
+
+  /**
+   * Before a throttled result is applied (decision 0020 §1.5): an agent type with no limit gets a
+   * pause-only limiter until the service's Retry-After, in the registry and at once in this process's
+   * table, so the transition puts the step back in line there rather than parking it.
+   */
+  async beforeThrottle(agent: string, until: number): Promise<void> {
+    const cache = this.cache;
+    if (!cache || cache.isLimited(agent, Date.now())) return;
+    await this.o.limits.registerPause(agent, until);
+    cache.notePause(agent, until);
   }
 
   /** Permits to free (a stale result's, decision 0020 Q12). */

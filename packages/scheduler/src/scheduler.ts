@@ -317,6 +317,10 @@ export class Scheduler {
   private async applyResult({ result: r, bytes, agentType, deliveryCount }: ResultInput): Promise<ResultOutcome> {
     const done = await this.withTaskLease(r.taskId, async (lease): Promise<ResultOutcome> => {
       const now = Date.now();
+      // A throttle pauses the agent type in a limiter (decision 0020 §5): one without a limit gets a pause-only one first.
+      if (!r.ok && r.error.throttled && !r.error.circuitOpen && r.error.retryable) {
+        await this.flow.beforeThrottle(agentType, now + Math.min(r.error.retryAfterMs ?? DEFAULT_THROTTLE_RETRY_AFTER_MS, MAX_THROTTLE_RETRY_AFTER_MS));
+      }
       const outcome = await this.o.tasks
         .applyResult({
           lease,

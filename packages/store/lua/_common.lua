@@ -431,7 +431,7 @@ end
 -- Q1/Q2/Q3/Q6: the phase waits for a permit. `ev`, `evReason`: the event its start will emit (step_started,
 -- step_retried with the last error, compensation_started). The attempt, failure count and complete-by
 -- do not move; the check member (§2.6) is its only deadline.
-local function queue_phase(ctx, spec, rec, kind, agent, ev, evReason, firstAt, why)
+local function queue_phase(ctx, spec, rec, kind, agent, ev, evReason, firstAt, why, note)
   local ph = phase(rec, kind)
   local now = ctx.now
   ph.qn = (ph.qn or 0) + 1
@@ -449,7 +449,7 @@ local function queue_phase(ctx, spec, rec, kind, agent, ev, evReason, firstAt, w
   end
   redis.call('ZADD', ctx.deadlinesKey, at, deadline_member(ctx.taskId, spec.n))
   push_event(ctx, 'step_queued', spec.n, (ph.attempt or 0) > 0 and ph.attempt or nil,
-    'waiting for a limit of ' .. agent .. ' (' .. (key ~= '' and ('key ' .. key .. ', ') or '') .. 'priority ' .. ctx.priority .. ')')
+    note or ('waiting for a limit of ' .. agent .. ' (' .. (key ~= '' and ('key ' .. key .. ', ') or '') .. 'priority ' .. ctx.priority .. ')'))
   limiter_add(ctx, agent, 'queue', queue_item(ctx, spec, ph))
   touch(ctx, spec.n)
 end
@@ -470,6 +470,24 @@ local function drop_ticket(ctx, ph)
     ph.q = nil
     ph.queued = nil
   end
+end
+
+-- Q6: a throttled result of a limited agent type (decision 0020 §5): the service's Retry-After pauses the
+-- agent type (or, by the limit's pausePerKey, which the scheduler knows, the step's key) in its limiter,
+-- and the phase goes back in line — first of its key, at its first wait's time — as a refusal on the
+-- phase's maxCircuitOpen, not a failure. Returns true when it did (false: past maxCircuitOpen).
+local function throttle_phase(ctx, spec, rec, kind, agent, retryAfterMs, message)
+  local ph = phase(rec, kind)
+  ph.circuitCount = (ph.circuitCount or 0) + 1
+  local limit = phase_spec(spec, kind).l[4] or 10
+  if ph.circuitCount > limit then return false end
+  local untilTs = ctx.now + retryAfterMs
+  local firstAt = (ph.permit and ph.permit.a == ph.attempt and ph.permit.f) or nil
+  ph.error = message
+  queue_phase(ctx, spec, rec, kind, agent, 'step_retried', message, firstAt, 'throttled',
+    'throttled by ' .. agent .. ': paused until ' .. untilTs .. ' (Retry-After ' .. retryAfterMs .. ' ms): ' .. message)
+  limiter_add(ctx, agent, 'pause', { k = ph.q.k, u = untilTs })
+  return true
 end
 
 -- Q5: the attempt that reported held a permit: it is released.

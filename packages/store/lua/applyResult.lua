@@ -32,9 +32,11 @@
     circuit open       → not attempted: parked until the breaker half-opens (never past the give-up time)
                          without counting a failure — up to maxCircuitOpen times; past that it counts
                          like a retryable failure.
-    throttled          → the service refused the call and asked for time: parked until its Retry-After,
-                         exactly like a circuit-open refusal (the same count and limit). Decision 0020's
-                         increment 5 replaces this per-step park by a pause in the agent type's limiter.
+    throttled          → the service refused the call and asked for time: with the agent type in the
+                         limited table (the scheduler registers a pause-only limiter for one without a
+                         limit), the limiter is paused until the Retry-After and the phase goes back in
+                         line (decision 0020 Q6: `limiter.pause` and a queue item in the reply); otherwise
+                         parked until then like a circuit-open refusal. Either way on the same count and limit.
     failed, retryable  → the agent gave up inside its window: deadline moved to now, so the supervisor's
                          next sweep applies the failure ladder.
   A run result while the task is being undone and the step is still in flight (a drain): ok → processed
@@ -180,7 +182,15 @@ elseif ok then
   if drain then next_compensation(ctx)
   elseif start_ready(ctx) then finish_task(ctx, 'completed') end
 elseif drain then
+  -- A throttle in a drain is a drain (abandoned), but the service's pause still holds for the others.
+  local agent = (ARGV[17] or '') ~= '' and limited_agent(ctx, spec, kind)
+  if agent then limiter_add(ctx, agent, 'pause', { u = ctx.now + tonumber(ARGV[17]) }) end
   abandon(ctx, spec, rec, 'ended while the task was being undone: ' .. message)
+elseif (ARGV[17] or '') ~= '' and limited_agent(ctx, spec, kind) then
+  -- Q6 (decision 0020 §5): paused in the limiter, back in line; past maxCircuitOpen a retryable failure.
+  if not throttle_phase(ctx, spec, rec, kind, limited_agent(ctx, spec, kind), tonumber(ARGV[17]), message) then
+    report_retryable(ctx, spec, rec, kind, message .. ' (' .. ph.circuitCount .. ' attempts refused by an open breaker or a throttling service, over maxCircuitOpen ' .. (sp.l[4] or 10) .. ': each now counts as a failure)')
+  end
 elseif ARGV[10] ~= '' or (ARGV[17] or '') ~= '' then
   local throttled = (ARGV[17] or '') ~= ''
   ph.circuitCount = (ph.circuitCount or 0) + 1

@@ -65,7 +65,7 @@ if ph.giveUpAt then ph.giveUpAt = ph.giveUpAt + waited end
 ph.waitedMs = (ph.waitedMs or 0) + waited
 ph.q, ph.queued = nil, nil
 start_attempt(ctx, spec, rec, kind, completeBy)
-ph.permit = { t = ticket, g = q.a, k = q.k, a = ph.attempt }
+ph.permit = { t = ticket, g = q.a, k = q.k, a = ph.attempt, f = q.f }
 local note = '(waited ' .. string.format('%.1f', waited / 1000) .. ' s for a limit of ' .. q.a .. ')'
 push_event(ctx, q.e or 'step_started', name, ph.attempt, q.r and (q.r .. ' ' .. note) or note)
 if kind == 'compensate' then ph.error = nil end

@@ -330,6 +330,18 @@ export class LimitCache {
     this.checkedAt = Number.NEGATIVE_INFINITY;
   }
 
+  /** An agent type's registry entry as last read. */
+  entry(agent: string): RegistryEntry | undefined {
+    return this.entries.get(agent);
+  }
+
+  /** Whether the limited table at `now` names the agent type (a limit, or a pause not yet ended). */
+  isLimited(agent: string, now: number): boolean {
+    const e = this.entries.get(agent);
+    if (e && !('draining' in e) && (!('pausedUntil' in e) || e.pausedUntil > now)) return true;
+    return (this.localPauses.get(agent) ?? 0) > now;
+  }
+
   /** Every agent type in the registry as last read (limited, pause-only or draining). */
   agents(): string[] {
     return [...this.entries.keys()].sort();

@@ -54,7 +54,7 @@ export interface QueuedPhase {
 }
 
 /** What a transition asks of the limiters, per agent type (decision 0020 §2.5): absent when nothing. */
-export type LimiterRequests = Map<string, { queue: QueuedPhase[]; release: string[]; dequeue: string[] }>;
+export type LimiterRequests = Map<string, { queue: QueuedPhase[]; release: string[]; dequeue: string[]; pause?: { key: string | undefined; until: number }[] }>;
 
 interface RawQueueItem {
   t: string;
@@ -71,9 +71,10 @@ interface RawQueueItem {
 export function parseLimiter(raw: unknown): LimiterRequests | undefined {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
   const out: LimiterRequests = new Map();
-  for (const [agent, v] of Object.entries(raw as Record<string, { queue?: unknown; release?: unknown; dequeue?: unknown }>)) {
+  for (const [agent, v] of Object.entries(raw as Record<string, { queue?: unknown; release?: unknown; dequeue?: unknown; pause?: unknown }>)) {
     const queue = asArray<RawQueueItem>(v.queue).map((q) => ({ ticket: q.t, taskId: q.task, phase: q.s, kind: q.c, key: typeof q.k === 'string' ? q.k : '', priority: Number(q.p), firstAt: Number(q.f), budgetMs: Number(q.b) }));
-    out.set(agent, { queue, release: asArray<string>(v.release), dequeue: asArray<string>(v.dequeue) });
+    const pause = asArray<{ k?: unknown; u: number }>(v.pause).map((p) => ({ key: typeof p.k === 'string' ? p.k : undefined, until: Number(p.u) }));
+    out.set(agent, { queue, release: asArray<string>(v.release), dequeue: asArray<string>(v.dequeue), ...(pause.length > 0 ? { pause } : {}) });
   }
   return out.size > 0 ? out : undefined;
 }

@@ -48,7 +48,8 @@ const ok = (w: World, taskId: string, step: 'a' | 'b', attempt: number, now: num
 async function toLimiters(w: World, t: Pick<Transition, 'limiter'>, now: number): Promise<Grant[]> {
   const grants: Grant[] = [];
   for (const [agent, ops] of t.limiter ?? []) {
-    const reply = await w.limits.apply(agent, { release: ops.release.map((ticket) => ({ ticket })), dequeue: ops.dequeue, queue: ops.queue }, now);
+    // A throttle pauses the agent type (these limits do not say pausePerKey).
+    const reply = await w.limits.apply(agent, { release: ops.release.map((ticket) => ({ ticket })), dequeue: ops.dequeue, pause: (ops.pause ?? []).map((p) => ({ until: p.until })), queue: ops.queue }, now);
     grants.push(...reply.grants);
   }
   return grants;
@@ -212,6 +213,26 @@ describe('a step of a limited agent type', () => {
     expect(t?.limiter?.get('payment')?.queue).toMatchObject([{ ticket: 't1|b|run|1', budgetMs: 1_000 }]);
     expect(await w.store.queuedPhase('t1', 'b', 'run', 't1|b|run|1')).toMatchObject({ agent: 'payment', item: { ticket: 't1|b|run|1' } });
     expect(await w.store.queuedPhase('t1', 'b', 'run', 't1|b|run|0')).toBeUndefined();
+  });
+
+  it('throttled by its service, pauses the limiter and goes back in line at its first wait, a refusal not a failure (Q6)', async () => {
+    const w = await world({ payment: { concurrency: 1, key: ['customerId'] } });
+    await create(w, 't1', { customerId: 'c-1' });
+    const [g] = await toLimiters(w, await throughA(w, 't1'), T0 + 20);
+    const s = await start(w, g!, T0 + 30);
+    if (!s.started) throw new Error('not started');
+    const res = await w.store.applyResult({
+      lease: HELD, taskId: 't1', step: 'b', kind: 'run', attempt: 1, now: T0 + 40, schedulerId: 's1', agentId: 'ag', agentType: 'payment',
+      outcome: { ok: false, message: '429 Too Many Requests', retryable: true, effect: 'none', throttledRetryAfterMs: 2_000 },
+    });
+    if (!res.applied) throw new Error('not applied');
+    expect(res.transition.events).toMatchObject([{ type: 'step_queued', step: 'b', attempt: 1, reason: `throttled by payment: paused until ${T0 + 2_040} (Retry-After 2000 ms): 429 Too Many Requests` }]);
+    const ops = res.transition.limiter?.get('payment');
+    expect(ops).toMatchObject({ release: ['t1|b|run|1'], pause: [{ key: 'c-1', until: T0 + 2_040 }], queue: [{ ticket: 't1|b|run|2', firstAt: T0 + 10 }] });
+    expect(await step(w, 't1', 'b')).toMatchObject({ status: 'queued', attempt: 1, failureCount: 0, circuitCount: 1, q: { why: 'throttled', e: 'step_retried' } });
+    // The limiter holds it until the pause ends, then lets it go first.
+    expect(await toLimiters(w, res.transition, T0 + 50)).toEqual([]);
+    expect(await w.limits.pump('payment', T0 + 2_040)).toMatchObject({ grants: [{ ticket: 't1|b|run|2' }] });
   });
 
   it('renders its key as decision 0020 §1.1 says', async () => {

@@ -81,6 +81,8 @@ export class Supervisor {
   private readonly schedules: ScheduleFiring;
   /** The dispatch limiters (decision 0020): dequeues of abandoned waits, and the fallback pumps. */
   private readonly limits: LimitStore;
+  /** Epoch ms of the last pass over cleared and ended pause-only limiters (at most once per interval). */
+  private lastRetireAt = 0;
 
   constructor(private readonly o: SupervisorOptions) {
     this.id = o.id ?? `supervisor-${randomUUID().slice(0, 8)}`;
@@ -318,8 +320,29 @@ export class Supervisor {
           await publishDurable(bus, bus.names.subjects.command, encode(cmd));
         }),
       );
+      if (now - this.lastRetireAt >= this.settings.intervalMs) {
+        this.lastRetireAt = now;
+        await this.retireLimiters(now);
+      }
     } catch (e) {
       this.log.warn({ err: errorMessage(e) }, 'limiter wake times not read; trying again next sweep');
+    }
+  }
+
+  /**
+   * Cleared (draining) limiters and pause-only ones whose pause ended are deleted once empty — nothing
+   * waiting, no live permit, no pause ahead (limitRetire) — and their registry entry removed if it is still
+   * the one retired (a pause registered meanwhile stays; decision 0020 §1.7).
+   */
+  private async retireLimiters(now: number): Promise<void> {
+    for (const [agent, { entry, raw }] of await this.limits.entries()) {
+      const idle = 'draining' in entry || ('pausedUntil' in entry && entry.pausedUntil <= now);
+      if (!idle) continue;
+      const r = await this.limits.retire(agent, now);
+      if (r.retired && (await this.limits.unregister(agent, raw))) {
+        this.log.info({ agent }, 'dispatch limiter retired (cleared or its pause ended, nothing left in it)');
+        this.o.tasks.limits?.expire();
+      }
     }
   }
 

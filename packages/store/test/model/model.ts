@@ -463,6 +463,12 @@ export class Model {
       else this.startReady(tx);
     } else if (drain) {
       this.abandonDrain(tx, s);
+    } else if (outcome.type === 'throttled' && !s.parent && this.limited.has(expectedAgent(s, kind))) {
+      // Decision 0020 Q6: the limiter pauses (not modelled here: limits-model.test.ts) and the phase goes
+      // back in line, a refusal on maxCircuitOpen; past it a retryable failure.
+      ph.circuitCount++;
+      if (ph.circuitCount <= this.phaseSpec(s, kind).maxCircuitOpen) this.start(tx, s, kind);
+      else this.report(tx, ph);
     } else if (outcome.type === 'circuit_open' || outcome.type === 'throttled') {
       ph.circuitCount++;
       if (ph.circuitCount <= this.phaseSpec(s, kind).maxCircuitOpen) {
