@@ -43,7 +43,7 @@ async function drained(t: TestTriad, withinMs: number): Promise<void> {
 
 /** Three hosts of the example's agents, two schedulers, one supervisor; warmed up with one order. */
 async function fleet(): Promise<TestTriad> {
-  const t = await startTriad(td, { nats, redis }, { schedulers: 2, agentProcesses: 3 });
+  const t = await startTriad(td, { nats, redis }, { schedulers: 2, agentProcesses: 3, env: { TRIAD_HTTP_PORT: '0', TRIAD_HTTP_HOST: '127.0.0.1' } });
   expect((await t.client.wait((await t.client.submit('orders', { orderId: 'warm', amount: 1 })).taskId, { timeoutMs: 60_000 })).status).toBe('completed');
   return t;
 }
@@ -90,6 +90,17 @@ describe('dispatch limits across 3 agent hosts and 2 schedulers (issue #24)', ()
     await drained(t, 5_000 + 1_000 + 3 * 200 + 5_000);
     const [p] = await limits(t);
     expect(p).toMatchObject({ agent: 'payment', limit: { agent: 'payment', concurrency: 3 }, inFlight: 0, waiting: 0 });
+    // The leader supervisor's gauges say the same (decision 0020 §6).
+    const port = /serving \/metrics, \/healthz and \/readyz on port (\d+)/.exec(t.supervisors[0]!.output())?.[1];
+    const gauges = async (): Promise<string[]> =>
+      (await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()).split('\n').filter((l) => /^triad_limit_(waiting|in_flight)\{/.test(l) && l.includes(`namespace="${t.namespace}"`) && l.includes('agent="payment"'));
+    const deadline = Date.now() + 10_000;
+    let lines = await gauges();
+    while (!(lines.length === 2 && lines.every((l) => / 0$/.test(l))) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200));
+      lines = await gauges();
+    }
+    expect(lines.sort()).toEqual([`triad_limit_in_flight{namespace="${t.namespace}",agent="payment"} 0`, `triad_limit_waiting{namespace="${t.namespace}",agent="payment"} 0`]);
   });
 
   it('--rate 20/s --burst 5: no one-second window of grants or of the service\'s calls holds more than 25', async () => {

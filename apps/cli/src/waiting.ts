@@ -8,7 +8,7 @@
  * has picked up.
  */
 import type { StepState, TaskState } from '@triad/protocol';
-import { clock, relative } from './format.js';
+import { clock, duration, relative } from './format.js';
 
 export type WaitReason =
   | { kind: 'dependencies'; on: string[] }
@@ -21,7 +21,8 @@ export type WaitReason =
   | { kind: 'in_flight'; phase: Phase; agent: string; attempt: number; until: number }
   | { kind: 'overdue'; phase: Phase; what: 'complete-by' | 'park' | 'wake'; since: number }
   | { kind: 'sleep'; until: number }
-  | { kind: 'signal'; name: string; until: number };
+  | { kind: 'signal'; name: string; until: number }
+  | { kind: 'limit'; phase: Phase; agent: string; key?: string; priority: number; since: number; why: string };
 type Phase = 'run' | 'compensate';
 
 const DONE = new Set(['processed', 'skipped']);
@@ -32,6 +33,8 @@ export function waitReason(t: Pick<TaskState, 'status' | 'steps'>, s: StepState,
   const undoing = t.status === 'compensating';
   const c = s.compensation;
   // The compensation phase first: it is what moves while a task is undone.
+  if (undoing && c && s.status === 'compensating' && c.queue) return limitReason('compensate', c.queue);
+  if (s.status === 'queued' && s.queue) return limitReason('run', s.queue);
   if (undoing && c && s.status === 'compensating') {
     if (c.parked && c.completeBy !== undefined) return parkedReason('compensate', c.agent, c, now);
     if (c.completeBy !== undefined) {
@@ -63,6 +66,10 @@ export function waitReason(t: Pick<TaskState, 'status' | 'steps'>, s: StepState,
     return after.length > 0 ? { kind: 'undo_order', after } : undefined;
   }
   return undefined;
+}
+
+function limitReason(phase: Phase, q: NonNullable<StepState['queue']>): WaitReason {
+  return { kind: 'limit', phase, agent: q.agent, ...(q.key ? { key: q.key } : {}), priority: q.priority, since: q.since, why: q.why };
 }
 
 function parkedReason(phase: Phase, agent: string, p: { completeBy?: number; parkedFor?: string; circuitCount?: number; failureCount: number; error?: string }, now: number): WaitReason {
@@ -99,6 +106,8 @@ export function waitingText(r: WaitReason, now: number): string {
       return `sleeping until ${at(r.until)}`;
     case 'signal':
       return `waiting for signal ${r.name} until ${at(r.until)}`;
+    case 'limit':
+      return `${pre}${r.why === 'throttled' ? `throttled by ${r.agent}: back in line` : `waits for a limit of ${r.agent}`} (${r.key ? `key ${r.key}, ` : ''}priority ${r.priority}, ${duration(Math.max(0, now - r.since))} so far)`;
   }
 }
 

@@ -421,6 +421,18 @@ export const ClearLimitRequestSchema = z.object({ client: LimitTargetSchema });
 export const ClientLimitSchema = z.object({ client: LimitTargetSchema, ratePerSecond: z.number().positive(), burst: z.number().int().min(1), setAt: epochMs });
 export type ClientLimit = z.output<typeof ClientLimitSchema>;
 
+/** A phase waiting for a dispatch limit (decision 0020 §6): for what, since when, and why (a limit, or a throttle's pause). */
+export const StepQueueSchema = z.object({
+  agent: z.string(),
+  /** Its key value ('' = none). */
+  key: optional(z.string()),
+  priority: z.number().int(),
+  /** When this wait began, and when its first wait began (a throttle's re-queue keeps its place). */
+  since: z.number(),
+  firstAt: z.number(),
+  why: tolerant(z.enum(['limit', 'throttled'])),
+});
+
 /** The state of one step as reported to clients. */
 export const StepStateSchema = z.object({
   name: z.string(),
@@ -464,6 +476,10 @@ export const StepStateSchema = z.object({
   parkedFor: optional(tolerant(z.enum(['breaker', 'backoff']))),
   /** What is known of its remote effect: none, unknown (may have happened), applied (decision 0009). */
   effect: optional(z.enum(['none', 'unknown', 'applied'])),
+  /** A run waiting for its agent type's dispatch limit (status `queued`, decision 0020 §6). */
+  queue: optional(StepQueueSchema),
+  /** Time its run has waited for dispatch limits, over every start (ms). */
+  waitedMs: optional(z.number().nonnegative()),
   /** Its compensation, once one has started. */
   compensation: optional(
     z.object({
@@ -479,6 +495,8 @@ export const StepStateSchema = z.object({
       parkedFor: optional(tolerant(z.enum(['breaker', 'backoff']))),
       circuitCount: optional(z.number().int().nonnegative()),
       giveUpAt: optional(z.number()),
+      /** The compensation waits for its agent type's dispatch limit (decision 0020). */
+      queue: optional(StepQueueSchema),
     }),
   ),
 });

@@ -100,6 +100,8 @@ describe('a step of a limited agent type', () => {
     expect(b).toMatchObject({ status: 'queued', attempt: 0, failureCount: 0, qn: 1, q: { t: 't1|b|run|1', k: 'c-42', p: 2, check: 1 } });
     expect(b['completeBy']).toBeUndefined();
     expect(await member(w, 't1', 'b')).toBe(T0 + 10 + 10_000);
+    // The task's view says for what it waits (decision 0020 §6).
+    expect((await w.store.getTask('t1'))?.steps.find((s) => s.name === 'b')).toMatchObject({ status: 'queued', queue: { agent: 'payment', key: 'c-42', priority: 2, since: T0 + 10, firstAt: T0 + 10, why: 'limit' } });
     expect([...(t1.limiter ?? [])]).toEqual([['payment', { queue: [{ ticket: 't1|b|run|1', taskId: 't1', phase: 'b', kind: 'run', key: 'c-42', priority: 2, firstAt: T0 + 10, budgetMs: 1_000 }], release: [], dequeue: [] }]]);
 
     const g1 = await toLimiters(w, t1, T0 + 20);

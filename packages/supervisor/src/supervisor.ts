@@ -13,7 +13,7 @@ import { ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bu
 import { encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
 import { Leadership, LimitStore, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type LeadershipState, type PendingAlert, type RedisClient, type TaskStore } from '@triad/store';
-import { countTaskEnd, intercept, type Next } from '@triad/telemetry';
+import { countTaskEnd, intercept, triadMetrics, type Next } from '@triad/telemetry';
 import { resolveSupervisorSettings, type ResolvedSupervisorSettings, type SupervisorSettings } from './options.js';
 import { ScheduleFiring, catchUpWindowMs } from './schedules.js';
 import { countAction, countSweep, supervisorMetrics, traceAction, type ActionInput, type SupervisorMetrics, type SweepOutcome } from './telemetry.js';
@@ -83,6 +83,8 @@ export class Supervisor {
   private readonly limits: LimitStore;
   /** Epoch ms of the last pass over cleared and ended pause-only limiters (at most once per interval). */
   private lastRetireAt = 0;
+  /** The agent types whose limit gauges this supervisor set (removed when it stops leading, or they go). */
+  private gaugedLimits = new Set<string>();
 
   constructor(private readonly o: SupervisorOptions) {
     this.id = o.id ?? `supervisor-${randomUUID().slice(0, 8)}`;
@@ -187,7 +189,15 @@ export class Supervisor {
         this.scheduleSweep(0);
       }
     }
-    if (!s.leading && this.health.leading) this.log.info({ supervisorId: this.id, epoch: s.epoch }, 'no longer leading');
+    if (!s.leading && this.health.leading) {
+      this.log.info({ supervisorId: this.id, epoch: s.epoch }, 'no longer leading');
+      // Only the leader reports the limits' gauges: `max by (agent)` across supervisors is the value.
+      for (const agent of this.gaugedLimits) {
+        triadMetrics().limitWaiting.remove({ namespace: this.o.bus.names.namespace, agent });
+        triadMetrics().limitInFlight.remove({ namespace: this.o.bus.names.namespace, agent });
+      }
+      this.gaugedLimits = new Set();
+    }
     if (s.replicated === false) {
       this.log.warn({ supervisorId: this.id, epoch: s.epoch }, 'leading, but no Redis replica acknowledged the election (TRIAD_REDIS_WAIT_REPLICAS): a failover of its primary now could issue this epoch again');
     }
@@ -335,15 +345,30 @@ export class Supervisor {
    * the one retired (a pause registered meanwhile stays; decision 0020 §1.7).
    */
   private async retireLimiters(now: number): Promise<void> {
+    const m = triadMetrics();
+    const ns = this.o.bus.names.namespace;
+    const seen = new Set<string>();
     for (const [agent, { entry, raw }] of await this.limits.entries()) {
+      // The gauges of decision 0020 §6: what waits and what runs under each limit, from the leader.
+      const s = await this.limits.stats(agent, now);
+      m.limitWaiting.set({ namespace: ns, agent }, s.waiting);
+      m.limitInFlight.set({ namespace: ns, agent }, s.inFlight);
+      seen.add(agent);
       const idle = 'draining' in entry || ('pausedUntil' in entry && entry.pausedUntil <= now);
       if (!idle) continue;
       const r = await this.limits.retire(agent, now);
       if (r.retired && (await this.limits.unregister(agent, raw))) {
         this.log.info({ agent }, 'dispatch limiter retired (cleared or its pause ended, nothing left in it)');
         this.o.tasks.limits?.expire();
+        seen.delete(agent);
       }
     }
+    for (const agent of this.gaugedLimits) {
+      if (seen.has(agent)) continue;
+      m.limitWaiting.remove({ namespace: ns, agent });
+      m.limitInFlight.remove({ namespace: ns, agent });
+    }
+    this.gaugedLimits = seen;
   }
 
   /**

@@ -5,7 +5,8 @@
  */
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
-import { agentLimitProblems, formatRate, parseRate, type AgentLimit, type AgentLimitStatus, type StoredAgentLimit } from '@triad/protocol';
+import type { AgentLimit, AgentLimitStatus, StoredAgentLimit } from '@triad/protocol';
+import { agentLimitProblems, formatRate, parseRate } from '@triad/protocol/constants';
 import { clock, duration, table } from '../format.js';
 import { err, intArg, out, printJson, usageError } from '../io.js';
 import { action, connectionOptions, examples, optionsOf } from '../options.js';
