@@ -392,9 +392,9 @@ local function limiter_add(ctx, agent, what, v)
   l[what][#l[what] + 1] = v
 end
 
--- The agent type of a phase when it is limited (a fan-out element is not limited yet: 0020's increment 5).
+-- The agent type of a phase when it is limited (a step's, or a fan-out element's: decision 0020 §2.7).
 local function limited_agent(ctx, spec, kind)
-  if not ctx.limited or spec.fs then return nil end
+  if not ctx.limited then return nil end
   local sp = phase_spec(spec, kind)
   if type(sp) ~= 'table' or not sp.a or not ctx.limited[sp.a] then return nil end
   return sp.a
@@ -573,8 +573,11 @@ end
 local function fe_start(ctx, spec, srec, i)
   local espec = element_spec(ctx, spec, i)
   local erec = element_rec(ctx, spec, i)
-  start_attempt(ctx, espec, erec, 'run')
-  push_event(ctx, 'step_started', espec.n, erec.attempt)
+  -- An element of a limited agent type waits for a permit; it counts toward maxParallel all the same (§2.7).
+  if not maybe_queue(ctx, espec, erec, 'run', 'step_started') then
+    start_attempt(ctx, espec, erec, 'run')
+    push_event(ctx, 'step_started', espec.n, erec.attempt)
+  end
   local fe = srec.fe
   fe.live[#fe.live + 1] = i
   fe.lastStart = ctx.now
@@ -644,9 +647,12 @@ local function fe_comp_fill(ctx, spec, srec)
     local i = fe.undo[fe.undoNext]
     fe.undoNext = fe.undoNext + 1
     local espec = element_spec(ctx, spec, i)
-    local comp = start_attempt(ctx, espec, element_rec(ctx, spec, i), 'compensate')
-    comp.error = nil
-    push_event(ctx, 'compensation_started', espec.n, comp.attempt)
+    local erec = element_rec(ctx, spec, i)
+    if not maybe_queue(ctx, espec, erec, 'compensate', 'compensation_started') then
+      local comp = start_attempt(ctx, espec, erec, 'compensate')
+      comp.error = nil
+      push_event(ctx, 'compensation_started', espec.n, comp.attempt)
+    end
     fe.compRunning = fe.compRunning + 1
   end
   touch(ctx, spec.n)
@@ -734,8 +740,9 @@ local function fe_stop_idle(ctx, spec, srec, why, all)
   for _, i in ipairs(live) do
     local espec = element_spec(ctx, spec, i)
     local e = element_rec(ctx, spec, i)
-    if all or e.status == 'parked' or (e.status == 'processing' and e.reported) then
+    if all or e.status == 'parked' or e.status == 'queued' or (e.status == 'processing' and e.reported) then
       if all and e.status == 'processing' and not e.reported then note_effect(e, 'unknown') end
+      if e.status == 'queued' then drop_ticket(ctx, e) end
       e.status = 'abandoned'
       e.finishedAt = ctx.now
       redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, espec.n))

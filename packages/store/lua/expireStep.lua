@@ -94,8 +94,15 @@ do
     local early = not_due(qph.q.at)
     if early then return early end
     local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, now))
-    local spec = spec_of(ctx, stepName)
-    rec = recs_of(ctx)[stepName]
+    local spec
+    if base then
+      spec = spec_of(ctx, base)
+      rec = element_rec(ctx, spec, item)
+      spec = element_spec(ctx, spec, item)
+    else
+      spec = spec_of(ctx, stepName)
+      rec = recs_of(ctx)[stepName]
+    end
     local ph = phase(rec, qkind)
     local q = ph.q
     q.check = (q.check or 1) + 1

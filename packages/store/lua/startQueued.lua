@@ -56,8 +56,17 @@ local ctx = new_ctx(taskKey, deadlinesKey, nil, taskId, task_now(taskKey, tonumb
 if ctx.now >= completeBy - math.min(100, math.floor((ph.q.b or 200) / 2)) then return { LATE, '{}' } end
 local lockEpoch = take_lock(taskKey, ARGV[7])
 redis.call('HSET', taskKey, 'updatedAt', ctx.now)
-local spec = spec_of(ctx, name)
-rec = recs_of(ctx)[name]
+local spec
+local base, item = element_of(name)
+if base then
+  -- A fan-out element (decision 0020 §2.7): its record and its element spec.
+  spec = spec_of(ctx, base)
+  rec = element_rec(ctx, spec, item)
+  spec = element_spec(ctx, spec, item)
+else
+  spec = spec_of(ctx, name)
+  rec = recs_of(ctx)[name]
+end
 ph = phase(rec, kind)
 local q = ph.q
 local waited = math.max(0, ctx.now - q.since)

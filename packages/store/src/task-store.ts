@@ -332,6 +332,15 @@ export class TaskStore {
         if (!fe) continue;
         for (const i of elementsInFlight(fe)) {
           const erec = JSON.parse(h[`s:${p.n}#${i}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>;
+          // An element waiting for a limit: its queue item (decision 0020 §2.7).
+          for (const kind of ['run', 'compensate'] as const) {
+            const q = queuedOf(taskId, { n: `${p.n}#${i}` }, erec as QueuedRecord, kind);
+            if (!q) continue;
+            t.limiter ??= new Map();
+            const ops = t.limiter.get(q.agent) ?? { queue: [], release: [], dequeue: [] };
+            ops.queue.push(q.item);
+            t.limiter.set(q.agent, ops);
+          }
           const d = elementDispatchInFlight(p, erec, i, fe.n);
           if (!d) continue;
           add(d);

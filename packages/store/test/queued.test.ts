@@ -237,6 +237,21 @@ describe('a step of a limited agent type', () => {
     expect(await w.limits.pump('payment', T0 + 2_040)).toMatchObject({ grants: [{ ticket: 't1|b|run|2' }] });
   });
 
+  it('as a fan-out element, waits with a ticket of its own and counts toward maxParallel (§2.7)', async () => {
+    const w = await world({ shipping: { concurrency: 1 } });
+    const fan = compilePlan(validateDefinition({ name: 'f', steps: [{ name: 'ship', agent: 'shipping', budgetMs: 1_000, forEach: 'items', maxParallel: 2 }] }));
+    const c = await w.store.createTask({ lease: HELD, taskId: 'f1', workflow: 'f', version: 1, input: encode({ items: ['x', 'y', 'z'] }), plan: fan, onFailure: 'error', client: 'c1', now: T0, schedulerId: 's1' });
+    if (!c.created) throw new Error('not created');
+    expect(c.transition.dispatch).toEqual([]);
+    expect(c.transition.limiter?.get('shipping')?.queue.map((q) => q.ticket)).toEqual(['f1|ship#0|run|1', 'f1|ship#1|run|1']);
+    const [g] = await toLimiters(w, c.transition, T0 + 1);
+    const s = await start(w, g!, T0 + 2);
+    if (!s.started) throw new Error('element not started');
+    expect(s.transition.dispatch).toMatchObject([{ step: 'ship', item: 0, count: 3, attempt: 1, completeBy: T0 + 1_001 }]);
+    expect(s.transition.outputs.get('=ship#0')).toBeDefined();
+    expect((await w.store.inFlight('f1'))?.limiter?.get('shipping')?.queue.map((q) => q.ticket)).toEqual(['f1|ship#1|run|1']);
+  });
+
   it('renders its key as decision 0020 §1.1 says', async () => {
     const w = await world({ payment: { concurrency: 5, key: ['c'] } });
     const keyOf = async (taskId: string, c: unknown): Promise<string | undefined> => {

@@ -694,7 +694,7 @@ export class Model {
    * limited yet), its wait for a permit: queued with a new ticket and a check in 10 s, nothing else moves.
    */
   private start(tx: Tx, s: StepM, kind: Kind): void {
-    if (!s.parent && this.limited.has(expectedAgent(s, kind))) {
+    if (this.limited.has(expectedAgent(s, kind))) {
       const ph = kind === 'run' ? s.run : (s.comp ??= newPhase());
       ph.qn = (ph.qn ?? 0) + 1;
       ph.q = { n: ph.qn, since: tx.now, check: 1, at: tx.now + checkDelay(1) };
@@ -711,7 +711,7 @@ export class Model {
    */
   startQueued(taskId: string, step: string, kind: Kind, n: number, completeBy: number, now: number): Outcome {
     const t = this.task(taskId);
-    const s = t.steps.get(step);
+    const s = phaseOwner(t, step);
     if (!s || queuedPhase(t, s) !== kind) return { code: 'stale' };
     const ph = kind === 'run' ? s.run : s.comp!;
     if (ph.q!.n !== n) return { code: 'stale' };
@@ -1070,8 +1070,9 @@ export class Model {
   private stopElements(s: StepM, all: boolean): void {
     for (const i of [...s.fe!.live]) {
       const e = s.elements![i]!;
-      if (!all && e.status !== 'parked' && !(e.status === 'processing' && e.run.reported)) continue;
+      if (!all && e.status !== 'parked' && e.status !== 'queued' && !(e.status === 'processing' && e.run.reported)) continue;
       if (all && e.status === 'processing' && !e.run.reported) raise(e, 'unknown');
+      delete e.run.q;
       e.status = 'abandoned';
       e.run.parked = false;
       e.run.reported = false;

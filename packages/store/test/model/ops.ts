@@ -170,9 +170,11 @@ export type Resolved =
 export function queued(w: World): { task: TaskM; step: StepM; kind: Kind; n: number }[] {
   const out: { task: TaskM; step: StepM; kind: Kind; n: number }[] = [];
   for (const task of tasks(w)) {
-    for (const step of task.steps.values()) {
-      const kind = queuedPhase(task, step);
-      if (kind) out.push({ task, step, kind, n: (kind === 'run' ? step.run : step.comp!).q!.n });
+    for (const s of task.steps.values()) {
+      for (const step of s.elements ?? [s]) {
+        const kind = queuedPhase(task, step);
+        if (kind) out.push({ task, step, kind, n: (kind === 'run' ? step.run : step.comp!).q!.n });
+      }
     }
   }
   return out;

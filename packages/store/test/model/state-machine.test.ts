@@ -72,10 +72,11 @@ describe('the task/step state machine against a model of decisions 0009 and 0010
     console.log(`model-based test: FC_SEED=${SEED} FC_RUNS=${RUNS} FC_MAX_COMMANDS=${MAX_COMMANDS}`);
     const started = performance.now();
     const details = await fc.check(
-      // Half the runs limit step b's run and step a's compensation (decision 0020): those phases wait queued
+      // Half the runs limit step b's run, step a's compensation and the fan-out ship's elements, run and
+      // compensation (decision 0020): those phases wait queued
       // for a grant (the `grant` operation) instead of starting.
       fc.asyncProperty(fc.boolean(), fc.commands(commandArbs, { maxCommands: MAX_COMMANDS, size: 'max' }), async (limited, cmds) => {
-        const env = await newEnv(r(), ns(), limited ? [runAgent('b'), compAgent('a')] : []);
+        const env = await newEnv(r(), ns(), limited ? [runAgent('b'), compAgent('a'), runAgent('ship'), compAgent('ship')] : []);
         await fc.asyncModelRun(() => ({ model: env, real: env }), cmds);
         await calm(env);
       }),
