@@ -8,7 +8,7 @@ import { publishDurable, sendTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
 import { RawMsgpack, encodeMap, isAbsentValue, objectBucket, type RegisteredWorkflow, type StepKind } from '@triad/protocol';
 import { countTaskEnd } from '@triad/telemetry';
-import { elementOutputKey, elementValueKey, toTaskEvent, type Transition } from '@triad/store';
+import { elementOutputKey, elementValueKey, toTaskEvent, type LimiterRequests, type Transition } from '@triad/store';
 
 /** A step request's message id; a fan-out element's names it (`<step>#<i>`, decision 0019 §4). */
 export function stepMessageId(taskId: string, step: string, kind: StepKind, attempt: number, item?: number): string {
@@ -81,6 +81,9 @@ export function stepRequestMessages(namespace: string, taskId: string, wf: Regis
 }
 
 export class Dispatcher {
+  /** Where a transition's limiter requests go once its messages are out (the scheduler's FlowControl; decision 0020). */
+  onLimiter: ((requests: LimiterRequests) => Promise<void>) | undefined;
+
   constructor(private readonly bus: Bus) {}
 
   /** Sends the step requests and events of one transition; resolves when JetStream has stored them all. */
@@ -95,5 +98,7 @@ export class Dispatcher {
     // on one connection keep their order in the stream.
     sendTaskEvents(this.bus, t.client, taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo);
     await Promise.all(work);
+    // Queued, released and dequeued tickets reach their limiters before the caller acknowledges its message.
+    if (t.limiter && this.onLimiter) await this.onLimiter(t.limiter);
   }
 }
