@@ -187,6 +187,13 @@ function apiSample(op: ApiOp): fc.Arbitrary<unknown> {
       return fc.record({ client: fc.constant('fuzzLimited'), ratePerSecond: fc.integer({ min: 10_000, max: 100_000 }), burst: opt(fc.constant(100_000)) }).map(defined);
     case 'intake.clear':
       return fc.record({ client: fc.constant('fuzzLimited') });
+    // Dispatch limits of an agent type the storm's workflows never call (decision 0020): nothing of the storm waits.
+    case 'agentLimit.set':
+      return fc.record({ agent: fc.constant('fuzzLimited'), concurrency: fc.integer({ min: 1, max: 100_000 }), ratePerSecond: opt(fc.integer({ min: 1, max: 100_000 })) }).map(defined);
+    case 'agentLimit.list':
+      return fc.record({ agent: opt(fc.constant('fuzzLimited')), keys: opt(fc.integer({ min: 0, max: 100 })) }).map(defined);
+    case 'agentLimit.clear':
+      return fc.record({ agent: fc.constant('fuzzLimited') });
     // A schedule of a workflow that is never registered: refused, so the storm never gets tasks it did not submit.
     case 'schedule.create':
       return fc

@@ -1,10 +1,12 @@
-// Decision 0020 increment 1: a service that throttles (429 with Retry-After above its rate) slows the
-// steps that call it down without failing any: each throttled charge is parked until the Retry-After as
-// a refusal, not a failure. Counts only — never timings.
+// Decision 0020 §5 (increment 5): a service that throttles (429 with Retry-After above its rate) slows the
+// steps that call it down without failing any: with no limit set, the first throttle gives payment a
+// pause-only limiter, paused until the Retry-After, and each throttled charge goes back in line as a
+// refusal, not a failure; once nothing is left in it the leader supervisor retires the limiter. Counts
+// only — never timings.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TaskEvent } from '@triad/protocol';
 import { startNats, startRedis, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
-import { effectCounts, startTriad } from '../support/triad.js';
+import { cli, effectCounts, startTriad } from '../support/triad.js';
 
 const td = withTeardown(afterAll);
 let nats: NatsServer;
@@ -38,13 +40,23 @@ describe('a throttling service', () => {
       const charge = s.steps.find((x) => x.name === 'charge');
       expect(charge?.failureCount, `task ${s.taskId}'s charge`).toBe(0);
     }
-    // 40 calls at once against 10 a second: the service refused some, and the steps it refused were parked as throttled.
+    // 40 calls at once against 10 a second: the service refused some, and the steps it refused went back in line, paused.
     expect(stats.throttled).toBeGreaterThan(0);
     expect(stats.calls.length).toBe(40 + stats.throttled);
-    const parkedByThrottle = [...events.values()].flat().filter((e) => e.type === 'step_parked' && e.step === 'charge' && /^throttled by the service/.test(e.reason ?? '')).length;
-    expect(parkedByThrottle).toBeGreaterThan(0);
+    const requeued = [...events.values()].flat().filter((e) => e.type === 'step_queued' && e.step === 'charge' && /^throttled by payment: paused until/.test(e.reason ?? '')).length;
+    expect(requeued).toBeGreaterThan(0);
     // Every charge applied once, none twice.
     const counts = effectCounts(t.services.payment);
     for (const id of ids) expect(counts.get(`${t.namespace}/${id}/charge`), id).toBe(1);
+    // The pause-only limiter is retired once its pause ended and nothing is left in it.
+    const until = Date.now() + 30_000;
+    let listed = '';
+    for (;;) {
+      const r = await cli(t, ['limits', 'list', '--json']);
+      listed = r.stdout;
+      if (r.code === 0 && (JSON.parse(r.stdout) as unknown[]).length === 0) break;
+      if (Date.now() > until) throw new Error(`payment's pause-only limiter was not retired: ${listed}`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
   });
 });

@@ -9,7 +9,7 @@
  * Not here (issue #24): flow-control limits and pauses.
  */
 import type { StepState, TaskState } from '@triad/protocol';
-import { clock, relative } from './times.js';
+import { clock, duration, relative } from './times.js';
 
 /** The agent instance that answered a probe for an attempt (decision 0021 §3.3's ProbeReply). */
 export interface Holder {
@@ -63,7 +63,9 @@ export type WaitReason =
   | { kind: 'overdue'; phase: Phase; what: 'complete-by' | 'park' | 'wake' | 'timeout'; since: number; supervisor?: SupervisorSeen }
   | { kind: 'sleep'; until: number }
   | { kind: 'signal'; name: string; until: number }
-  | { kind: 'items'; count: number; pending: number; running: number; done: number; failed: number };
+  | { kind: 'items'; count: number; pending: number; running: number; done: number; failed: number }
+  /** Waiting for its agent type's dispatch limit, or put back in line by a throttle (decision 0020 §6). */
+  | { kind: 'limit'; phase: Phase; agent: string; key?: string; priority: number; since: number; why: string };
 
 /** The key of a probe's answer in `WaitContext.probes`. */
 export const probeKey = (phase: Phase, step: string, attempt: number): string => `${phase}|${step}|${attempt}`;
@@ -75,6 +77,9 @@ const hhmmss = (ms: number): string => clock(ms).slice(0, 8);
 export function waitReason(t: Pick<TaskState, 'status' | 'steps'>, s: StepState, now: number, ctx: WaitContext = {}): WaitReason | undefined {
   const undoing = t.status === 'compensating';
   const c = s.compensation;
+  // Waiting for a dispatch limit (decision 0020): the run, or (during an undo) the compensation.
+  if (undoing && c && s.status === 'compensating' && c.queue) return limitReason('compensate', c.queue);
+  if (s.status === 'queued' && s.queue) return limitReason('run', s.queue);
   // The compensation phase first: it is what moves while a task is undone.
   if (undoing && c && s.status === 'compensating') {
     if (c.parked && c.completeBy !== undefined) return parkedReason('compensate', c.agent, c, now, ctx);
@@ -121,6 +126,10 @@ function attemptReason(phase: Phase, step: string, agent: string, attempt: numbe
     if (q) r.queued = q;
   }
   return r;
+}
+
+function limitReason(phase: Phase, q: NonNullable<StepState['queue']>): WaitReason {
+  return { kind: 'limit', phase, agent: q.agent, ...(q.key ? { key: q.key } : {}), priority: q.priority, since: q.since, why: q.why };
 }
 
 function parkedReason(phase: Phase, agent: string, p: { completeBy?: number; parkedFor?: string; circuitCount?: number; failureCount: number; error?: string }, now: number, ctx: WaitContext): WaitReason {
@@ -181,6 +190,8 @@ export function waitingText(r: WaitReason, now: number): string {
       return `waiting for signal ${r.name} until ${at(r.until)}`;
     case 'items':
       return elementsDetail(r);
+    case 'limit':
+      return `${pre}${r.why === 'throttled' ? `throttled by ${r.agent}: back in line` : `waits for a limit of ${r.agent}`} (${r.key ? `key ${r.key}, ` : ''}priority ${r.priority}, ${duration(Math.max(0, now - r.since))} so far)`;
   }
 }
 

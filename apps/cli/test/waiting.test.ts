@@ -35,6 +35,15 @@ describe('why a step waits', () => {
     expect(stepWaiting(task('running', [backoff]), backoff, NOW + 5_000)).toBe('the park ended 800ms ago: waiting for the supervisor (is one running? triad supervisor status)');
   });
 
+  it('a step waiting for a dispatch limit, or put back in line by a throttle, and a compensation waiting for one (decision 0020)', () => {
+    const q = step('charge', { status: 'queued', queue: { agent: 'payment', key: 'c-42', priority: 3, since: NOW - 8_100, firstAt: NOW - 8_100, why: 'limit' } });
+    expect(stepWaiting(task('running', [q]), q, NOW)).toBe('waits for a limit of payment (key c-42, priority 3, 8.1s so far)');
+    const th = step('charge', { status: 'queued', queue: { agent: 'payment', priority: 1, since: NOW - 500, firstAt: NOW - 9_000, why: 'throttled' } });
+    expect(stepWaiting(task('running', [th]), th, NOW)).toBe('throttled by payment: back in line (priority 1, 500ms so far)');
+    const comp = step('charge', { status: 'compensating', compensation: { agent: 'payment', attempt: 0, failureCount: 0, queue: { agent: 'payment', priority: 3, since: NOW - 1_000, firstAt: NOW - 1_000, why: 'limit' } } });
+    expect(stepWaiting(task('compensating', [comp]), comp, NOW)).toBe('compensation waits for a limit of payment (priority 3, 1.0s so far)');
+  });
+
   it('a sleep and a signal until T', () => {
     const sleeping = step('pause', { status: 'sleeping', until: NOW + 1_200 });
     expect(stepWaiting(task('running', [sleeping]), sleeping, NOW)).toBe(`sleeping until ${hh(NOW + 1_200)} (in 1.2s)`);

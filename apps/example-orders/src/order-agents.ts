@@ -12,6 +12,8 @@ export const MAX_ORDER_LINES = 10;
 export const OrderInputSchema = z.object({
   orderId: z.string().min(1),
   amount: z.number().nonnegative(),
+  /** Whose order it is: a dispatch limit may take turns by it (`triad limits set payment --key input.customerId`, decision 0020). */
+  customerId: z.string().min(1).optional(),
   items: z.array(z.object({ sku: z.string(), qty: z.number().int().positive() })).max(MAX_ORDER_LINES, `an order has at most ${MAX_ORDER_LINES} lines (items); split a larger order`).optional(),
   /** An attachment sent to the inventory service with the reservation (a large input, decision 0021 §4). */
   document: z.string().optional(),

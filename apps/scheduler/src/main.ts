@@ -6,7 +6,7 @@ import { connectBus, serviceInboxPrefix } from '@triad/bus';
 import { Scheduler } from '@triad/scheduler';
 import { runService } from '@triad/service';
 import { payloadSettingsFromEnv } from '@triad/settings';
-import { Leases, TaskStore, connectStore } from '@triad/store';
+import { Leases, LimitCache, LimitStore, TaskStore, connectStore } from '@triad/store';
 
 runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
   const redis = await connectStore(config.redis, {}, { onFatal: fail });
@@ -15,7 +15,7 @@ runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
   onShutdown(() => bus.close());
   const scheduler = new Scheduler({
     bus,
-    tasks: new TaskStore(redis, config.namespace, { waitReplicas: config.redisWaitReplicas, waitMs: config.redisWaitMs }),
+    tasks: new TaskStore(redis, config.namespace, { waitReplicas: config.redisWaitReplicas, waitMs: config.redisWaitMs, limits: new LimitCache(new LimitStore(redis, config.namespace), { log }) }),
     leases: new Leases(redis, config.namespace),
     logger: log,
     maxObjectBytes: payloadSettingsFromEnv(process.env).maxObjectBytes,

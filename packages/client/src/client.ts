@@ -40,6 +40,11 @@ import {
   type Alert,
   type ApiOp,
   type ClientLimit,
+  parseRate,
+  type AgentLimit,
+  type AgentLimitSetReply,
+  type AgentLimitStatus,
+  type AgentLimitClearReply,
   type Schedule,
   type ScheduleOverlap,
   type SupervisorHealth,
@@ -116,7 +121,8 @@ export interface SubmitOptions {
   replyTo?: string;
   /**
    * 1 (highest) … 5 (lowest), default 3: orders the task's steps that wait for a dispatch limit of their
-   * agent type (decision 0020). Those limits are not built yet: today it is stored and shown, nothing more.
+   * agent type (decision 0020): among waiting steps the higher priority goes first, and a step moves up one
+   * level for every 30 s it waits.
    */
   priority?: number;
   /**
@@ -378,6 +384,38 @@ export class TriadClient {
   /** The submission rate limits (operator role). */
   async intakeLimits(): Promise<ClientLimit[]> {
     return this.request('intake.list', {});
+  }
+
+  /**
+   * Sets an agent type's dispatch limit (operator role; decision 0020): at most `concurrency` of its
+   * attempts at once across every scheduler and agent process, `rate` dispatches a second (a number, or
+   * the CLI's `100/s`, `600/m`, `1/h`) with `burst`, and per value of `key` (`input.<path>`) the per-key
+   * limits. Replaces the agent type's whole limit; every scheduler applies it within 1 s.
+   */
+  async setAgentLimit(
+    agent: string,
+    limit: Omit<AgentLimit, 'agent' | 'ratePerSecond' | 'perKeyRatePerSecond'> & { rate?: number | string; perKeyRate?: number | string; ratePerSecond?: number; perKeyRatePerSecond?: number },
+  ): Promise<AgentLimitSetReply> {
+    const { rate, perKeyRate, ...rest } = limit;
+    const perSecond = (v: number | string | undefined, flag: string): number | undefined => {
+      if (v === undefined || typeof v === 'number') return v;
+      const r = parseRate(v, flag);
+      if (!r.ok) throw new TriadError(ErrorCode.InvalidMessage, r.message);
+      return r.perSecond;
+    };
+    const ratePerSecond = perSecond(rate, '--rate') ?? rest.ratePerSecond;
+    const perKeyRatePerSecond = perSecond(perKeyRate, '--per-key-rate') ?? rest.perKeyRatePerSecond;
+    return this.request('agentLimit.set', { ...rest, agent, ...(ratePerSecond !== undefined ? { ratePerSecond } : {}), ...(perKeyRatePerSecond !== undefined ? { perKeyRatePerSecond } : {}) });
+  }
+
+  /** The dispatch limits with what is in flight and waiting (operator role); `keys`: each agent type's keys with the most waiting. */
+  async agentLimits(o: { agent?: string; keys?: number } = {}): Promise<AgentLimitStatus[]> {
+    return this.request('agentLimit.list', { ...(o.agent !== undefined ? { agent: o.agent } : {}), ...(o.keys !== undefined ? { keys: o.keys } : {}) });
+  }
+
+  /** Removes an agent type's dispatch limit; its waiting steps go at once (operator role). */
+  async clearAgentLimit(agent: string): Promise<AgentLimitClearReply> {
+    return this.request('agentLimit.clear', { agent });
   }
 
   /**

@@ -46,6 +46,7 @@ import {
   tolerant,
 } from './messages.js';
 import type { ApiOp } from './names.js';
+import { AgentLimitClearReplySchema, AgentLimitClearRequestSchema, AgentLimitListRequestSchema, AgentLimitSchema, AgentLimitSetReplySchema, AgentLimitStatusSchema } from './limits.js';
 import { CreateScheduleReplySchema, CreateScheduleRequestSchema, DeleteScheduleReplySchema, ScheduleNameRequestSchema, ScheduleSchema } from './schedules.js';
 
 export const RegisterWorkflowReplySchema = z.object({
@@ -110,6 +111,9 @@ export const API: Record<ApiOp, { request: z.ZodType; reply: z.ZodType; what: st
   'intake.set': { request: SetLimitRequestSchema, reply: ClientLimitSchema, what: "set a client's submission rate limit (operator)" },
   'intake.clear': { request: ClearLimitRequestSchema, reply: ClearLimitReplySchema, what: "remove a client's submission rate limit (operator)" },
   'intake.list': { request: EmptyRequestSchema, reply: z.array(ClientLimitSchema), what: 'the submission rate limits (operator)' },
+  'agentLimit.set': { request: AgentLimitSchema, reply: AgentLimitSetReplySchema, what: "set an agent type's dispatch limit: concurrency, rate, per key (operator; decision 0020)" },
+  'agentLimit.list': { request: AgentLimitListRequestSchema, reply: z.array(AgentLimitStatusSchema), what: 'the dispatch limits, with what is in flight and waiting (operator)' },
+  'agentLimit.clear': { request: AgentLimitClearRequestSchema, reply: AgentLimitClearReplySchema, what: "remove an agent type's dispatch limit; its waiting steps go at once (operator)" },
   'schedule.create': { request: CreateScheduleRequestSchema, reply: CreateScheduleReplySchema, what: 'create (or with replace, change) a schedule that submits a task per tick (operator)' },
   'schedule.get': { request: ScheduleNameRequestSchema, reply: ScheduleSchema, what: 'one schedule and what its firing recorded (operator)' },
   'schedule.list': { request: EmptyRequestSchema, reply: z.array(ScheduleSchema), what: 'every schedule, paused ones included, by name (operator)' },

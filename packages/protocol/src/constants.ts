@@ -66,3 +66,49 @@ export function tagProblems(tags: Readonly<Record<string, unknown>>, o: { allowR
   }
   return problems;
 }
+
+// Dispatch limits (decision 0020): pure, so the CLI checks its flags without loading zod.
+
+/** What makes a limit whole (§1.8's rules), as issues: shared by the API's schema and the CLI. */
+export function agentLimitProblems(l: { agent?: string; concurrency?: number | undefined; ratePerSecond?: number | undefined; burst?: number | undefined; key?: string | undefined; perKeyConcurrency?: number | undefined; perKeyRatePerSecond?: number | undefined; perKeyBurst?: number | undefined; pausePerKey?: boolean | undefined }): { path: string; message: string }[] {
+  const out: { path: string; message: string }[] = [];
+  const agent = l.agent ?? '<agent>';
+  const limits = l.concurrency !== undefined || l.ratePerSecond !== undefined || l.perKeyConcurrency !== undefined || l.perKeyRatePerSecond !== undefined || l.pausePerKey === true;
+  if (!limits) {
+    out.push(
+      l.key !== undefined
+        ? { path: 'key', message: '--key alone limits nothing: add --concurrency or --rate (its steps then take turns by key), or a per-key limit' }
+        : { path: 'concurrency', message: `a limit needs --concurrency, --rate, --per-key-concurrency, --per-key-rate or --pause-per-key (to remove one: triad limits clear ${agent})` },
+    );
+  }
+  if (l.burst !== undefined && l.ratePerSecond === undefined) out.push({ path: 'burst', message: '--burst applies to --rate: add --rate (e.g. --rate 100/s --burst 20)' });
+  if (l.key === undefined) {
+    if (l.perKeyConcurrency !== undefined) out.push({ path: 'perKeyConcurrency', message: '--per-key-concurrency limits each value of --key separately: add --key (e.g. --key input.customerId)' });
+    if (l.perKeyRatePerSecond !== undefined) out.push({ path: 'perKeyRatePerSecond', message: '--per-key-rate limits each value of --key separately: add --key (e.g. --key input.customerId)' });
+    if (l.pausePerKey === true) out.push({ path: 'pausePerKey', message: '--pause-per-key pauses each value of --key separately: add --key (e.g. --key input.customerId)' });
+  }
+  if (l.perKeyBurst !== undefined && l.perKeyRatePerSecond === undefined) out.push({ path: 'perKeyBurst', message: '--per-key-burst applies to --per-key-rate: add --per-key-rate (e.g. --per-key-rate 10/s)' });
+  return out;
+}
+
+/**
+ * A rate as people write it (decision 0020 §1.8): `100/s`, `6000/m`, `1/h`, `0.5/s`, or a bare number
+ * per second; returns per second, or the problem naming `flag`.
+ */
+export function parseRate(text: string, flag = '--rate'): { ok: true; perSecond: number } | { ok: false; message: string } {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(?:\/\s*(s|m|h))?\s*$/.exec(text);
+  if (!m) return { ok: false, message: `${flag} ${JSON.stringify(text)} is not a rate: write <count>/s, /m or /h (e.g. 100/s, 600/m, 0.5/s); a bare number is per second` };
+  const n = Number(m[1]);
+  const perSecond = m[2] === 'm' ? n / 60 : m[2] === 'h' ? n / 3600 : n;
+  if (perSecond < 1 / 3600 - 1e-12) return { ok: false, message: `${flag} ${text.trim()} is too slow: at least 1/h` };
+  if (perSecond > 100_000) return { ok: false, message: `${flag} ${text.trim()} is above 100000/s` };
+  return { ok: true, perSecond };
+}
+
+/** A rate per second as `triad limits` shows it: per second when at least 1/s, else per minute, else per hour. */
+export function formatRate(perSecond: number): string {
+  const short = (n: number): string => String(Math.round(n * 100) / 100);
+  if (perSecond >= 1) return `${short(perSecond)}/s`;
+  if (perSecond * 60 >= 1) return `${short(perSecond * 60)}/m`;
+  return `${short(perSecond * 3600)}/h`;
+}

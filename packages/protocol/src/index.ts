@@ -10,6 +10,26 @@
  *   const msg = decode(bytes, SubmissionSchema, 'submission'); // { ok: true, value } | { ok: false, error }
  */
 export { TASK_STATUSES, DEFAULT_THROTTLE_RETRY_AFTER_MS, MAX_THROTTLE_RETRY_AFTER_MS, MAX_TAGS, MAX_TAG_VALUE_BYTES, TAG_KEY_PATTERN, RESERVED_TAG_PREFIX, tagProblems } from './constants.js';
+export {
+  AgentLimitSchema,
+  StoredAgentLimitSchema,
+  AgentLimitSetReplySchema,
+  AgentLimitListRequestSchema,
+  AgentLimitStatusSchema,
+  AgentLimitKeyStatusSchema,
+  AgentLimitClearRequestSchema,
+  AgentLimitClearReplySchema,
+  LimitKeySchema,
+  agentLimitProblems,
+  parseRate,
+  formatRate,
+  type AgentLimit,
+  type StoredAgentLimit,
+  type AgentLimitSetReply,
+  type AgentLimitListRequest,
+  type AgentLimitStatus,
+  type AgentLimitClearReply,
+} from './limits.js';
 export { ErrorCode, TriadError, isTriadError, errorMessage, type WireError } from './errors.js';
 export {
   names,

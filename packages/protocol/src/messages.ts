@@ -230,6 +230,8 @@ export const StepStatusSchema = z.enum([
   'sleeping',
   /** A waitFor step waits for its signal until `until` (decision 0019). */
   'waiting',
+  /** Waits for a permit of its agent type's dispatch limit (decision 0020); its attempt has not started. */
+  'queued',
 ]);
 export type StepStatus = z.output<typeof StepStatusSchema>;
 
@@ -251,6 +253,8 @@ export const TaskEventTypeSchema = z.enum([
   'step_waiting',
   /** A signal was accepted: delivered to `step`, or kept until a step waits for it (`reason` says which). */
   'signal_received',
+  /** A step waits for a dispatch limit of its agent type (decision 0020): `reason` says which, key and priority. */
+  'step_queued',
   'completed',
   'failed',
   'compensating',
@@ -311,6 +315,25 @@ export const SupervisorCommandSchema = z.discriminatedUnion('type', [
     epoch: z.number().int().nonnegative(),
     /** The fan-out element whose attempt this is (decision 0019 §4). */
     item: optional(z.number().int().min(0).max(MAX_FOREACH_ITEMS - 1)),
+  }),
+  /**
+   * A supervisor transition queued a phase for a dispatch limit (a retry, a park's end, the undo's next
+   * compensation, or a check, decision 0020 §2.5): the scheduler hands the ticket to the limiter if the
+   * phase still waits with it.
+   */
+  z.object({
+    type: z.literal('queue_step'),
+    taskId: TaskIdSchema,
+    step: NameSchema,
+    kind: StepKindSchema,
+    ticket: z.string().min(1).max(600),
+    epoch: z.number().int().nonnegative(),
+  }),
+  /** A limiter's wake time passed with no scheduler's timer to act on it (decision 0020 §2.5): run its grant loop. */
+  z.object({
+    type: z.literal('pump_limit'),
+    agent: NameSchema,
+    epoch: z.number().int().nonnegative(),
   }),
 ]);
 export type SupervisorCommand = z.output<typeof SupervisorCommandSchema>;
@@ -434,6 +457,18 @@ export const ClearLimitRequestSchema = z.object({ client: LimitTargetSchema });
 export const ClientLimitSchema = z.object({ client: LimitTargetSchema, ratePerSecond: z.number().positive(), burst: z.number().int().min(1), setAt: epochMs });
 export type ClientLimit = z.output<typeof ClientLimitSchema>;
 
+/** A phase waiting for a dispatch limit (decision 0020 §6): for what, since when, and why (a limit, or a throttle's pause). */
+export const StepQueueSchema = z.object({
+  agent: z.string(),
+  /** Its key value ('' = none). */
+  key: optional(z.string()),
+  priority: z.number().int(),
+  /** When this wait began, and when its first wait began (a throttle's re-queue keeps its place). */
+  since: z.number(),
+  firstAt: z.number(),
+  why: tolerant(z.enum(['limit', 'throttled'])),
+});
+
 /** The state of one step as reported to clients. */
 export const StepStateSchema = z.object({
   name: z.string(),
@@ -477,6 +512,10 @@ export const StepStateSchema = z.object({
   parkedFor: optional(tolerant(z.enum(['breaker', 'backoff']))),
   /** What is known of its remote effect: none, unknown (may have happened), applied (decision 0009). */
   effect: optional(z.enum(['none', 'unknown', 'applied'])),
+  /** A run waiting for its agent type's dispatch limit (status `queued`, decision 0020 §6). */
+  queue: optional(StepQueueSchema),
+  /** Time its run has waited for dispatch limits, over every start (ms). */
+  waitedMs: optional(z.number().nonnegative()),
   /** Its compensation, once one has started. */
   compensation: optional(
     z.object({
@@ -492,6 +531,8 @@ export const StepStateSchema = z.object({
       parkedFor: optional(tolerant(z.enum(['breaker', 'backoff']))),
       circuitCount: optional(z.number().int().nonnegative()),
       giveUpAt: optional(z.number()),
+      /** The compensation waits for its agent type's dispatch limit (decision 0020). */
+      queue: optional(StepQueueSchema),
     }),
   ),
 });

@@ -10,6 +10,9 @@ import { PROTOCOL_MAJOR, deadLetter, protocolHeaders, unsupportedVersion, type B
 import { DEFAULT_SUPERVISION, childReferences, cronProblems, nextTick, parseEvery, taskBound, unsupportedFeatures, validateDefinition, type ScheduleTiming, type StepFeature } from '@triad/core';
 import {
   ErrorCode,
+  AgentLimitSchema,
+  AgentLimitListRequestSchema,
+  AgentLimitClearRequestSchema,
   GetTaskRequestSchema,
   MAX_ISSUE_CHARS,
   MAX_LISTED_ISSUES,
@@ -62,6 +65,7 @@ import { OpStore, ScheduleStore, canonicalTags, findStuck, isAlreadyApplied, req
 import { randomBytes } from 'node:crypto';
 import { triadMetrics } from '@triad/telemetry';
 import type { Dispatcher } from './dispatcher.js';
+import type { FlowControl } from './flow-control.js';
 import { Discovery, endpointName, type EndpointStats } from './discovery.js';
 import { apiReplyAllowed } from './replies.js';
 import { readTaskEvents } from './task-events.js';
@@ -149,6 +153,7 @@ export class ApiServer {
     private readonly dispatcher: Dispatcher,
     private readonly schedulerId: string,
     private readonly withTaskLease: <T>(taskId: string, fn: (lease: LeaseClaim) => Promise<T>) => Promise<T | { nakDelayMs: number }>,
+    private readonly flow: FlowControl,
     private readonly log: Logger = silentLogger,
     private readonly payloads?: PayloadStore,
   ) {
@@ -420,6 +425,13 @@ export class ApiServer {
         const owner = client ?? q.client;
         return readTaskEvents(this.bus, owner === undefined ? s.eventOfTask(q.taskId) : s.event(owner, q.taskId), q.taskId, q.from);
       },
+      'agentLimit.set': async (data) => {
+        const l = req(data, AgentLimitSchema, 'agentLimit.set request');
+        const warnings = (await this.agentWarnings({ steps: [{ agent: l.agent }] } as unknown as WorkflowDefinition)).map(() => `no agent "${l.agent}" has connected in namespace "${this.bus.names.namespace}" yet: the limit is stored and applies when its steps are dispatched`);
+        return this.flow.set(l, warnings);
+      },
+      'agentLimit.list': async (data) => this.flow.list(req(data, AgentLimitListRequestSchema, 'agentLimit.list request')),
+      'agentLimit.clear': async (data) => this.flow.clear(req(data, AgentLimitClearRequestSchema, 'agentLimit.clear request').agent),
       'intake.set': async (data) => {
         const q = req(data, SetLimitRequestSchema, 'intake.set request');
         const limit = { client: q.client, ratePerSecond: q.ratePerSecond, burst: q.burst ?? Math.max(1, Math.ceil(q.ratePerSecond)), setAt: Date.now() };

@@ -8,7 +8,7 @@ import { sendTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
 import { RawMsgpack, encodeMap, isAbsentValue, objectBucket, type RegisteredWorkflow, type StepKind } from '@triad/protocol';
 import { countTaskEnd, type Logger } from '@triad/telemetry';
-import { elementOutputKey, elementValueKey, toTaskEvent, type Transition } from '@triad/store';
+import { elementOutputKey, elementValueKey, toTaskEvent, type LimiterRequests, type Transition } from '@triad/store';
 import { BatchTakers, StepSender } from './step-batches.js';
 
 /** A step request's message id; a fan-out element's names it (`<step>#<i>`, decision 0019 §4). */
@@ -90,6 +90,8 @@ export interface DispatcherOptions {
 export class Dispatcher {
   /** Sends step requests: alone, or in batches to agent types that take them (decision 0023). */
   readonly steps: StepSender;
+  /** Where a transition's limiter requests go once its messages are out (the scheduler's FlowControl; decision 0020). */
+  onLimiter: ((requests: LimiterRequests) => Promise<void>) | undefined;
 
   constructor(
     private readonly bus: Bus,
@@ -111,5 +113,7 @@ export class Dispatcher {
     // on one connection keep their order in the stream.
     sendTaskEvents(this.bus, t.client, taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo);
     await Promise.all(work);
+    // Queued, released and dequeued tickets reach their limiters before the caller acknowledges its message.
+    if (t.limiter && this.onLimiter) await this.onLimiter(t.limiter);
   }
 }

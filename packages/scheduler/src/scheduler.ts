@@ -52,12 +52,13 @@ import {
   type TaskEventBatch,
 } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
-import { IntakeStore, isLeaseBusy, type LeaseClaim, type Leases, type TaskStore } from '@triad/store';
+import { IntakeStore, LimitStore, isLeaseBusy, type LeaseClaim, type Leases, type TaskStore } from '@triad/store';
 import { ROOT_CONTEXT, contextFromHeaders, intercept, type Next } from '@triad/telemetry';
 import { resolveSchedulerSettings, type ResolvedSchedulerSettings, type SchedulerSettings } from './options.js';
 import { countResult, countSubmission, schedulerMetrics, traceCommand, traceResult, traceSubmission, type CommandInput, type ResultInput, type ResultOutcome, type SchedulerMetrics, type SubmissionInput, type SubmissionOutcome } from './telemetry.js';
 import { ApiServer, unknownWorkflow } from './api.js';
 import { Dispatcher } from './dispatcher.js';
+import { FlowControl } from './flow-control.js';
 
 export interface SchedulerOptions extends SchedulerSettings {
   bus: Bus;
@@ -76,6 +77,8 @@ export class Scheduler {
   readonly id: string;
   private readonly log: Logger;
   private readonly dispatcher: Dispatcher;
+  /** Dispatch limits (decision 0020): tickets to the limiters, grants started, limiter timers. */
+  readonly flow: FlowControl;
   private readonly api: ApiServer;
   private readonly intake: IntakeStore;
   private consumers: RunningConsumer[] = [];
@@ -103,7 +106,17 @@ export class Scheduler {
     this.handleSubmission = intercept((i) => this.receive(i), traceSubmission(ns), countSubmission(this.metrics));
     this.handleResult = intercept((i) => this.applyResult(i), traceResult(ns), countResult(this.metrics));
     this.handleCommand = intercept((i) => this.runCommand(i.command), traceCommand(ns));
-    this.api = new ApiServer(o.bus, o.tasks, o.tasks.workflows, this.intake, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log, this.payloads);
+    this.flow = new FlowControl({
+      tasks: o.tasks,
+      limits: o.tasks.limits?.store ?? new LimitStore(o.tasks.redis, ns),
+      schedulerId: this.id,
+      withTaskLease: (taskId, fn) => this.withTaskLease(taskId, fn),
+      workflow: (name, version) => this.workflow(name, version),
+      publish: (taskId, wf, t, now) => this.dispatcher.publish(taskId, wf, t, now),
+      log: this.log,
+    });
+    this.dispatcher.onLimiter = (r) => this.flow.apply(r);
+    this.api = new ApiServer(o.bus, o.tasks, o.tasks.workflows, this.intake, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.flow, this.log, this.payloads);
   }
 
   async start(): Promise<void> {
@@ -133,6 +146,7 @@ export class Scheduler {
   async stop(): Promise<void> {
     await this.api.stop();
     await Promise.all(this.consumers.map((c) => c.stop()));
+    await this.flow.stop();
   }
 
   private async workflow(name: string, version?: number): Promise<RegisteredWorkflow | undefined> {
@@ -362,6 +376,10 @@ export class Scheduler {
     }
     const done = await this.withTaskLease(r.taskId, async (lease): Promise<ResultOutcome> => {
       const now = Date.now();
+      // A throttle pauses the agent type in a limiter (decision 0020 §5): one without a limit gets a pause-only one first.
+      if (!r.ok && r.error.throttled && !r.error.circuitOpen && r.error.retryable) {
+        await this.flow.beforeThrottle(agentType, now + Math.min(r.error.retryAfterMs ?? DEFAULT_THROTTLE_RETRY_AFTER_MS, MAX_THROTTLE_RETRY_AFTER_MS));
+      }
       const outcome = await this.o.tasks
         .applyResult({
           lease,
@@ -401,6 +419,8 @@ export class Scheduler {
           return { result: 'forged', disposition: { deadLetter: `forged result rejected: ${outcome.reason}` } };
         }
         this.log.warn({ taskId: r.taskId, step: r.step, attempt: r.attempt, agentId: r.agentId, reason: outcome.reason }, 'stale result rejected');
+        // The permit of that attempt, if it held one and its release was lost (decision 0020 Q12).
+        if (outcome.release) await this.flow.release(outcome.release);
         if (deliveryCount > 1) await this.redispatch(r.taskId);
         return { result: 'stale', disposition: 'ack' };
       }
@@ -428,6 +448,17 @@ export class Scheduler {
    * and a request sent twice is one message (its id) and one attempt (the fence on its result).
    */
   private async runCommand(cmd: SupervisorCommand): Promise<Disposition> {
+    if (cmd.type === 'pump_limit') {
+      await this.flow.pump(cmd.agent);
+      return 'ack';
+    }
+    if (cmd.type === 'queue_step') {
+      // A supervisor transition queued a phase (decision 0020 §2.5): its ticket to the limiter if it still waits with it.
+      const q = await this.o.tasks.queuedPhase(cmd.taskId, cmd.step, cmd.kind, cmd.ticket);
+      if (q) await this.flow.queue(q.agent, q.item);
+      else this.log.debug({ ...cmd }, 'queue command is stale (the phase no longer waits with that ticket)');
+      return 'ack';
+    }
     const t = await this.o.tasks.stepInFlight(cmd.taskId, cmd.step, cmd.kind, cmd.attempt, cmd.item);
     if (!t) {
       this.log.debug({ ...cmd }, 'retry command is stale (task finished or attempt superseded)');
@@ -442,7 +473,7 @@ export class Scheduler {
   /** Re-sends the requests of a task's processing steps (same attempt, same completeBy). */
   private async redispatch(taskId: string): Promise<void> {
     const t = await this.o.tasks.inFlight(taskId);
-    if (!t || t.dispatch.length === 0) return;
+    if (!t || (t.dispatch.length === 0 && !t.limiter)) return;
     const wf = await this.workflow(t.workflow, t.version);
     if (wf) await this.dispatcher.publish(taskId, wf, t, Date.now());
   }

@@ -140,7 +140,12 @@ export function countResult(m: SchedulerMetrics): Interceptor<ResultInput, Resul
 export function traceCommand(namespace: string): Interceptor<CommandInput, Disposition> {
   return (input, next) => {
     const c = input.command;
-    const attributes = { 'triad.namespace': namespace, 'triad.task_id': c.taskId, 'triad.step': c.step, 'triad.kind': c.kind, 'triad.attempt': c.attempt, 'triad.epoch': c.epoch };
+    const attributes =
+      c.type === 'retry_step'
+        ? { 'triad.namespace': namespace, 'triad.task_id': c.taskId, 'triad.step': c.step, 'triad.kind': c.kind, 'triad.attempt': c.attempt, 'triad.epoch': c.epoch }
+        : c.type === 'queue_step'
+          ? { 'triad.namespace': namespace, 'triad.task_id': c.taskId, 'triad.step': c.step, 'triad.kind': c.kind, 'triad.epoch': c.epoch }
+          : { 'triad.namespace': namespace, 'triad.agent': c.agent, 'triad.epoch': c.epoch };
     return inSpan(`triad.command.${c.type}`, { kind: SpanKind.CONSUMER, attributes }, () => next(input), contextFromHeaders(input.headers));
   };
 }

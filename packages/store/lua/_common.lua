@@ -315,11 +315,11 @@ end
 -- Starts a new attempt of a phase (a first start, a supervisor retry, an operator's resubmission):
 -- new complete-by in the deadline index, the request for the caller to send. The give-up time is set
 -- on the phase's first start (an operator's retry clears it first, for a fresh budget).
-local function start_attempt(ctx, spec, rec, kind)
+local function start_attempt(ctx, spec, rec, kind, grantedCompleteBy)
   local sp, ph = phase_spec(spec, kind), phase(rec, kind)
   local now = ctx.now
   ph.attempt = (ph.attempt or 0) + 1
-  ph.completeBy = now + sp.b
+  ph.completeBy = grantedCompleteBy or (now + sp.b)
   ph.startedAt = now
   ph.finishedAt = nil
   ph.lockedBy = nil
@@ -364,6 +364,135 @@ local function report_retryable(ctx, spec, rec, kind, message)
   redis.call('ZADD', ctx.deadlinesKey, ctx.now, deadline_member(ctx.taskId, spec.n))
   push_event(ctx, 'step_failed', spec.n, ph.attempt, message)
   touch(ctx, spec.n)
+end
+
+
+---------------------------------------------------------------------------------------------------
+-- Flow control (decision 0020 §2): a phase whose agent type is limited waits `queued` with a ticket
+-- instead of starting; the scheduler hands the ticket to the agent type's limiter (another slot) and,
+-- when the limiter grants it, starts it with startQueued.lua. `ctx.limited` is the limited table the
+-- caller passed (ARGV; nil when ''), `ctx.limiter` what the transition asks of the limiters — per agent
+-- type { queue, release, dequeue } — returned in the reply as `limiter` (absent when empty: a transition
+-- with no limit in its way reads and writes nothing more).
+---------------------------------------------------------------------------------------------------
+local QUEUE_CHECK_MS, QUEUE_CHECK_MAX_MS = 10000, 300000
+
+local function set_limited(ctx, raw)
+  if raw and raw ~= '' then ctx.limited = cjson.decode(raw) end
+end
+
+local function limiter_add(ctx, agent, what, v)
+  ctx.limiter = ctx.limiter or {}
+  local l = ctx.limiter[agent]
+  if not l then
+    l = {}
+    ctx.limiter[agent] = l
+  end
+  l[what] = l[what] or {}
+  l[what][#l[what] + 1] = v
+end
+
+-- The agent type of a phase when it is limited (a step's, or a fan-out element's: decision 0020 §2.7).
+local function limited_agent(ctx, spec, kind)
+  if not ctx.limited then return nil end
+  local sp = phase_spec(spec, kind)
+  if type(sp) ~= 'table' or not sp.a or not ctx.limited[sp.a] then return nil end
+  return sp.a
+end
+
+-- A step's key value (§1.1): the task input's value at the limit's path, as a string; '' when absent, nil,
+-- a map or an array; a value over 128 bytes or holding a control byte becomes '#' and its SHA-1.
+local function limit_key(ctx, path)
+  if type(path) ~= 'table' or #path == 0 then return '' end
+  if ctx.input == nil then
+    local raw = redis.call('HGET', ctx.taskKey, 'input')
+    ctx.input = (raw and raw ~= '') and raw or false
+  end
+  if not ctx.input then return '' end
+  local pos = mp_locate(ctx.input, 1, path)
+  if not pos then return '' end
+  local kind, v = mp_scalar(ctx.input, pos)
+  local s
+  if kind == 'str' or kind == 'bin' then s = v
+  elseif kind == 'int' then s = string.format('%.0f', v)
+  elseif kind == 'float' then s = string.format('%.17g', v)
+  elseif kind == 'bool' then s = v and 'true' or 'false'
+  else return '' end
+  if #s > 128 or string.find(s, '[%z\1-\31]') then s = '#' .. redis.sha1hex(s) end
+  return s
+end
+
+-- The queue item of a queued phase, for the limiter (limitApply's `queue`).
+local function queue_item(ctx, spec, ph)
+  local q = ph.q
+  return { t = q.t, task = ctx.taskId, s = spec.n, c = q.c, k = q.k, p = q.p, f = q.f, b = q.b or phase_spec(spec, q.c).b }
+end
+
+-- Q1/Q2/Q3/Q6: the phase waits for a permit. `ev`, `evReason`: the event its start will emit (step_started,
+-- step_retried with the last error, compensation_started). The attempt, failure count and complete-by
+-- do not move; the check member (§2.6) is its only deadline.
+local function queue_phase(ctx, spec, rec, kind, agent, ev, evReason, firstAt, why, note)
+  local ph = phase(rec, kind)
+  local now = ctx.now
+  ph.qn = (ph.qn or 0) + 1
+  local T = ctx.taskId .. '|' .. spec.n .. '|' .. kind .. '|' .. ph.qn
+  if ctx.priority == nil then ctx.priority = tonumber(redis.call('HGET', ctx.taskKey, 'priority')) or 3 end
+  local key = limit_key(ctx, ctx.limited[agent].k)
+  local at = now + QUEUE_CHECK_MS
+  ph.q = { t = T, c = kind, a = agent, k = key, p = ctx.priority, b = phase_spec(spec, kind).b, since = now, f = firstAt or now, n = ph.qn, check = 1, at = at, why = why or 'limit', e = ev, r = evReason }
+  if kind == 'compensate' then
+    ph.queued = true
+    ph.parked = nil
+    rec.status = 'compensating'
+  else
+    rec.status = 'queued'
+  end
+  redis.call('ZADD', ctx.deadlinesKey, at, deadline_member(ctx.taskId, spec.n))
+  push_event(ctx, 'step_queued', spec.n, (ph.attempt or 0) > 0 and ph.attempt or nil,
+    note or ('waiting for a limit of ' .. agent .. ' (' .. (key ~= '' and ('key ' .. key .. ', ') or '') .. 'priority ' .. ctx.priority .. ')'))
+  limiter_add(ctx, agent, 'queue', queue_item(ctx, spec, ph))
+  touch(ctx, spec.n)
+end
+
+-- start_or_queue (§2.2), as its callers use it: queues the phase and returns true when its agent type is
+-- limited; returns false (the caller starts it as before) otherwise.
+local function maybe_queue(ctx, spec, rec, kind, ev, evReason)
+  local agent = limited_agent(ctx, spec, kind)
+  if not agent then return false end
+  queue_phase(ctx, spec, rec, kind, agent, ev, evReason)
+  return true
+end
+
+-- Q8: a queued phase stops waiting (its ticket is dequeued from the limiter).
+local function drop_ticket(ctx, ph)
+  if ph.q then
+    limiter_add(ctx, ph.q.a, 'dequeue', ph.q.t)
+    ph.q = nil
+    ph.queued = nil
+  end
+end
+
+-- Q6: a throttled result of a limited agent type (decision 0020 §5): the service's Retry-After pauses the
+-- agent type (or, by the limit's pausePerKey, which the scheduler knows, the step's key) in its limiter,
+-- and the phase goes back in line — first of its key, at its first wait's time — as a refusal on the
+-- phase's maxCircuitOpen, not a failure. Returns true when it did (false: past maxCircuitOpen).
+local function throttle_phase(ctx, spec, rec, kind, agent, retryAfterMs, message)
+  local ph = phase(rec, kind)
+  ph.circuitCount = (ph.circuitCount or 0) + 1
+  local limit = phase_spec(spec, kind).l[4] or 10
+  if ph.circuitCount > limit then return false end
+  local untilTs = ctx.now + retryAfterMs
+  local firstAt = (ph.permit and ph.permit.a == ph.attempt and ph.permit.f) or nil
+  ph.error = message
+  queue_phase(ctx, spec, rec, kind, agent, 'step_retried', message, firstAt, 'throttled',
+    'throttled by ' .. agent .. ': paused until ' .. untilTs .. ' (Retry-After ' .. retryAfterMs .. ' ms): ' .. message)
+  limiter_add(ctx, agent, 'pause', { k = ph.q.k, u = untilTs })
+  return true
+end
+
+-- Q5: the attempt that reported held a permit: it is released.
+local function release_permit(ctx, ph, attempt)
+  if ph.permit and ph.permit.a == attempt then limiter_add(ctx, ph.permit.g, 'release', ph.permit.t) end
 end
 
 
@@ -444,8 +573,11 @@ end
 local function fe_start(ctx, spec, srec, i)
   local espec = element_spec(ctx, spec, i)
   local erec = element_rec(ctx, spec, i)
-  start_attempt(ctx, espec, erec, 'run')
-  push_event(ctx, 'step_started', espec.n, erec.attempt)
+  -- An element of a limited agent type waits for a permit; it counts toward maxParallel all the same (§2.7).
+  if not maybe_queue(ctx, espec, erec, 'run', 'step_started') then
+    start_attempt(ctx, espec, erec, 'run')
+    push_event(ctx, 'step_started', espec.n, erec.attempt)
+  end
   local fe = srec.fe
   fe.live[#fe.live + 1] = i
   fe.lastStart = ctx.now
@@ -515,9 +647,12 @@ local function fe_comp_fill(ctx, spec, srec)
     local i = fe.undo[fe.undoNext]
     fe.undoNext = fe.undoNext + 1
     local espec = element_spec(ctx, spec, i)
-    local comp = start_attempt(ctx, espec, element_rec(ctx, spec, i), 'compensate')
-    comp.error = nil
-    push_event(ctx, 'compensation_started', espec.n, comp.attempt)
+    local erec = element_rec(ctx, spec, i)
+    if not maybe_queue(ctx, espec, erec, 'compensate', 'compensation_started') then
+      local comp = start_attempt(ctx, espec, erec, 'compensate')
+      comp.error = nil
+      push_event(ctx, 'compensation_started', espec.n, comp.attempt)
+    end
     fe.compRunning = fe.compRunning + 1
   end
   touch(ctx, spec.n)
@@ -605,8 +740,9 @@ local function fe_stop_idle(ctx, spec, srec, why, all)
   for _, i in ipairs(live) do
     local espec = element_spec(ctx, spec, i)
     local e = element_rec(ctx, spec, i)
-    if all or e.status == 'parked' or (e.status == 'processing' and e.reported) then
+    if all or e.status == 'parked' or e.status == 'queued' or (e.status == 'processing' and e.reported) then
       if all and e.status == 'processing' and not e.reported then note_effect(e, 'unknown') end
+      if e.status == 'queued' then drop_ticket(ctx, e) end
       e.status = 'abandoned'
       e.finishedAt = ctx.now
       redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, espec.n))
@@ -640,6 +776,7 @@ local function next_compensation(ctx)
     fe_comp_begin(ctx, best, bestRec)
     return
   end
+  if maybe_queue(ctx, best, bestRec, 'compensate', 'compensation_started') then return end
   local comp = start_attempt(ctx, best, bestRec, 'compensate')
   comp.error = nil
   push_event(ctx, 'compensation_started', best.n, comp.attempt)
@@ -665,6 +802,14 @@ local function begin_undo(ctx, endAs, reason)
       push_event(ctx, 'step_abandoned', s.n, nil, what .. ': the task is being undone')
       touch(ctx, s.n)
     -- Parked, or reported failed with its retry not yet decided: no attempt of it is in flight.
+    elseif rec.status == 'queued' then
+      -- Waiting for a limit (decision 0020 Q8): no attempt in flight; its ticket leaves the line.
+      drop_ticket(ctx, rec)
+      rec.status = 'abandoned'
+      rec.finishedAt = ctx.now
+      redis.call('ZREM', ctx.deadlinesKey, deadline_member(ctx.taskId, s.n))
+      push_event(ctx, 'step_abandoned', s.n, (rec.attempt or 0) > 0 and rec.attempt or nil, 'stopped waiting for a limit: the task is being undone')
+      touch(ctx, s.n)
     elseif rec.status == 'parked' or (rec.status == 'processing' and rec.reported) then
       rec.status = 'abandoned'
       rec.finishedAt = ctx.now
@@ -705,10 +850,13 @@ local function abandon_in_flight(ctx, reason)
     local rec = recs[s.n]
     -- A fan-out step's elements in flight or parked are abandoned with it (the step that gave up too).
     if rec.fe and #rec.fe.live > 0 then fe_stop_idle(ctx, s, rec, reason, true) end
-    if rec.status == 'processing' or rec.status == 'parked' or rec.status == 'sleeping' or rec.status == 'waiting' then
+    if rec.status == 'processing' or rec.status == 'parked' or rec.status == 'sleeping' or rec.status == 'waiting' or rec.status == 'queued' then
       if rec.status == 'processing' and not rec.reported and not rec.fe then note_effect(rec, 'unknown') end
       local why = reason
-      if rec.status == 'sleeping' then why = 'stopped sleeping: ' .. reason
+      if rec.status == 'queued' then
+        drop_ticket(ctx, rec)
+        why = 'stopped waiting for a limit: ' .. reason
+      elseif rec.status == 'sleeping' then why = 'stopped sleeping: ' .. reason
       elseif rec.status == 'waiting' then why = 'stopped waiting for signal ' .. s.ws.s .. ': ' .. reason end
       rec.status = 'abandoned'
       rec.finishedAt = ctx.now
@@ -795,6 +943,7 @@ local function ladder_after_failure(ctx, spec, rec, kind)
     return give_up(ctx, spec, rec, kind, 'gave up at its give-up time after ' .. n .. ' failures: ' .. lastError, lastError, false)
   end
   if n <= retries then
+    if maybe_queue(ctx, spec, rec, kind, 'step_retried', lastError) then return 'retry' end
     start_attempt(ctx, spec, rec, kind)
     push_event(ctx, 'step_retried', spec.n, ph.attempt, lastError)
     ph.error = nil -- the new attempt starts clean; the event above keeps the last error
@@ -1097,8 +1246,10 @@ local function start_ready(ctx)
               changed = true
             end
           elseif holds then
-            start_attempt(ctx, s, rec, 'run')
-            push_event(ctx, 'step_started', s.n, rec.attempt)
+            if not maybe_queue(ctx, s, rec, 'run', 'step_started') then
+              start_attempt(ctx, s, rec, 'run')
+              push_event(ctx, 'step_started', s.n, rec.attempt)
+            end
           else
             rec.status = 'skipped'
             rec.reason = reason
@@ -1129,6 +1280,7 @@ local function reply(code, ctx, body)
   if body.replyTo == nil then body.replyTo = wf[5] end
   if body.status == nil then body.status = wf[6] end
   body.events, body.dispatch = ctx.events, dispatch
+  body.limiter = ctx.limiter
   local out = { code, cjson.encode(body) }
   if #dispatch > 0 then
     out[3] = redis.call('HGET', taskKey, 'input') or ''

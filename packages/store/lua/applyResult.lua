@@ -19,6 +19,13 @@
   ARGV[18] the name of the object the output refers to ('' = an inline output; decision 0021 §4.5)
   ARGV[19] the client whose bucket that object is in (parsed from the reference by the scheduler, which
   also checked the name is this result's own step attempt)
+  ARGV[20] the limited table (JSON, '' = none; decision 0020 §1.9): steps made ready (or the undo's next
+  compensation) of a limited agent type queue instead of starting
+
+  Flow control (decision 0020): an attempt started under a limit holds a permit (`permit` in its phase);
+  its result — applied (Q5) or stale for that attempt (Q12, a redelivery after a crash) — lists the permit
+  under `limiter` (release) in the reply (STALE: json{reason, release: [{agent, ticket}]}). A result for
+  a phase waiting for a limit (queued) is stale.
 
   Outcomes (decision 0009), the same for a run and a compensation phase:
     ok                 → run: processed (and ready steps start, or the task completes);
@@ -28,9 +35,11 @@
     circuit open       → not attempted: parked until the breaker half-opens (never past the give-up time)
                          without counting a failure — up to maxCircuitOpen times; past that it counts
                          like a retryable failure.
-    throttled          → the service refused the call and asked for time: parked until its Retry-After,
-                         exactly like a circuit-open refusal (the same count and limit). Decision 0020's
-                         increment 5 replaces this per-step park by a pause in the agent type's limiter.
+    throttled          → the service refused the call and asked for time: with the agent type in the
+                         limited table (the scheduler registers a pause-only limiter for one without a
+                         limit), the limiter is paused until the Retry-After and the phase goes back in
+                         line (decision 0020 Q6: `limiter.pause` and a queue item in the reply); otherwise
+                         parked until then like a circuit-open refusal. Either way on the same count and limit.
     failed, retryable  → the agent gave up inside its window: deadline moved to now, so the supervisor's
                          next sweep applies the failure ladder.
   A run result while the task is being undone and the step is still in flight (a drain): ok → processed
@@ -100,7 +109,11 @@ end
 
 local function stale(reason)
   redis.call('HINCRBY', taskKey, 'staleResults', 1)
-  return { STALE, cjson.encode({ reason = reason }) }
+  local body = { reason = reason }
+  -- Q12: the permit of the result's attempt, if it held one, may be released again (idempotent).
+  local sph = rec and (kind == 'compensate' and rec.comp or rec)
+  if sph and sph.permit and sph.permit.a == attempt then body.release = { { agent = sph.permit.g, ticket = sph.permit.t } } end
+  return { STALE, cjson.encode(body) }
 end
 
 -- A fan-out step's results are its elements': the element's record is the phase fenced below.
@@ -117,7 +130,7 @@ end
 -- Fencing: which phase this result ends, if any.
 local drain = false
 if kind == 'compensate' then
-  if taskStatus ~= 'compensating' or rec.status ~= 'compensating' or not rec.comp or rec.comp.attempt ~= attempt or rec.comp.parked or rec.comp.reported then
+  if taskStatus ~= 'compensating' or rec.status ~= 'compensating' or not rec.comp or rec.comp.attempt ~= attempt or rec.comp.parked or rec.comp.reported or rec.comp.queued then
     return stale('compensation of ' .. stepName .. ' is not running at attempt ' .. attempt .. ' (task ' .. taskStatus .. ', step ' .. rec.status .. ')')
   end
 else
@@ -133,6 +146,7 @@ end
 local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, tonumber(ARGV[7])))
 ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
 ctx.plan = plan
+set_limited(ctx, ARGV[20])
 local lockEpoch = take_lock(taskKey, ARGV[8])
 redis.call('HSET', taskKey, 'updatedAt', ctx.now)
 local spec
@@ -147,6 +161,7 @@ end
 -- Which agent instance ran the attempt: known from its result (agents hold no claim, decision 0010).
 local sp, ph = phase_spec(spec, kind), phase(rec, kind)
 ph.lockedBy = ARGV[9]
+release_permit(ctx, ph, attempt)
 touch(ctx, name)
 if not ok and kind == 'run' then note_effect(rec, ARGV[14] == 'none' and 'none' or 'unknown') end
 
@@ -183,7 +198,15 @@ elseif ok then
   if drain then next_compensation(ctx)
   elseif start_ready(ctx) then finish_task(ctx, 'completed') end
 elseif drain then
+  -- A throttle in a drain is a drain (abandoned), but the service's pause still holds for the others.
+  local agent = (ARGV[17] or '') ~= '' and limited_agent(ctx, spec, kind)
+  if agent then limiter_add(ctx, agent, 'pause', { u = ctx.now + tonumber(ARGV[17]) }) end
   abandon(ctx, spec, rec, 'ended while the task was being undone: ' .. message)
+elseif (ARGV[17] or '') ~= '' and limited_agent(ctx, spec, kind) then
+  -- Q6 (decision 0020 §5): paused in the limiter, back in line; past maxCircuitOpen a retryable failure.
+  if not throttle_phase(ctx, spec, rec, kind, limited_agent(ctx, spec, kind), tonumber(ARGV[17]), message) then
+    report_retryable(ctx, spec, rec, kind, message .. ' (' .. ph.circuitCount .. ' attempts refused by an open breaker or a throttling service, over maxCircuitOpen ' .. (sp.l[4] or 10) .. ': each now counts as a failure)')
+  end
 elseif ARGV[10] ~= '' or (ARGV[17] or '') ~= '' then
   local throttled = (ARGV[17] or '') ~= ''
   ph.circuitCount = (ph.circuitCount or 0) + 1

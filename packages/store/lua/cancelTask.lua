@@ -12,6 +12,8 @@
   an id, the task is acted on once per operation (its `bo`), only if created at or before ARGV[9] and still
   in status ARGV[8] (decision 0021 §2.3); else { ALREADY_APPLIED | INVALID_STATE, json{reason} }
 
+  ARGV[10] the limited table (JSON, '' = none; decision 0020): the undo's first compensation may queue
+
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
           | { UNKNOWN_TASK, '{}' } | { INVALID_STATE, json{reason} } | { LEASE_BUSY, '{}' }
   Events: compensating, then compensation_started/_done for each compensation, then cancelled.
@@ -30,6 +32,7 @@ if status ~= 'running' then
 end
 local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[5], search = KEYS[6] }, taskId, task_now(taskKey, tonumber(ARGV[3])))
 local lockEpoch = take_lock(taskKey, ARGV[4])
+set_limited(ctx, ARGV[10])
 begin_undo(ctx, 'cancelled', ARGV[2])
 op_record(taskKey, bo)
 flush(ctx)

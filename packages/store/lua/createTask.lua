@@ -13,6 +13,8 @@
   a tagged task's members (each tag, its status, workflow and client) enter the search index
   ARGV[16] the object names the task owns from the start, JSON array ('' = none: its input is inline;
   decision 0021 §4.6): stored as `objs`, which retention returns so the objects go with the task
+  ARGV[17] the limited table (JSON, '' = none; decision 0020 §1.9): a ready step whose agent type is in it
+  is queued for that limiter instead of started (the reply's `limiter` lists its queue item)
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
           { EXISTS, json{status, client} } when the task id was already submitted (a duplicate is harmless;
@@ -37,6 +39,7 @@ end
 local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[6], search = KEYS[9] }, taskId, now)
 ctx.alertsKey, ctx.outboxKey = KEYS[7], KEYS[8]
 ctx.plan = cjson.decode(ARGV[6])
+set_limited(ctx, ARGV[17])
 local fields = { 'id', taskId, 'workflow', ARGV[2], 'version', ARGV[3], 'input', ARGV[4], 'replyTo', ARGV[5],
   'plan', ARGV[6], 'status', 'running', 'lockedBy', ARGV[8], 'lockEpoch', 1, 'seq', 0,
   'createdAt', now, 'updatedAt', now, 'onFailure', ARGV[9], 'client', ARGV[13] }

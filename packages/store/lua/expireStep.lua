@@ -6,6 +6,9 @@
   KEYS[5] compaction index   KEYS[6] open alerts (hash)   KEYS[7] alert outbox (zset)
   KEYS[8] the bucket's search index (decision 0021)
   ARGV[1] taskId  ARGV[2] step  ARGV[3] now  ARGV[4] epoch
+  ARGV[5] the limited table (JSON, '' = none; decision 0020 §1.9): a retry (or a park's end, or the undo's
+  next compensation) of a limited agent type queues instead of starting; its queue item is in the
+  reply's `limiter`, which the supervisor sends as a queue_step command
 
   The phase that expired — the step's run (task running), or its compensation (task compensating) —
   climbs its ladder from the task's plan (decision 0009):
@@ -26,6 +29,9 @@
   A fan-out element (ARGV[2] = `<step>#<i>`, decision 0019 R13, U4, U6): its run or compensation phase
   climbs the same ladder; an element that gives up gives its step up; one in flight when the undo began
   is abandoned and its step settles once none is left.
+  A phase waiting for a limit (queued, decision 0020 Q7) at its check → not a failure: the check count
+  grows, the member moves to now + min(10 s · 2^(check−1), 5 min), and its queue item is returned again
+  (a ticket lost between the transition and the limiter is re-sent) → action 'requeue'.
   Anything else (task finished, step done, deadline moved) → action 'noop', nothing written but the index
   entry, which is dropped or moved to the live deadline.
   Returns { OK, json{action, kind, events, dispatch, replyTo, client, failureCount, lastError, attempt, workflow, createdAt} }
@@ -53,7 +59,7 @@ local noop = cjson.encode({ action = 'noop' })
 local function reply_with(ctx, action, kind, ph)
   flush(ctx)
   sync_search_read(ctx)
-  return { OK, cjson.encode({ action = action, kind = kind, events = ctx.events, dispatch = ctx.dispatch, attempt = ph and ph.attempt,
+  return { OK, cjson.encode({ action = action, kind = kind, events = ctx.events, dispatch = ctx.dispatch, limiter = ctx.limiter, attempt = ph and ph.attempt,
     replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'), failureCount = ph and ph.failureCount, lastError = ph and ph.error,
     workflow = redis.call('HGET', taskKey, 'workflow'), createdAt = tonumber(redis.call('HGET', taskKey, 'createdAt')) }) }
 end
@@ -74,8 +80,38 @@ end
 local function open_ctx()
   local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, now))
   ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
+  set_limited(ctx, ARGV[5])
   redis.call('HSET', taskKey, 'updatedAt', ctx.now)
   return ctx
+end
+
+-- Q7: a phase waiting for a limit, at its check (not a failure; nothing but the phase's check changes).
+do
+  local qkind, qph
+  if rec and taskStatus == 'running' and rec.status == 'queued' and rec.q then qkind, qph = 'run', rec
+  elseif rec and taskStatus == 'compensating' and rec.status == 'compensating' and rec.comp and rec.comp.queued and rec.comp.q then qkind, qph = 'compensate', rec.comp end
+  if qph then
+    local early = not_due(qph.q.at)
+    if early then return early end
+    local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, now))
+    local spec
+    if base then
+      spec = spec_of(ctx, base)
+      rec = element_rec(ctx, spec, item)
+      spec = element_spec(ctx, spec, item)
+    else
+      spec = spec_of(ctx, stepName)
+      rec = recs_of(ctx)[stepName]
+    end
+    local ph = phase(rec, qkind)
+    local q = ph.q
+    q.check = (q.check or 1) + 1
+    q.at = ctx.now + math.min(QUEUE_CHECK_MS * 2 ^ (q.check - 1), QUEUE_CHECK_MAX_MS)
+    redis.call('ZADD', deadlinesKey, q.at, member)
+    limiter_add(ctx, q.a, 'queue', queue_item(ctx, spec, ph))
+    touch(ctx, stepName)
+    return reply_with(ctx, 'requeue', qkind, ph)
+  end
 end
 
 if rec and taskStatus == 'running' and rec.status == 'sleeping' then
@@ -140,9 +176,11 @@ elseif is_parked(rec, kind) then
   if ph.giveUpAt and ctx.now >= ph.giveUpAt then
     action = give_up(ctx, spec, rec, kind, 'gave up at its give-up time after ' .. ph.failureCount .. ' failures: ' .. (ph.error or 'parked'), ph.error or 'parked', false)
   else
-    start_attempt(ctx, spec, rec, kind)
-    push_event(ctx, 'step_retried', stepName, ph.attempt, ph.error)
-    ph.error = nil
+    if not maybe_queue(ctx, spec, rec, kind, 'step_retried', ph.error) then
+      start_attempt(ctx, spec, rec, kind)
+      push_event(ctx, 'step_retried', stepName, ph.attempt, ph.error)
+      ph.error = nil
+    end
     action = 'retry'
   end
 else

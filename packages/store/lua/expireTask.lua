@@ -6,6 +6,8 @@
   KEYS[5] compaction index   KEYS[6] open alerts (hash)   KEYS[7] alert outbox (zset)
   KEYS[8] the bucket's search index (decision 0021)
   ARGV[1] taskId  ARGV[2] now  ARGV[3] epoch
+  ARGV[4] the limited table (JSON, '' = none; decision 0020): the undo's first compensation may queue; queued
+  steps are abandoned and their tickets listed in the reply's `limiter` (dequeue)
 
   A task still running at its deadline is stopped as if its running step had given up: with
   onFailure=compensate the undo begins (steps in flight are waited for, then every step that may have
@@ -37,6 +39,7 @@ end
 
 local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, now))
 ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
+set_limited(ctx, ARGV[4])
 redis.call('HSET', taskKey, 'updatedAt', ctx.now)
 local reason = 'the task deadline passed (' .. (deadlineAt - tonumber(redis.call('HGET', taskKey, 'createdAt'))) .. ' ms after it was accepted)'
 local action
@@ -51,5 +54,5 @@ else
 end
 flush(ctx)
 sync_search_read(ctx)
-return { OK, cjson.encode({ action = action, kind = 'run', events = ctx.events, dispatch = ctx.dispatch, replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'),
+return { OK, cjson.encode({ action = action, kind = 'run', events = ctx.events, dispatch = ctx.dispatch, limiter = ctx.limiter, replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'),
   workflow = redis.call('HGET', taskKey, 'workflow'), createdAt = tonumber(redis.call('HGET', taskKey, 'createdAt')) }) }

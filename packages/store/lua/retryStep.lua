@@ -13,6 +13,8 @@
   KEYS[8] the bucket's search index (decision 0021)
   ARGV[1] taskId  ARGV[2] step ('' = the task's failed step)  ARGV[3] new input (msgpack, '' = keep)
   ARGV[4] now  ARGV[5] schedulerId  ARGV[6] the lease token  ARGV[7] the lease duration (ms)
+  ARGV[11] the limited table (JSON, '' = none; decision 0020): a restarted phase of a limited agent type queues
+  A step waiting for a limit (`queued`) has nothing to retry: INVALID_STATE (decision 0020 Q13).
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status, step}, input, needs... }
           | { UNKNOWN_TASK, '{}' } | { UNKNOWN_STEP, '{}' } | { INVALID_STATE, json{reason} } | { LEASE_BUSY, '{}' }
@@ -34,6 +36,7 @@ if taskStatus ~= 'running' and taskStatus ~= 'failed' and taskStatus ~= 'compens
 end
 local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[6], search = KEYS[8] }, taskId, task_now(taskKey, tonumber(ARGV[4])))
 ctx.alertsKey, ctx.outboxKey = alertsKey, KEYS[7]
+set_limited(ctx, ARGV[11])
 local recs = recs_of(ctx)
 local spec, rec
 for _, s in ipairs(plan_of(ctx)) do
@@ -56,6 +59,9 @@ local compensation = rec.status == 'compensation_failed' and taskStatus == 'comp
 if not compensation then
   if taskStatus == 'compensation_failed' then
     return { INVALID_STATE, cjson.encode({ reason = 'the task failed while compensating; retry its failed compensation step' }) }
+  end
+  if rec.status == 'queued' and rec.q then
+    return { INVALID_STATE, cjson.encode({ reason = 'step ' .. spec.n .. ' waits for a limit of ' .. rec.q.a .. '; it starts when its turn comes — there is nothing to retry' }) }
   end
   local retryable = rec.status == 'failed' or rec.status == 'error' or rec.status == 'parked' or (rec.status == 'abandoned' and taskStatus == 'failed')
   if not retryable then
@@ -111,8 +117,10 @@ elseif compensation then
   -- Resubmit the failed compensation; the undo then goes on in reverse order.
   local comp = phase(rec, 'compensate')
   reset(comp)
-  start_attempt(ctx, spec, rec, 'compensate')
-  push_event(ctx, 'step_retried', spec.n, comp.attempt, 'operator retry of the compensation', newStatus)
+  if not maybe_queue(ctx, spec, rec, 'compensate', 'step_retried', 'operator retry of the compensation') then
+    start_attempt(ctx, spec, rec, 'compensate')
+    push_event(ctx, 'step_retried', spec.n, comp.attempt, 'operator retry of the compensation', newStatus)
+  end
 else
   -- The named step, and in a failed task every step stopped with it, start again (their dependencies
   -- are done: each had become ready).

@@ -9,6 +9,7 @@
   ARGV[1] taskId  ARGV[2] the signal's name  ARGV[3] signalId  ARGV[4] data (msgpack, '' = none)
   ARGV[5] now  ARGV[6] schedulerId  ARGV[7] the lease token  ARGV[8] the lease duration (ms)
   ARGV[9] the client the request's subject names ('' = namespace-wide: an operator)
+  ARGV[10] the limited table (JSON, '' = none; decision 0020): a step the signal makes ready may queue
 
   In order:
     1. the task's lease (LEASE_BUSY: nothing written); no task, or another client's → UNKNOWN_TASK (the
@@ -58,6 +59,7 @@ if status ~= 'running' then
 end
 
 local ctx = new_ctx(taskKey, KEYS[2], { zset = KEYS[3], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, tonumber(ARGV[5])))
+set_limited(ctx, ARGV[10])
 ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
 local plan, recs = plan_of(ctx), recs_of(ctx)
 local names, waiting, pending, past = {}, nil, nil, nil

@@ -20,6 +20,8 @@ export const ScriptCode = {
   UnknownSchedule: 11,
   /** A bulk operation already acted on this task (decision 0021 §2.3): nothing was written. */
   AlreadyApplied: 12,
+  /** startQueued: the grant came too late to start the attempt before its complete-by (decision 0020 Q10). */
+  Late: 13,
 } as const;
 export type ScriptCode = (typeof ScriptCode)[keyof typeof ScriptCode];
 

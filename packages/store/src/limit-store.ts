@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { NameSchema, errorMessage } from '@triad/protocol';
 import { type Logger } from '@triad/telemetry';
 import type { RedisClient } from './client.js';
-import { keys, type Keys } from './keys.js';
+import { LIMITER_PARTS, keys, type Keys } from './keys.js';
 import { runScript } from './scripts.js';
 
 /** A permit counts until its attempt's complete-by plus this (PERMIT_GRACE_MS, decision 0020 §1.3). */
@@ -174,6 +174,9 @@ function checkTicket(t: string): void {
   if (t.length === 0 || t.length > 600) throw new Error(`ticket ${JSON.stringify(t.slice(0, 40))}: expected <taskId>|<phase>|<kind>|<n>`);
 }
 
+/** The index of the limiter's `state` hash in its keys (keys.ts LIMITER_PARTS). */
+const LIMITER_STATE = LIMITER_PARTS.indexOf('state');
+
 export class LimitStore {
   readonly keys: Keys;
 
@@ -270,6 +273,13 @@ export class LimitStore {
     return this.register('remove', agent, raw);
   }
 
+  /** When the limiter asked to be looked at again (its stored wakeAt), if it did: one HGET (the supervisor's fallback). */
+  async wakeAt(agent: string): Promise<number | undefined> {
+    const state = this.keys.limiter(agent).all[LIMITER_STATE];
+    const v = state === undefined ? null : await this.redis.hget(state, 'wakeAt');
+    return v === null ? undefined : Number(v);
+  }
+
   /** The registry's version (bumped by every change). */
   async version(): Promise<number> {
     return Number((await this.redis.get(this.keys.limits.version)) ?? 0);
@@ -311,9 +321,31 @@ export class LimitCache {
   private reading: Promise<void> | undefined;
 
   constructor(
-    private readonly store: LimitStore,
+    readonly store: LimitStore,
     private readonly o: { refreshMs?: number; log?: Logger } = {},
   ) {}
+
+  /** The next refresh reads the registry whatever the interval (after this process changed it). */
+  expire(): void {
+    this.checkedAt = Number.NEGATIVE_INFINITY;
+  }
+
+  /** An agent type's registry entry as last read. */
+  entry(agent: string): RegistryEntry | undefined {
+    return this.entries.get(agent);
+  }
+
+  /** Whether the limited table at `now` names the agent type (a limit, or a pause not yet ended). */
+  isLimited(agent: string, now: number): boolean {
+    const e = this.entries.get(agent);
+    if (e && !('draining' in e) && (!('pausedUntil' in e) || e.pausedUntil > now)) return true;
+    return (this.localPauses.get(agent) ?? 0) > now;
+  }
+
+  /** Every agent type in the registry as last read (limited, pause-only or draining). */
+  agents(): string[] {
+    return [...this.entries.keys()].sort();
+  }
 
   /** Reads the registry again if the refresh interval passed since the last check. */
   async refresh(now: number): Promise<void> {

@@ -18,7 +18,8 @@ import { fenceBuckets } from './fence.js';
 import type { LeaseClaim } from './leases.js';
 import { ScriptCode, scriptError } from './codes.js';
 import { runScript } from './scripts.js';
-import { elementValueKey, parseBody, parseExpiry, parseTransition, type Dispatch, type Expiry, type Transition } from './transitions.js';
+import { elementValueKey, parseBody, parseExpiry, parseTransition, type Dispatch, type Expiry, type QueuedPhase, type Transition } from './transitions.js';
+import type { LimitCache } from './limit-store.js';
 import { compactTaskView, fullTaskView, isCompacted, type StepRecord, type TaskHash } from './task-view.js';
 import { WorkflowStore } from './workflow-store.js';
 import { TaskSearch, canonicalTags, type CountResult, type QueryResult, type TaskFilter } from './search.js';
@@ -91,8 +92,18 @@ export interface ApplyResultArgs {
       };
 }
 
-/** Not applied: stale (fenced by the attempt), or `forged` (from another agent type than the step's). */
-export type ApplyOutcome = { applied: true; transition: Transition } | { applied: false; reason: string; forged?: true };
+/**
+ * Not applied: stale (fenced by the attempt), or `forged` (from another agent type than the step's). A
+ * stale result for an attempt that held a permit lists it in `release` (decision 0020 Q12).
+ */
+export type ApplyOutcome = { applied: true; transition: Transition } | { applied: false; reason: string; forged?: true; release?: { agent: string; ticket: string }[] };
+
+/** What startQueued did (decision 0020 Q4, Q10, Q11). */
+export type StartQueuedOutcome =
+  | { started: true; transition: Transition }
+  | { started: false; why: 'stale'; release: boolean; reason: string }
+  | { started: false; why: 'late' }
+  | { started: false; why: 'gone' };
 
 /**
  * A bulk operation's act (decision 0021 §2.3): at most once per operation per task (AlreadyAppliedError
@@ -112,6 +123,11 @@ export interface StoreOptions {
   waitMs?: number;
   /** The process's workflow store (its one cache of versions and plans); default: a new one on the same Redis. */
   workflows?: WorkflowStore;
+  /**
+   * The dispatch limits (decision 0020 §1.9): each transition that can start a step gets their limited
+   * table. Without it no step is ever queued (and no Redis call is made for limits).
+   */
+  limits?: LimitCache;
 }
 
 export class TaskStore {
@@ -123,6 +139,8 @@ export class TaskStore {
   private readonly waitReplicas: number;
   private readonly waitMs: number;
   private readonly search: TaskSearch;
+  /** The dispatch limits' cache, when this process applies limits (schedulers and supervisors do). */
+  readonly limits: LimitCache | undefined;
 
   constructor(
     readonly redis: RedisClient,
@@ -134,6 +152,12 @@ export class TaskStore {
     this.waitReplicas = options.waitReplicas ?? 0;
     this.waitMs = options.waitMs ?? 1_000;
     this.search = new TaskSearch(redis, this.keys);
+    this.limits = options.limits;
+  }
+
+  /** The limited table a transition at `now` receives ('' without limits; decision 0020 §1.9). */
+  private async limited(now: number): Promise<string> {
+    return this.limits ? this.limits.limitedTable(now) : '';
   }
 
   /** A page of tasks matching `filter`, newest first (decision 0021 §1.3); `cursor`: the previous page's `next`. */
@@ -171,7 +195,7 @@ export class TaskStore {
       this.redis,
       'createTask',
       [k.task(a.taskId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search],
-      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client, a.priority === undefined || a.priority === DEFAULT_PRIORITY ? '' : a.priority, canonicalTags(a.tags), a.objects && a.objects.length > 0 ? JSON.stringify(a.objects) : ''],
+      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client, a.priority === undefined || a.priority === DEFAULT_PRIORITY ? '' : a.priority, canonicalTags(a.tags), a.objects && a.objects.length > 0 ? JSON.stringify(a.objects) : '', await this.limited(a.now)],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok && code !== ScriptCode.Exists) throw scriptError(code, `create task ${a.taskId}`);
@@ -213,10 +237,15 @@ export class TaskStore {
         !o.ok && o.throttledRetryAfterMs !== undefined ? o.throttledRetryAfterMs : '',
         a.outputObject?.name ?? '',
         a.outputObject?.client ?? '',
+        await this.limited(a.now),
       ],
     )) as unknown[];
     const code = Number(reply[0]);
-    if (code === ScriptCode.Stale) return { applied: false, reason: parseBody(reply[1]).reason ?? 'stale' };
+    if (code === ScriptCode.Stale) {
+      const body = parseBody(reply[1]) as { reason?: string; release?: unknown };
+      const release = Array.isArray(body.release) ? (body.release as { agent: string; ticket: string }[]) : [];
+      return { applied: false, reason: body.reason ?? 'stale', ...(release.length > 0 ? { release } : {}) };
+    }
     if (code === ScriptCode.Forged) return { applied: false, forged: true, reason: parseBody(reply[1]).reason ?? 'forged' };
     if (code !== ScriptCode.Ok) throw scriptError(code, `result for ${a.taskId}/${a.step}${a.item !== undefined ? ` element ${a.item}` : ''} attempt ${a.attempt}`);
     return { applied: true, transition: parseTransition(reply) };
@@ -318,6 +347,15 @@ export class TaskStore {
         if (!fe) continue;
         for (const i of elementsInFlight(fe)) {
           const erec = JSON.parse(h[`s:${p.n}#${i}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>;
+          // An element waiting for a limit: its queue item (decision 0020 §2.7).
+          for (const kind of ['run', 'compensate'] as const) {
+            const q = queuedOf(taskId, { n: `${p.n}#${i}` }, erec as QueuedRecord, kind);
+            if (!q) continue;
+            t.limiter ??= new Map();
+            const ops = t.limiter.get(q.agent) ?? { queue: [], release: [], dequeue: [] };
+            ops.queue.push(q.item);
+            t.limiter.set(q.agent, ops);
+          }
           const d = elementDispatchInFlight(p, erec, i, fe.n);
           if (!d) continue;
           add(d);
@@ -328,6 +366,15 @@ export class TaskStore {
       }
       const d = dispatchInFlight(p, rec);
       if (d) add(d);
+      // A phase waiting for a limit: its queue item, for the limiter (decision 0020 §2.3).
+      for (const kind of ['run', 'compensate'] as const) {
+        const q = queuedOf(taskId, p, rec as QueuedRecord, kind);
+        if (!q) continue;
+        t.limiter ??= new Map();
+        const ops = t.limiter.get(q.agent) ?? { queue: [], release: [], dequeue: [] };
+        ops.queue.push(q.item);
+        t.limiter.set(q.agent, ops);
+      }
     }
     return t;
   }
@@ -402,6 +449,38 @@ export class TaskStore {
     return t;
   }
 
+  /**
+   * Starts a phase that waited for a limit with its grant (startQueued.lua, decision 0020 Q4): only if it
+   * still holds the ticket. `late`: too close to the granted complete-by (release and requeue); `stale`
+   * with `release`: whether the caller must release the ticket's permit; `gone`: the task was removed.
+   */
+  async startQueued(a: { lease: LeaseClaim; taskId: string; phase: string; kind: 'run' | 'compensate'; ticket: string; completeBy: number; now: number; schedulerId: string }): Promise<StartQueuedOutcome> {
+    const k = this.keys;
+    const b = k.forTask(a.taskId);
+    const reply = (await runScript(this.redis, 'startQueued', [k.task(a.taskId), b.deadlines, a.lease.key], [a.taskId, a.phase, a.kind, a.ticket, a.completeBy, a.now, a.schedulerId, a.lease.token, a.lease.ms])) as unknown[];
+    const code = Number(reply[0]);
+    if (code === ScriptCode.Ok) return { started: true, transition: parseTransition(reply) };
+    if (code === ScriptCode.Late) return { started: false, why: 'late' };
+    if (code === ScriptCode.UnknownTask) return { started: false, why: 'gone' };
+    if (code === ScriptCode.Stale) {
+      const body = parseBody(reply[1]) as { reason?: string; release?: boolean };
+      return { started: false, why: 'stale', release: body.release !== false, reason: body.reason ?? 'stale' };
+    }
+    throw scriptError(code, `start ${a.taskId}/${a.phase} (${a.kind}) with ticket ${a.ticket}`);
+  }
+
+  /**
+   * The queue item of a phase if it still waits with `ticket` (a queue_step command; decision 0020 §2.5),
+   * read field by field; undefined otherwise.
+   */
+  async queuedPhase(taskId: string, phase: string, kind: 'run' | 'compensate', ticket: string): Promise<{ agent: string; item: QueuedPhase } | undefined> {
+    const key = this.keys.task(taskId);
+    const [status, raw] = await this.redis.hmget(key, 'status', `s:${phase}`);
+    if (!raw || (status !== 'running' && status !== 'compensating')) return undefined;
+    const q = queuedOf(taskId, { n: phase }, JSON.parse(raw) as QueuedRecord, kind);
+    return q && q.item.ticket === ticket ? q : undefined;
+  }
+
   /** An operator's retry of a failed (or parked) step, optionally with a corrected task input. */
   async retryStep(a: { lease: LeaseClaim; taskId: string; step?: string; input?: Uint8Array; now: number; schedulerId: string; op?: BulkFence }): Promise<Transition & { step: string }> {
     const k = this.keys;
@@ -410,7 +489,7 @@ export class TaskStore {
       this.redis,
       'retryStep',
       [k.task(a.taskId), b.deadlines, b.finished, b.alerts, a.lease.key, b.compact, b.alertOutbox, b.search],
-      [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms, a.op?.id ?? '', a.op?.expectStatus ?? '', a.op?.createdBefore ?? ''],
+      [a.taskId, a.step ?? '', a.input ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms, a.op?.id ?? '', a.op?.expectStatus ?? '', a.op?.createdBefore ?? '', await this.limited(a.now)],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `retry ${a.taskId}${a.step ? `/${a.step}` : ''}`, parseBody(reply[1]).reason);
@@ -430,7 +509,7 @@ export class TaskStore {
       this.redis,
       'signalTask',
       [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search],
-      [a.taskId, a.name, a.signalId, a.data ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms, a.client ?? ''],
+      [a.taskId, a.name, a.signalId, a.data ?? '', a.now, a.schedulerId, a.lease.token, a.lease.ms, a.client ?? '', await this.limited(a.now)],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `signal ${a.name} for task ${a.taskId}`, parseBody(reply[1]).reason);
@@ -442,7 +521,7 @@ export class TaskStore {
   async cancelTask(a: { lease: LeaseClaim; taskId: string; reason: string; now: number; schedulerId: string; op?: BulkFence }): Promise<Transition> {
     const k = this.keys;
     const b = k.forTask(a.taskId);
-    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.search], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms, a.op?.id ?? '', a.op?.expectStatus ?? '', a.op?.createdBefore ?? ''])) as unknown[];
+    const reply = (await runScript(this.redis, 'cancelTask', [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.search], [a.taskId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms, a.op?.id ?? '', a.op?.expectStatus ?? '', a.op?.createdBefore ?? '', await this.limited(a.now)])) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `cancel ${a.taskId}`, parseBody(reply[1]).reason);
     return parseTransition(reply);
@@ -609,7 +688,7 @@ export class TaskStore {
   async expireStep(taskId: string, step: string, now: number, epoch: number): Promise<Expiry> {
     const k = this.keys;
     const b = k.forTask(taskId);
-    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox, b.search], [taskId, step, now, epoch])) as unknown[];
+    const reply = (await runScript(this.redis, 'expireStep', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox, b.search], [taskId, step, now, epoch, await this.limited(now)])) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire ${taskId}/${step} at epoch ${epoch}`);
@@ -623,7 +702,7 @@ export class TaskStore {
   async expireTask(taskId: string, now: number, epoch: number): Promise<Expiry> {
     const k = this.keys;
     const b = k.forTask(taskId);
-    const reply = (await runScript(this.redis, 'expireTask', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox, b.search], [taskId, now, epoch])) as unknown[];
+    const reply = (await runScript(this.redis, 'expireTask', [k.task(taskId), b.deadlines, b.epoch, b.finished, b.compact, b.alerts, b.alertOutbox, b.search], [taskId, now, epoch, await this.limited(now)])) as unknown[];
     const code = Number(reply[0]);
     if (code === ScriptCode.UnknownTask) return { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
     if (code !== ScriptCode.Ok) throw scriptError(code, `expire the deadline of ${taskId} at epoch ${epoch}`);
@@ -689,12 +768,32 @@ function inFlightHead(h: TaskHash, status: TaskStatus): Transition {
  * (the supervisor decides its next attempt), nor is a parked one.
  */
 function dispatchInFlight(p: PlanStep, rec: Partial<StepRecord>): Dispatch | undefined {
-  if (rec.status === 'compensating' && p.c && rec.comp && !rec.comp.parked && !rec.comp.reported && rec.comp.completeBy !== undefined) {
+  // A compensation waiting for a dispatch limit (decision 0020) has no attempt in flight.
+  if (rec.status === 'compensating' && p.c && rec.comp && !rec.comp.parked && !rec.comp.reported && !(rec.comp as { queued?: boolean }).queued && rec.comp.completeBy !== undefined) {
     const applied = rec.effect === 'applied';
     return { step: p.n, agent: p.c.a, kind: 'compensate', attempt: rec.comp.attempt, completeBy: rec.comp.completeBy, needs: applied ? [p.n] : [], effect: applied ? 'applied' : 'unknown' };
   }
   if (rec.status !== 'processing' || rec.reported || rec.attempt === undefined || rec.completeBy === undefined) return undefined;
   return { step: p.n, agent: p.a ?? '', kind: 'run', attempt: rec.attempt, completeBy: rec.completeBy, needs: Array.isArray(p.nd) ? p.nd : [] };
+}
+
+/** What a phase record keeps while it waits for a limit (decision 0020 §2.1; written by the Lua transitions). */
+interface QueueRecord {
+  t: string;
+  a: string;
+  k: string;
+  p: number;
+  f: number;
+  /** The phase's budget (ms): its permit's length. */
+  b: number;
+}
+type QueuedRecord = { status?: string; q?: QueueRecord; comp?: { queued?: boolean; q?: QueueRecord } };
+
+/** A phase's queue item while it waits for a limit (run: status queued; compensation: comp.queued). */
+function queuedOf(taskId: string, p: Pick<PlanStep, 'n'>, rec: QueuedRecord, kind: 'run' | 'compensate'): { agent: string; item: QueuedPhase } | undefined {
+  const q = kind === 'run' ? (rec.status === 'queued' ? rec.q : undefined) : rec.status === 'compensating' && rec.comp?.queued ? rec.comp.q : undefined;
+  if (!q) return undefined;
+  return { agent: q.a, item: { ticket: q.t, taskId, phase: p.n, kind, key: q.k, priority: q.p, firstAt: q.f, budgetMs: q.b } };
 }
 
 /** What a fan-out step's record keeps of its elements (decision 0019 §4; written by the Lua transitions). */

@@ -29,6 +29,16 @@ export interface CompensationRecord {
   parkedFor?: 'breaker' | 'backoff';
 }
 
+/** What a phase waiting for a dispatch limit keeps (decision 0020 §2.1; written by the Lua transitions). */
+interface QueueView {
+  a: string;
+  k?: string;
+  p: number;
+  since: number;
+  f: number;
+  why?: 'limit' | 'throttled';
+}
+
 /** The full step record, JSON in the field `s:<step>` (decision 0001). */
 export interface StepRecord {
   status: StepStatus;
@@ -148,6 +158,11 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
     if (rec.giveUpAt !== undefined) s.giveUpAt = rec.giveUpAt;
     if (rec.status === 'parked' && rec.parkedFor) s.parkedFor = rec.parkedFor;
     s.effect = rec.effect ?? 'none';
+    const queueOf = (q: QueueView | undefined) => (q ? { agent: q.a, ...(q.k ? { key: q.k } : {}), priority: q.p, since: q.since, firstAt: q.f, why: q.why ?? 'limit' } : undefined);
+    const rq = rec.status === 'queued' ? queueOf((rec as { q?: QueueView }).q) : undefined;
+    if (rq) s.queue = rq;
+    const waited = (rec as { waitedMs?: number }).waitedMs;
+    if (waited) s.waitedMs = waited;
     if (rec.comp && p.c) {
       const c = rec.comp;
       s.compensation = { agent: p.c.a, attempt: c.attempt, failureCount: c.failureCount };
@@ -160,6 +175,8 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
       if (c.parked && c.parkedFor) s.compensation.parkedFor = c.parkedFor;
       if (c.circuitCount) s.compensation.circuitCount = c.circuitCount;
       if (c.giveUpAt !== undefined) s.compensation.giveUpAt = c.giveUpAt;
+      const cq = (c as { queued?: boolean; q?: QueueView }).queued ? queueOf((c as { q?: QueueView }).q) : undefined;
+      if (cq) s.compensation.queue = cq;
     }
     return s;
   });

@@ -41,6 +41,44 @@ export function elementOutputKey(step: string, item: number): string {
   return `${step}#${item}`;
 }
 
+/** A phase waiting for a permit, as a transition hands it to its agent type's limiter (decision 0020 §2.2). */
+export interface QueuedPhase {
+  ticket: string;
+  taskId: string;
+  phase: string;
+  kind: 'run' | 'compensate';
+  key: string;
+  priority: number;
+  firstAt: number;
+  budgetMs: number;
+}
+
+/** What a transition asks of the limiters, per agent type (decision 0020 §2.5): absent when nothing. */
+export type LimiterRequests = Map<string, { queue: QueuedPhase[]; release: string[]; dequeue: string[]; pause?: { key: string | undefined; until: number }[] }>;
+
+interface RawQueueItem {
+  t: string;
+  task: string;
+  s: string;
+  c: 'run' | 'compensate';
+  k: string;
+  p: number;
+  f: number;
+  b: number;
+}
+
+/** The `limiter` field of a transition's reply (JSON from Lua; cjson writes an empty list as {}). */
+export function parseLimiter(raw: unknown): LimiterRequests | undefined {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
+  const out: LimiterRequests = new Map();
+  for (const [agent, v] of Object.entries(raw as Record<string, { queue?: unknown; release?: unknown; dequeue?: unknown; pause?: unknown }>)) {
+    const queue = asArray<RawQueueItem>(v.queue).map((q) => ({ ticket: q.t, taskId: q.task, phase: q.s, kind: q.c, key: typeof q.k === 'string' ? q.k : '', priority: Number(q.p), firstAt: Number(q.f), budgetMs: Number(q.b) }));
+    const pause = asArray<{ k?: unknown; u: number }>(v.pause).map((p) => ({ key: typeof p.k === 'string' ? p.k : undefined, until: Number(p.u) }));
+    out.set(agent, { queue, release: asArray<string>(v.release), dequeue: asArray<string>(v.dequeue), ...(pause.length > 0 ? { pause } : {}) });
+  }
+  return out.size > 0 ? out : undefined;
+}
+
 export interface Transition {
   /** The pinned workflow of the task. */
   workflow: string;
@@ -61,6 +99,8 @@ export interface Transition {
   outputs: Map<string, Uint8Array>;
   /** When the task was created (epoch ms), for its duration once it ends. */
   createdAt?: number;
+  /** What the transition asks of the agent types' limiters (decision 0020); absent when nothing. */
+  limiter?: LimiterRequests;
 }
 
 /** cjson encodes an empty Lua table as {}; arrays from Lua go through here. */
@@ -79,6 +119,7 @@ interface RawBody {
   dispatch?: unknown;
   reason?: string;
   createdAt?: number;
+  limiter?: unknown;
 }
 
 export function parseBody(raw: unknown): RawBody {
@@ -105,6 +146,8 @@ export function parseTransition(reply: unknown[]): Transition {
   };
   if (body.replyTo) t.replyTo = body.replyTo;
   if (typeof body.createdAt === 'number') t.createdAt = body.createdAt;
+  const limiter = parseLimiter(body.limiter);
+  if (limiter) t.limiter = limiter;
   if (Buffer.isBuffer(reply[2])) t.input = reply[2];
   return t;
 }
@@ -138,7 +181,8 @@ export function toTaskEvent(taskId: string, e: TransitionEvent, at: number): Tas
  * with an alert (error) or began its undo (compensate), a step in flight during an undo abandoned
  * (abandon), a sleep that ended and the steps it made ready started (wake, decision 0019), or nothing (noop).
  */
-export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'noop';
+export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'requeue' | 'noop';
+// (requeue: a phase waiting for a limit was checked, decision 0020 Q7: its queue item is in `limiter`)
 // (a wait that timed out gives up: 'error' or 'compensate', as any give-up)
 
 export interface Expiry {
@@ -156,10 +200,12 @@ export interface Expiry {
   /** The task's workflow and when it was created (epoch ms): for the metrics of a task that ended. */
   workflow?: string;
   createdAt?: number;
+  /** What the transition asks of the limiters (queue items go out as queue_step commands; decision 0020). */
+  limiter?: LimiterRequests;
 }
 
 export function parseExpiry(raw: unknown): Expiry {
-  const b = (Buffer.isBuffer(raw) ? JSON.parse(raw.toString('utf8')) : {}) as Partial<Expiry> & { events?: unknown; dispatch?: unknown };
+  const b = (Buffer.isBuffer(raw) ? JSON.parse(raw.toString('utf8')) : {}) as Omit<Partial<Expiry>, 'limiter'> & { events?: unknown; dispatch?: unknown; limiter?: unknown };
   const e: Expiry = {
     action: b.action ?? 'noop',
     kind: b.kind ?? 'run',
@@ -173,5 +219,7 @@ export function parseExpiry(raw: unknown): Expiry {
   if (b.lastError) e.lastError = b.lastError;
   if (typeof b.workflow === 'string') e.workflow = b.workflow;
   if (typeof b.createdAt === 'number') e.createdAt = b.createdAt;
+  const limiter = parseLimiter(b.limiter);
+  if (limiter) e.limiter = limiter;
   return e;
 }

@@ -24,6 +24,23 @@ async function limited(limit: LimitConfig | undefined, agent = 'payment'): Promi
   return s;
 }
 
+describe('a changed rate', () => {
+  it('rescales what the rate owes: raised from 1/h to 20/s, the waiting steps go at the new rate at once', async () => {
+    const s = await limited({ ratePerSecond: 1 / 3600 });
+    const a = await s.apply('payment', { queue: ['t1', 't2', 't3'].map((t) => item(t)) }, T0);
+    expect(tickets(a.grants)).toEqual(['t1']);
+    expect(a.wakeAt).toBe(T0 + 3_600_000);
+    const b = await s.configure('payment', { ratePerSecond: 20 }, T0 + 10);
+    expect(tickets(b.grants)).toEqual([]);
+    // The one grant owed at 1/h is one grant owed at 20/s: 50 ms after the change.
+    expect(b.wakeAt).toBe(T0 + 60);
+    expect(tickets((await s.pump('payment', T0 + 60)).grants)).toEqual(['t2']);
+    // Lowered again, the one grant owed (50 ms at 20/s) becomes one at 1/s.
+    const c = await s.configure('payment', { ratePerSecond: 1 }, T0 + 60);
+    expect(c.wakeAt).toBe(T0 + 1_060);
+  });
+});
+
 describe('concurrency', () => {
   it('grants up to the concurrency, says when to look again, and grants the next on a release', async () => {
     const s = await limited({ concurrency: 2 });

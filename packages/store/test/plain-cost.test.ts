@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { encode } from '@triad/protocol';
 import { compilePlan, validateDefinition } from '@triad/core';
-import { TaskStore } from '../src/index.js';
+import { LimitCache, LimitStore, TaskStore } from '../src/index.js';
 import { usePrivateRedis } from './redis-server.js';
 
 const HELD = { key: 'test:lease:held', token: 'held-token', ms: 600_000 };
@@ -36,6 +36,24 @@ describe('the cost of a plain task', () => {
   it('its transitions make exactly these Redis calls', async () => {
     const store = new TaskStore(r(), 'cost');
     // A first task loads the scripts (EVAL after NOSCRIPT): the count is of a task on a warm server.
+    await runTask(store, 'warm-up');
+    await r().config('RESETSTAT');
+    await runTask(store, 'p1');
+    const counts = await commandCounts();
+    delete counts['config|resetstat'];
+    delete counts['info'];
+    expect(counts).toEqual({ evalsha: 4, exists: 4, get: 4, hget: 23, hincrby: 11, hmget: 7, hset: 12, set: 4, zadd: 6, zrem: 4 });
+  });
+});
+
+describe('the cost of a plain task while another agent type is limited (decision 0020 §10)', () => {
+  it('makes exactly the same Redis calls: the limited table is an argument, never a read', async () => {
+    const limits = new LimitStore(r(), 'cost-limited');
+    await limits.set('fraud-check', { concurrency: 1 }, T0);
+    const cache = new LimitCache(limits, { refreshMs: 3_600_000 });
+    await cache.refresh(T0);
+    expect(cache.tableAt(T0)).toBe('{"fraud-check":{}}');
+    const store = new TaskStore(r(), 'cost-limited', { limits: cache });
     await runTask(store, 'warm-up');
     await r().config('RESETSTAT');
     await runTask(store, 'p1');

@@ -12,8 +12,8 @@ import { performance } from 'node:perf_hooks';
 import { PayloadStore, ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
 import { TASK_ID_PATTERN, bucketClient, encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
-import { Leadership, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type LeadershipState, type PendingAlert, type PurgedObjects, type RedisClient, type TaskStore } from '@triad/store';
-import { countTaskEnd, intercept, type Next } from '@triad/telemetry';
+import { Leadership, LimitStore, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type LeadershipState, type PendingAlert, type PurgedObjects, type RedisClient, type TaskStore } from '@triad/store';
+import { countTaskEnd, intercept, triadMetrics, type Next } from '@triad/telemetry';
 import { resolveSupervisorSettings, type ResolvedSupervisorSettings, type SupervisorSettings } from './options.js';
 import { ScheduleFiring, catchUpWindowMs } from './schedules.js';
 import { countAction, countSweep, supervisorMetrics, traceAction, type ActionInput, type SupervisorMetrics, type SweepOutcome } from './telemetry.js';
@@ -34,6 +34,8 @@ export function sweepDelay(s: { leading: boolean; behind: boolean; nextDeadline:
   if (s.nextDeadline === undefined) return s.intervalMs;
   return Math.min(s.intervalMs, Math.max(MIN_SWEEP_GAP_MS, s.nextDeadline - s.now + 1));
 }
+/** A limiter whose wake time passed by this much with no scheduler pumping it gets a pump_limit (decision 0020 §2.5). */
+export const LIMIT_WAKE_GRACE_MS = 250;
 /** Outbox alerts published per sweep (the rest wait for the next one). */
 const ALERTS_PER_SWEEP = 100;
 
@@ -81,6 +83,12 @@ export class Supervisor {
   private readonly payloads: PayloadStore;
   /** Objects of purged tasks deleted by this process. */
   objectsDeleted = 0;
+  /** The dispatch limiters (decision 0020): dequeues of abandoned waits, and the fallback pumps. */
+  private readonly limits: LimitStore;
+  /** Epoch ms of the last pass over cleared and ended pause-only limiters (at most once per interval). */
+  private lastRetireAt = 0;
+  /** The agent types whose limit gauges this supervisor set (removed when it stops leading, or they go). */
+  private gaugedLimits = new Set<string>();
 
   constructor(private readonly o: SupervisorOptions) {
     this.id = o.id ?? `supervisor-${randomUUID().slice(0, 8)}`;
@@ -90,6 +98,7 @@ export class Supervisor {
     this.payloads = new PayloadStore(o.bus);
     this.handleAction = intercept((i) => this.act(i), traceAction(o.bus, this.log), countAction(this.metrics));
     this.handleSweep = intercept((now) => this.sweepExpired(now), countSweep(this.metrics));
+    this.limits = o.tasks.limits?.store ?? new LimitStore(o.tasks.redis, o.bus.names.namespace);
     this.schedules = new ScheduleFiring(o.schedules ?? new ScheduleStore(o.tasks.redis, o.bus.names.namespace), o.bus, this.log, this.metrics);
     this.leadership = new Leadership({
       redis: o.leaderRedis,
@@ -185,7 +194,15 @@ export class Supervisor {
         this.scheduleSweep(0);
       }
     }
-    if (!s.leading && this.health.leading) this.log.info({ supervisorId: this.id, epoch: s.epoch }, 'no longer leading');
+    if (!s.leading && this.health.leading) {
+      this.log.info({ supervisorId: this.id, epoch: s.epoch }, 'no longer leading');
+      // Only the leader reports the limits' gauges: `max by (agent)` across supervisors is the value.
+      for (const agent of this.gaugedLimits) {
+        triadMetrics().limitWaiting.remove({ namespace: this.o.bus.names.namespace, agent });
+        triadMetrics().limitInFlight.remove({ namespace: this.o.bus.names.namespace, agent });
+      }
+      this.gaugedLimits = new Set();
+    }
     if (s.replicated === false) {
       this.log.warn({ supervisorId: this.id, epoch: s.epoch }, 'leading, but no Redis replica acknowledged the election (TRIAD_REDIS_WAIT_REPLICAS): a failover of its primary now could issue this epoch again');
     }
@@ -211,6 +228,7 @@ export class Supervisor {
     const batch = this.settings.batchSize;
     const { expired } = await this.handleSweep(now);
     await this.fireSchedules(now, epoch);
+    await this.wakeLimiters(now, epoch);
     this.health.sweepMs = performance.now() - started;
     // Retention: finished tasks past their time go, a batch per sweep (their count never enters the scan above);
     // then those that can never be retried and are past the compaction delay get their compact record
@@ -321,6 +339,33 @@ export class Supervisor {
   }
 
   /**
+   * The limiters whose wake time passed with no scheduler acting on it (the scheduler holding the timer
+   * died): a pump_limit command each (decision 0020 §2.5). One HGET per registered agent type.
+   */
+  private async wakeLimiters(now: number, epoch: number): Promise<void> {
+    const cache = this.o.tasks.limits;
+    if (!cache || this.stopped || !this.leadership.isLeader()) return;
+    try {
+      await cache.refresh(now);
+      const bus = this.o.bus;
+      await Promise.all(
+        cache.agents().map(async (agent) => {
+          const at = await this.limits.wakeAt(agent);
+          if (at === undefined || at + LIMIT_WAKE_GRACE_MS > now) return;
+          const cmd: SupervisorCommand = { type: 'pump_limit', agent, epoch };
+          await publishDurable(bus, bus.names.subjects.command, encode(cmd));
+        }),
+      );
+      if (now - this.lastRetireAt >= this.settings.intervalMs) {
+        this.lastRetireAt = now;
+        await this.retireLimiters(now);
+      }
+    } catch (e) {
+      this.log.warn({ err: errorMessage(e) }, 'limiter wake times not read; trying again next sweep');
+    }
+  }
+
+  /**
    * The object GC (decision 0021 §4.6, the backstop): walks each client bucket's metadata in stream order
    * from its checkpoint, each object once, once older than the grace: an object whose task exists becomes
    * the task's (retention deletes it later); one whose task does not exist is deleted — unless submissions
@@ -362,6 +407,65 @@ export class Supervisor {
     }
   }
 
+  /**
+   * Cleared (draining) limiters and pause-only ones whose pause ended are deleted once empty — nothing
+   * waiting, no live permit, no pause ahead (limitRetire) — and their registry entry removed if it is still
+   * the one retired (a pause registered meanwhile stays; decision 0020 §1.7).
+   */
+  private async retireLimiters(now: number): Promise<void> {
+    const m = triadMetrics();
+    const ns = this.o.bus.names.namespace;
+    const seen = new Set<string>();
+    for (const [agent, { entry, raw }] of await this.limits.entries()) {
+      // The gauges of decision 0020 §6: what waits and what runs under each limit, from the leader.
+      const s = await this.limits.stats(agent, now);
+      m.limitWaiting.set({ namespace: ns, agent }, s.waiting);
+      m.limitInFlight.set({ namespace: ns, agent }, s.inFlight);
+      seen.add(agent);
+      const idle = 'draining' in entry || ('pausedUntil' in entry && entry.pausedUntil <= now);
+      if (!idle) continue;
+      const r = await this.limits.retire(agent, now);
+      if (r.retired && (await this.limits.unregister(agent, raw))) {
+        this.log.info({ agent }, 'dispatch limiter retired (cleared or its pause ended, nothing left in it)');
+        this.o.tasks.limits?.expire();
+        seen.delete(agent);
+      }
+    }
+    for (const agent of this.gaugedLimits) {
+      if (seen.has(agent)) continue;
+      m.limitWaiting.remove({ namespace: ns, agent });
+      m.limitInFlight.remove({ namespace: ns, agent });
+    }
+    this.gaugedLimits = seen;
+  }
+
+  /**
+   * What an expiry asked of the limiters (decision 0020 §2.5): its queue items go to a scheduler as
+   * queue_step commands; its dequeues are applied here, without grants (only schedulers start grants),
+   * and a limiter left with steps to let go gets a pump_limit.
+   */
+  private limiterWork(taskId: string, epoch: number, x: Expiry, now: number): Promise<unknown>[] {
+    const bus = this.o.bus;
+    const work: Promise<unknown>[] = [];
+    for (const [agent, r] of x.limiter ?? []) {
+      for (const q of r.queue) {
+        const cmd: SupervisorCommand = { type: 'queue_step', taskId, step: q.phase, kind: q.kind, ticket: q.ticket, epoch };
+        work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${q.ticket}:queue:${now}`));
+      }
+      if (r.dequeue.length > 0) {
+        work.push(
+          this.limits.apply(agent, { dequeue: r.dequeue, noGrant: true }, now).then(async (reply) => {
+            if (reply.waiting > 0 && reply.wakeAt !== undefined && reply.wakeAt <= now) {
+              const cmd: SupervisorCommand = { type: 'pump_limit', agent, epoch };
+              await publishDurable(bus, bus.names.subjects.command, encode(cmd));
+            }
+          }),
+        );
+      }
+    }
+    return work;
+  }
+
   /** One retention stage, leader only, fenced by the epoch; a failure waits for the next pass. */
   private async retention(stage: 'purge' | 'compaction' | 'objects', run: () => Promise<void>): Promise<void> {
     if (this.stopped || !this.leadership.isLeader()) return;
@@ -381,7 +485,7 @@ export class Supervisor {
     const work: Promise<unknown>[] = [publishTaskEvents(bus, x.client, taskId, x.events.map((e) => toTaskEvent(taskId, e, now)), x.replyTo)];
     // Inside the action's span: the line carries the task's trace id (decision 0013).
     if (x.action === 'wake') this.log.info({ taskId, step, started: x.dispatch.map((d) => d.step) }, 'sleep ended');
-    else if (x.action !== 'error' && x.action !== 'noop') this.log.info({ taskId, step, kind: x.kind, attempt: x.attempt, failureCount: x.failureCount, lastError: x.lastError }, `failure ladder: ${x.action}`);
+    else if (x.action !== 'error' && x.action !== 'noop' && x.action !== 'requeue') this.log.info({ taskId, step, kind: x.kind, attempt: x.attempt, failureCount: x.failureCount, lastError: x.lastError }, `failure ladder: ${x.action}`);
     if (x.action === 'retry') this.health.retries++;
     else if (x.action === 'compensate') this.health.undos++;
     else if (x.action === 'park') this.health.parked++;
@@ -398,6 +502,7 @@ export class Supervisor {
       const which = d.item !== undefined ? `${d.step}#${d.item}` : d.step;
       work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:${which}:${d.kind}:retry:${d.attempt}`));
     }
+    work.push(...this.limiterWork(taskId, epoch, x, now));
     await Promise.all(work);
   }
 

@@ -44,6 +44,8 @@ function build(registry: Registry) {
     sweepDuration: histogram('triad_supervisor_sweep_duration_seconds', 'How long one sweep took.', ['namespace'], DURATION_BUCKETS),
     sweepLag: gauge('triad_supervisor_sweep_lag_seconds', 'At the last sweep: how far past its deadline the oldest expired step was (0 when none was).', ['namespace']),
     expiredWaiting: gauge('triad_supervisor_expired_waiting', 'Expired steps still waiting after the last sweep.', ['namespace']),
+    limitWaiting: gauge('triad_limit_waiting', "Steps waiting for their agent type's dispatch limit (the leader supervisor, each interval; decision 0020).", ['namespace', 'agent']),
+    limitInFlight: gauge('triad_limit_in_flight', "Live permits of an agent type's dispatch limit: attempts started under it and not ended (the leader supervisor, each interval).", ['namespace', 'agent']),
     leading: gauge('triad_supervisor_leading', '1 while this supervisor is the leader.', ['namespace']),
     epoch: gauge('triad_supervisor_epoch', 'The leadership epoch this supervisor last saw (the fencing value of leader writes).', ['namespace']),
     leadershipChanges: counter('triad_supervisor_leadership_changes_total', 'Times this supervisor became leader, or saw the epoch change.', ['namespace']),

@@ -10,6 +10,7 @@ import * as count from './count.js';
 import * as dashboard from './dashboard.js';
 import * as dlq from './dlq.js';
 import * as intake from './intake.js';
+import * as limits from './limits.js';
 import * as list from './list.js';
 import * as ops from './ops.js';
 import * as payload from './payload.js';
@@ -27,4 +28,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, stuck, payload, watch, list, count, workflows, signal, cancel, retry, ops, schedules, alerts, dlq, intake, supervisor, dashboard, auth];
+export const commands: readonly CommandModule[] = [submit, status, stuck, payload, watch, list, count, workflows, signal, cancel, retry, ops, schedules, alerts, dlq, intake, limits, supervisor, dashboard, auth];

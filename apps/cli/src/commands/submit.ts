@@ -26,7 +26,7 @@ export function register(program: Command): void {
     .option('--input-file <path>', 'read the task input from a JSON file ("-" for stdin)')
     .option('--id <taskId>', 'the task id (default: a random UUID); the same id submitted twice runs once')
     .option('--version <n>', 'pin a workflow version', intArg(1))
-    .option('--priority <n>', '1 (highest) … 5 (lowest), default 3: orders its steps waiting for a dispatch limit (decision 0020; no effect until limits are built)', priorityArg)
+    .option('--priority <n>', '1 (highest) … 5 (lowest), default 3: orders its steps waiting for a dispatch limit (decision 0020)', priorityArg)
     .option('--tag <key=value>', 'a search attribute (repeatable): triad list --tag key=value finds the task', collectTag('--tag'))
     .option('--wait', 'follow the task and exit 0 only if it completes')
     .option('--timeout <ms>', 'with --wait: give up waiting after this long', intArg(1), 60_000)

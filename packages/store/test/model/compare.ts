@@ -36,6 +36,15 @@ function realPhaseFields(rec: StepRecord | CompensationRecord, active: boolean, 
   };
 }
 
+/** A phase's queue as the store keeps it (ticket, check, next check), and as the model says it should be (decision 0020). */
+function queueFields(r: unknown): unknown[] | undefined {
+  const q = (r as { q?: { t: string; check: number; at: number } } | undefined)?.q;
+  return q ? [q.t, q.check, q.at] : undefined;
+}
+function modelQueue(taskId: string, name: string, kind: string, q: { n: number; check: number; at: number } | undefined): unknown[] | undefined {
+  return q ? [`${taskId}|${name}|${kind}|${q.n}`, q.check, q.at] : undefined;
+}
+
 function compareStep(out: string[], t: TaskM, s: StepM, real: RealTask): void {
   const name = s.spec.name;
   const where = `task ${t.id} step ${name}`;
@@ -52,6 +61,14 @@ function compareStep(out: string[], t: TaskM, s: StepM, real: RealTask): void {
   const runActive = s.status === 'processing' || s.status === 'parked';
   diff(out, `${where} run`, realPhaseFields(rec, runActive, rec.status === 'parked'), phaseFields(s.run, runActive));
   if (s.run.attempt > 0) diff(out, `${where} startedAt`, rec.startedAt, s.run.startedAt);
+  // Decision 0020: a phase waiting for a limit holds its ticket and its next check; the waits add up.
+  const queueOf = (r: unknown) => {
+    const q = (r as { q?: { t: string; check: number; at: number } } | undefined)?.q;
+    return q ? [q.t, q.check, q.at] : undefined;
+  };
+  const ticket = (kind: string, q: { n: number; check: number; at: number } | undefined) => (q ? [`${t.id}|${name}|${kind}|${q.n}`, q.check, q.at] : undefined);
+  diff(out, `${where} run queue (ticket, check, at), waitedMs`, [queueOf(rec), (rec as { waitedMs?: number }).waitedMs], [ticket('run', s.run.q), s.run.waitedMs]);
+  if (s.comp && rec.comp) diff(out, `${where} compensation queue (ticket, check, at), waitedMs`, [queueOf(rec.comp), (rec.comp as { waitedMs?: number }).waitedMs], [ticket('compensate', s.comp.q), s.comp.waitedMs]);
   if (s.status === 'processed') diff(out, `${where} processed at, order`, [rec.finishedAt, rec.order], [s.processedAt, s.order]);
   if (s.spec.sleep && s.sleptAt !== undefined) diff(out, `${where} sleep started at`, rec.startedAt, s.sleptAt);
   if (s.spec.waitFor && s.waitedAt !== undefined) diff(out, `${where} wait started at, waits`, [rec.startedAt, rec.waits], [s.waitedAt, s.waits]);
@@ -92,6 +109,8 @@ function compareFanOut(out: string[], t: TaskM, s: StepM, real: RealTask): void 
     const runActive = e.status === 'processing' || e.status === 'parked';
     diff(out, `${ew} run`, realPhaseFields(rec, runActive, rec.status === 'parked'), phaseFields(e.run, runActive));
     if (e.run.attempt > 0) diff(out, `${ew} startedAt`, rec.startedAt, e.run.startedAt);
+    diff(out, `${ew} run queue (ticket, check, at), waitedMs`, [queueFields(rec), (rec as { waitedMs?: number }).waitedMs], [modelQueue(t.id, e.spec.name, 'run', e.run.q), e.run.waitedMs]);
+    if (e.comp && rec.comp) diff(out, `${ew} compensation queue`, [queueFields(rec.comp), (rec.comp as { waitedMs?: number }).waitedMs], [modelQueue(t.id, e.spec.name, 'compensate', e.comp.q), e.comp.waitedMs]);
     if (e.status === 'processed') diff(out, `${ew} processed at, order`, [rec.finishedAt, rec.order], [e.processedAt, e.order]);
     if (!e.comp) {
       if (rec.comp) out.push(`${ew}: the real element has a compensation phase ${JSON.stringify(rec.comp)}, the model none`);

@@ -23,7 +23,9 @@ export type StepStatus =
   /** A durable sleep waits for `wakeAt` (decision 0019 R2): no agent, effect none. */
   | 'sleeping'
   /** A waitFor step waits for its signal until `timeoutAt` (decision 0019 R7): no agent, effect none. */
-  | 'waiting';
+  | 'waiting'
+  /** A run waits for a permit of its agent type's dispatch limit (decision 0020 §2): no attempt in flight. */
+  | 'queued';
 export type TaskStatus = 'running' | 'completed' | 'failed' | 'compensating' | 'compensated' | 'cancelled' | 'compensation_failed';
 export type AlertKind = 'step_error' | 'step_failed' | 'compensation_failed' | 'task_deadline';
 
@@ -110,6 +112,15 @@ export interface Phase {
    * one ran an attempt is known from its result, decision 0010).
    */
   lockedBy?: string;
+  /**
+   * Waiting for a dispatch limit (decision 0020 §2.1): the queue count `n` (its ticket's last part), when
+   * it began waiting, its check count and the time of its next check (its deadline member).
+   */
+  q?: { n: number; since: number; check: number; at: number };
+  /** How many times the phase was queued (tickets are never reused). */
+  qn?: number;
+  /** Time spent waiting for limits, over every start. */
+  waitedMs?: number;
 }
 
 export interface StepM {
@@ -197,7 +208,7 @@ export interface Dispatch {
   count?: number;
 }
 
-export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake';
+export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'requeue';
 /** What an applied signal did (decision 0019 §3.3), reported where an expiry reports its action. */
 export type SignalAction = 'delivered' | 'buffered';
 
@@ -213,7 +224,9 @@ export type Outcome =
   /** Nothing to do (not due, or nothing running): nothing written. */
   | { code: 'noop' }
   /** Not allowed in the task's state (an operator's cancel or retry): nothing written. */
-  | { code: 'invalid' };
+  | { code: 'invalid' }
+  /** startQueued too close to the granted complete-by (decision 0020 Q10): nothing written. */
+  | { code: 'late' };
 
 export type ResultOutcome =
   /** `total`: a field of the output a condition may read (absent: the output is { ok: true }). */
@@ -273,7 +286,19 @@ export function runInFlight(s: StepM): boolean {
 
 /** A compensation that is running (an attempt in flight or reported), not parked. */
 export function compRunning(s: StepM): boolean {
-  return s.status === 'compensating' && s.comp !== undefined && !s.comp.parked;
+  return s.status === 'compensating' && s.comp !== undefined && !s.comp.parked && s.comp.q === undefined;
+}
+
+/** The phase of a step that waits for a dispatch limit, if one does (decision 0020). */
+export function queuedPhase(t: TaskM, s: StepM): Kind | undefined {
+  if (t.status === 'running' && s.status === 'queued' && s.run.q) return 'run';
+  if (t.status === 'compensating' && s.status === 'compensating' && s.comp?.q) return 'compensate';
+  return undefined;
+}
+
+/** How long a queued phase's next check is after its check number `check` (decision 0020 §2.6: 10 s doubling, at most 5 min). */
+export function checkDelay(check: number): number {
+  return Math.min(10_000 * 2 ** (check - 1), 300_000);
 }
 
 /** A compensation attempt that may be in flight at an agent: running, not reported. */
@@ -333,8 +358,12 @@ export class Model {
    */
   chooseTie: (t: TaskM, tied: StepM[]) => StepM = (_t, tied) => tied[0]!;
 
-  constructor(now: number) {
+  /** The agent types whose phases wait for a dispatch limit instead of starting (decision 0020; fixed per run). */
+  readonly limited: ReadonlySet<string>;
+
+  constructor(now: number, limited: readonly string[] = []) {
     this.clock = now;
+    this.limited = new Set(limited);
   }
 
   task(id: string): TaskM {
@@ -434,6 +463,12 @@ export class Model {
       else this.startReady(tx);
     } else if (drain) {
       this.abandonDrain(tx, s);
+    } else if (outcome.type === 'throttled' && !s.parent && this.limited.has(expectedAgent(s, kind))) {
+      // Decision 0020 Q6: the limiter pauses (not modelled here: limits-model.test.ts) and the phase goes
+      // back in line, a refusal on maxCircuitOpen; past it a retryable failure.
+      ph.circuitCount++;
+      if (ph.circuitCount <= this.phaseSpec(s, kind).maxCircuitOpen) this.start(tx, s, kind);
+      else this.report(tx, ph);
     } else if (outcome.type === 'circuit_open' || outcome.type === 'throttled') {
       ph.circuitCount++;
       if (ph.circuitCount <= this.phaseSpec(s, kind).maxCircuitOpen) {
@@ -472,6 +507,16 @@ export class Model {
       const tx = this.tx(t, now);
       delete s.timeoutAt;
       return this.applied(tx, this.giveUp(tx, s, 'run', false, `wait-${s.waits ?? 1}`));
+    }
+    // A phase waiting for a limit (decision 0020 Q7): its check — not a failure; nothing but the check moves,
+    // and the task's last-transition time is not touched (the check only re-sends its ticket).
+    const qk = queuedPhase(t, s);
+    if (qk) {
+      const q = (qk === 'run' ? s.run : s.comp!).q!;
+      if (q.at > now) return { code: 'noop' };
+      q.check++;
+      q.at = Math.max(now, t.updatedAt) + checkDelay(q.check);
+      return { code: 'applied', dispatch: [], alerts: [], action: 'requeue', now: Math.max(now, t.updatedAt) };
     }
     let kind: Kind;
     let drain = false;
@@ -644,12 +689,49 @@ export class Model {
     return { code: 'stale' };
   }
 
-  /** Start of a phase: attempt+1, completeBy = now + b, giveUpAt = now + g on the first start. */
+  /**
+   * Start of a phase — or, when its agent type is limited (decision 0020 §2.2; fan-out elements are not
+   * limited yet), its wait for a permit: queued with a new ticket and a check in 10 s, nothing else moves.
+   */
   private start(tx: Tx, s: StepM, kind: Kind): void {
+    if (this.limited.has(expectedAgent(s, kind))) {
+      const ph = kind === 'run' ? s.run : (s.comp ??= newPhase());
+      ph.qn = (ph.qn ?? 0) + 1;
+      ph.q = { n: ph.qn, since: tx.now, check: 1, at: tx.now + checkDelay(1) };
+      ph.parked = false;
+      s.status = kind === 'run' ? 'queued' : 'compensating';
+      return;
+    }
+    this.begin(tx, s, kind, tx.now + this.phaseSpec(s, kind).budgetMs);
+  }
+
+  /**
+   * startQueued (decision 0020 Q4, Q10, Q11): a phase that still waits with ticket `n` starts with the
+   * granted complete-by, its give-up time moved by the wait; too late → late; else stale (nothing counted).
+   */
+  startQueued(taskId: string, step: string, kind: Kind, n: number, completeBy: number, now: number): Outcome {
+    const t = this.task(taskId);
+    const s = phaseOwner(t, step);
+    if (!s || queuedPhase(t, s) !== kind) return { code: 'stale' };
+    const ph = kind === 'run' ? s.run : s.comp!;
+    if (ph.q!.n !== n) return { code: 'stale' };
+    // Too late: less than 100 ms — or half the budget, when that is shorter — left before the granted complete-by.
+    if (Math.max(now, t.updatedAt) >= completeBy - Math.min(100, Math.floor(this.phaseSpec(s, kind).budgetMs / 2))) return { code: 'late' };
+    const tx = this.tx(t, now);
+    const waited = Math.max(0, tx.now - ph.q!.since);
+    if (ph.giveUpAt !== undefined) ph.giveUpAt += waited;
+    ph.waitedMs = (ph.waitedMs ?? 0) + waited;
+    delete ph.q;
+    this.begin(tx, s, kind, completeBy);
+    return this.applied(tx);
+  }
+
+  /** An attempt begins: attempt+1, completeBy (now + b, or a grant's), giveUpAt = now + g on the first start. */
+  private begin(tx: Tx, s: StepM, kind: Kind, completeBy: number): void {
     const sp = this.phaseSpec(s, kind);
     const ph = kind === 'run' ? s.run : (s.comp ??= newPhase());
     ph.attempt++;
-    ph.completeBy = tx.now + sp.budgetMs;
+    ph.completeBy = completeBy;
     ph.startedAt = tx.now;
     ph.parked = false;
     ph.reported = false;
@@ -765,8 +847,10 @@ export class Model {
       }
       // A fan-out step's elements in flight or parked stop with it (the step that gave up's too).
       if (s.fe && s.fe.live.length > 0) this.stopElements(s, true);
-      if (s.status !== 'processing' && s.status !== 'parked') continue;
+      if (s.status !== 'processing' && s.status !== 'parked' && s.status !== 'queued') continue;
       if (s.status === 'processing' && !s.run.reported && !s.fe) raise(s, 'unknown');
+      // A run waiting for a limit (decision 0020 Q8): its ticket leaves the line.
+      delete s.run.q;
       s.status = 'abandoned';
       s.run.parked = false;
       s.run.reported = false;
@@ -794,7 +878,11 @@ export class Model {
     t.endAs = endAs;
     for (const s of t.steps.values()) {
       if (s.status === 'sleeping' || s.status === 'waiting') this.stopSleep(tx, s);
-      else if (s.status === 'parked' || (s.status === 'processing' && s.run.reported)) {
+      else if (s.status === 'queued') {
+        // Waiting for a limit (decision 0020 Q8): no attempt in flight, abandoned at once.
+        delete s.run.q;
+        s.status = 'abandoned';
+      } else if (s.status === 'parked' || (s.status === 'processing' && s.run.reported)) {
         s.status = 'abandoned';
         s.run.parked = false;
         s.run.reported = false;
@@ -982,8 +1070,9 @@ export class Model {
   private stopElements(s: StepM, all: boolean): void {
     for (const i of [...s.fe!.live]) {
       const e = s.elements![i]!;
-      if (!all && e.status !== 'parked' && !(e.status === 'processing' && e.run.reported)) continue;
+      if (!all && e.status !== 'parked' && e.status !== 'queued' && !(e.status === 'processing' && e.run.reported)) continue;
       if (all && e.status === 'processing' && !e.run.reported) raise(e, 'unknown');
+      delete e.run.q;
       e.status = 'abandoned';
       e.run.parked = false;
       e.run.reported = false;
@@ -1129,7 +1218,9 @@ export class Model {
       if (t.status === 'running' && t.deadlineAt !== undefined) out.set(`${t.id}|#task`, t.deadlineAt);
       if (TERMINAL.has(t.status)) continue;
       for (const s of [...t.steps.values()].flatMap((x) => (x.elements ? x.elements : [x]))) {
-        if (s.status === 'processing' || s.status === 'parked') out.set(`${t.id}|${s.spec.name}`, s.run.completeBy!);
+        if (s.status === 'queued') out.set(`${t.id}|${s.spec.name}`, s.run.q!.at);
+        else if (s.status === 'compensating' && s.comp?.q) out.set(`${t.id}|${s.spec.name}`, s.comp.q.at);
+        else if (s.status === 'processing' || s.status === 'parked') out.set(`${t.id}|${s.spec.name}`, s.run.completeBy!);
         else if (s.status === 'sleeping') out.set(`${t.id}|${s.spec.name}`, s.wakeAt!);
         else if (s.status === 'waiting') out.set(`${t.id}|${s.spec.name}`, s.timeoutAt!);
         else if (s.status === 'compensating') out.set(`${t.id}|${s.spec.name}`, s.comp!.completeBy!);

@@ -2,7 +2,7 @@
 // can be replayed as a regression case), their fast-check arbitraries, and how an operation finds its
 // target in the current state (a `pick` index into the candidates, so shrinking keeps ops meaningful).
 import fc from 'fast-check';
-import { compInFlight, expectedAgent, runInFlight, type Kind, type Model, type ResultOutcome, type StepM, type TaskM } from './model.js';
+import { compInFlight, expectedAgent, queuedPhase, runInFlight, type Kind, type Model, type ResultOutcome, type StepM, type TaskM } from './model.js';
 import { SHAPES, type PlanChoice } from './plans.js';
 
 export type When = 'due' | 'early' | 'now';
@@ -52,7 +52,13 @@ export type Op =
    * An operator's signal for a task (decision 0019 §3): the name a step waits for or another; an id
    * from a pool of 3 (so repeats happen), and data the waiting step takes as its output.
    */
-  | { t: 'signal'; pick: number; name: 'waited' | 'other'; id: number; data: number };
+  | { t: 'signal'; pick: number; name: 'waited' | 'other'; id: number; data: number }
+  /**
+   * A scheduler starts a grant of a phase waiting for a dispatch limit (startQueued, decision 0020 Q4):
+   * `late` — so close to the granted complete-by that it is refused (Q10); `old` — with the ticket of an
+   * earlier wait of the phase (Q11: stale). The limiter itself is tested on its own (limits-model.test.ts).
+   */
+  | { t: 'grant'; pick: number; late: boolean; old: boolean; lag: number; publish: boolean };
 
 /** The signal names the signal op sends: the one the approve shape waits for, and one no step waits for. */
 export const SIGNAL_NAMES = { waited: 'approved', other: 'rejected' } as const;
@@ -157,7 +163,22 @@ export type Resolved =
   | { t: 'takeover' }
   | { t: 'deposed'; taskId: string; step: string; now: number }
   | { t: 'task'; task: TaskM }
-  | { t: 'publishAlerts' };
+  | { t: 'publishAlerts' }
+  | { t: 'grant'; task: TaskM; step: StepM; kind: Kind; n: number };
+
+/** The phases waiting for a dispatch limit, in a stable order. */
+export function queued(w: World): { task: TaskM; step: StepM; kind: Kind; n: number }[] {
+  const out: { task: TaskM; step: StepM; kind: Kind; n: number }[] = [];
+  for (const task of tasks(w)) {
+    for (const s of task.steps.values()) {
+      for (const step of s.elements ?? [s]) {
+        const kind = queuedPhase(task, step);
+        if (kind) out.push({ task, step, kind, n: (kind === 'run' ? step.run : step.comp!).q!.n });
+      }
+    }
+  }
+  return out;
+}
 
 /**
  * The concrete target of an operation in the current state, or undefined when it has none (then the
@@ -250,6 +271,11 @@ export function resolve(w: World, op: Op): Resolved | undefined {
     }
     case 'publishAlerts':
       return { t: 'publishAlerts' };
+    case 'grant': {
+      const q = pickOf(queued(w), op.pick);
+      if (!q || (op.old && q.n < 2)) return undefined;
+      return { t: 'grant', ...q, n: op.old ? q.n - 1 : q.n };
+    }
     case 'signal': {
       // Mostly to a task that waits for signals (the others only refuse them).
       const waiting = tasks(w).filter((t) => t.spec.steps.some((s) => s.waitFor));
@@ -326,5 +352,6 @@ export const OP_ARBS: [fc.Arbitrary<Op>, number][] = [
   [fc.record({ t: fc.constant('cancel' as const), pick: pickArb, lag: lagArb, publish: publishArb }), 1],
   [fc.record({ t: fc.constant('resend' as const), pick: pickArb }), 2],
   [fc.constant<Op>({ t: 'publishAlerts' }), 1],
+  [fc.record({ t: fc.constant('grant' as const), pick: pickArb, late: fc.constantFrom(false, false, false, true), old: fc.constantFrom(false, false, false, true), lag: lagArb, publish: publishArb }), 4],
   [fc.record({ t: fc.constant('signal' as const), pick: pickArb, name: fc.constantFrom<'waited' | 'other'>('waited', 'waited', 'waited', 'other'), id: fc.nat({ max: 2 }), data: fc.nat({ max: 9 }) }), 4],
 ];

@@ -4,7 +4,7 @@
 import type { Redis } from 'ioredis';
 import { AlertSchema, type Alert, type TaskState } from '@triad/protocol';
 import type { PlanStep } from '@triad/core';
-import { TaskStore, type LeaseClaim } from '../../src/index.js';
+import { LimitCache, LimitStore, TaskStore, type LeaseClaim } from '../../src/index.js';
 import type { StepRecord } from '../../src/task-view.js';
 
 export interface RealSystem {
@@ -15,8 +15,19 @@ export interface RealSystem {
   taskLease(taskId: string): LeaseClaim;
 }
 
-export function realSystem(redis: Redis, namespace: string): RealSystem {
-  const store = new TaskStore(redis, namespace);
+/**
+ * `limited`: agent types with a dispatch limit for the whole run (decision 0020): the store's transitions
+ * get them in their limited table, read once here (the registry never changes during a run).
+ */
+export async function realSystem(redis: Redis, namespace: string, limited: readonly string[] = []): Promise<RealSystem> {
+  let cache: LimitCache | undefined;
+  if (limited.length > 0) {
+    const limits = new LimitStore(redis, namespace);
+    for (const agent of limited) await limits.set(agent, { concurrency: 1_000 }, 0);
+    cache = new LimitCache(limits, { refreshMs: Number.MAX_SAFE_INTEGER });
+    await cache.refresh(0);
+  }
+  const store = new TaskStore(redis, namespace, cache ? { limits: cache } : {});
   return {
     redis,
     store,

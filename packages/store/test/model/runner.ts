@@ -27,9 +27,9 @@ export interface Env extends World {
 }
 
 /** A fresh namespace and model. */
-export async function newEnv(redis: Redis, namespace: string): Promise<Env> {
-  const sys = realSystem(redis, namespace);
-  const model = new Model(T0);
+export async function newEnv(redis: Redis, namespace: string, limited: readonly string[] = []): Promise<Env> {
+  const sys = await realSystem(redis, namespace, limited);
+  const model = new Model(T0, limited);
   // The first supervisor leader holds epoch 1.
   await sys.store.fenceBuckets(model.epoch);
   return { model, visible: new Set(), history: [], sys, log: [], last: new Map(), current: '', raised: new Map() };
@@ -431,6 +431,28 @@ export async function execute(env: Env, op: Op): Promise<void> {
         for (const d of expected) env.visible.add(attemptKey(d.taskId, d.step, d.kind, d.attempt));
         await check(env, label, await readAll(env));
       }
+      return;
+    }
+    case 'grant': {
+      if (op.t !== 'grant') break;
+      const { task, step, kind, n } = target;
+      const name = step.spec.name;
+      const now = model.clock - op.lag;
+      // A grant's complete-by is its grant time + the phase's budget; a late start comes within 100 ms of it.
+      const completeBy = op.late ? now + 10 : now + model.phaseSpec(step, kind).budgetMs;
+      env.current = `grant (${kind}${op.late ? ', late' : ''}${op.old ? ', old ticket' : ''})`;
+      await transition(
+        env,
+        label,
+        task.id,
+        async () => {
+          const r = await store.startQueued({ lease: env.sys.taskLease(task.id), taskId: task.id, phase: name, kind, ticket: `${task.id}|${name}|${kind}|${n}`, completeBy, now, schedulerId: 'model-scheduler' });
+          if (r.started) return { code: 'applied', dispatch: r.transition.dispatch, client: r.transition.client };
+          return { code: r.why === 'late' ? 'late' : 'stale', dispatch: [] };
+        },
+        () => model.startQueued(task.id, name, kind, n, completeBy, now),
+        op.publish,
+      );
       return;
     }
     case 'publishAlerts': {
