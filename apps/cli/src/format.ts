@@ -87,13 +87,26 @@ export function relative(ms: number, now: number = Date.now()): string {
  * status` and of the dashboard's task page (its bundle includes this module). Grows kind by kind with
  * decision 0019's increments: a skipped step's reason, a sleep's wake time.
  */
-export function stepDetail(s: Pick<StepState, 'status' | 'reason' | 'until' | 'signal' | 'signalId' | 'items'>, now: number = Date.now()): string | undefined {
+export function stepDetail(s: Pick<StepState, 'status' | 'reason' | 'until' | 'signal' | 'signalId' | 'items' | 'child'>, now: number = Date.now()): string | undefined {
   if (s.items) return elementsDetail(s.items);
+  if (s.child) return childDetail(s.child, s.status, s.until, now);
   if (s.status === 'skipped') return s.reason ? `skipped: ${s.reason}` : 'skipped';
   if (s.status === 'sleeping' && s.until !== undefined) return `sleeping until ${clock(s.until).slice(0, 8)} (${relative(s.until, now)})`;
   if (s.status === 'waiting' && s.until !== undefined) return `waiting for signal ${s.signal ?? '?'} until ${clock(s.until).slice(0, 8)} (${relative(s.until, now)})`;
   if (s.status === 'processed' && s.signalId !== undefined) return `signal ${s.signal ?? '?'} received (id ${s.signalId})`;
   return undefined;
+}
+
+/**
+ * A child step's child (decision 0019 §7): "waiting for child task o1:ship-all:1 (shipment@2) until
+ * 12:10:00 (in 55.2s)", "cancelling child task …", "undoing child task …", "child task … completed".
+ */
+export function childDetail(c: NonNullable<StepState['child']>, status: string, until: number | undefined, now: number = Date.now()): string {
+  const which = `child task ${c.taskId} (${c.workflow}${c.version !== undefined ? `@${c.version}` : ''})`;
+  if (c.ended !== undefined && status !== 'waiting' && status !== 'compensating') return `${which} ${c.ended}`;
+  if (c.op === 'undo') return `undoing ${which}`;
+  if (c.op === 'cancel') return `cancelling ${which}`;
+  return `waiting for ${which}${until !== undefined ? ` until ${clock(until).slice(0, 8)} (${relative(until, now)})` : ''}`;
 }
 
 /** An interval as `--every` takes it: the largest unit that divides it (`10s`, `5m`, `1500ms`). */

@@ -47,6 +47,7 @@ import { resolveSchedulerSettings, type ResolvedSchedulerSettings, type Schedule
 import { countResult, countSubmission, schedulerMetrics, traceCommand, traceResult, traceSubmission, type CommandInput, type ResultInput, type ResultOutcome, type SchedulerMetrics, type SubmissionInput, type SubmissionOutcome } from './telemetry.js';
 import { ApiServer, unknownWorkflow } from './api.js';
 import { Dispatcher } from './dispatcher.js';
+import { ChildOperations } from './children.js';
 
 export interface SchedulerOptions extends SchedulerSettings {
   bus: Bus;
@@ -89,6 +90,8 @@ export class Scheduler {
     this.handleSubmission = intercept((i) => this.receive(i), traceSubmission(ns), countSubmission(this.metrics));
     this.handleResult = intercept((i) => this.applyResult(i), traceResult(ns), countResult(this.metrics));
     this.handleCommand = intercept((i) => this.runCommand(i.command), traceCommand(ns));
+    const children = new ChildOperations(o.tasks, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), (taskId, wf, t, now) => this.dispatcher.publish(taskId, wf, t, now), this.log);
+    this.dispatcher.onChildOperation((taskId, wf, t, d) => children.apply(taskId, wf, t, d));
     this.api = new ApiServer(o.bus, o.tasks, o.tasks.workflows, this.intake, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log);
   }
 
