@@ -536,7 +536,7 @@ export class TaskStore {
    * Undefined when there was nothing to deliver. A crash anywhere repeats the delivery, which changes
    * nothing the second time. Throws TriadError STALE for an older epoch.
    */
-  async deliverNotice(childId: string, now: number, epoch: number, retryMs = 5_000): Promise<NoticeDelivery | undefined> {
+  async deliverNotice(childId: string, now: number, epoch: number, retryMs = 5_000, between?: (stage: 'taken' | 'ended') => Promise<void>): Promise<NoticeDelivery | undefined> {
     const k = this.keys;
     const cb = k.forTask(childId);
     const took = (await runScript(this.redis, 'takeParentNotice', [k.task(childId), cb.deadlines, cb.epoch], [childId, now, epoch, retryMs])) as unknown[];
@@ -544,6 +544,7 @@ export class TaskStore {
     const n = parseBody(took[1]) as { action?: string; parent?: string; step?: string; kind?: string; attempt?: number; status?: string; error?: string; workflow?: string; score?: number };
     if (n.action !== 'deliver' || !n.parent || !n.step) return undefined;
     const out = Buffer.isBuffer(took[2]) ? took[2] : Buffer.alloc(0);
+    await between?.('taken');
     const pb = k.forTask(n.parent);
     const ended = (await runScript(
       this.redis,
@@ -554,6 +555,7 @@ export class TaskStore {
     const code = Number(ended[0]);
     if (code !== ScriptCode.Ok && code !== ScriptCode.UnknownTask) throw scriptError(code, `deliver the notice of child task ${childId} to ${n.parent} at epoch ${epoch}`);
     const expiry: Expiry = code === ScriptCode.Ok ? parseExpiry(ended[1]) : { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
+    await between?.('ended');
     const dropped = (await runScript(this.redis, 'dropParentNotice', [k.task(childId), cb.deadlines, cb.epoch], [childId, n.score ?? 0, `${n.kind ?? 'run'}:${n.attempt ?? 0}:${n.status ?? ''}`, epoch])) as unknown[];
     if (Number(dropped[0]) !== ScriptCode.Ok) throw scriptError(Number(dropped[0]), `drop the notice of child task ${childId} at epoch ${epoch}`);
     return { parentId: n.parent, step: n.step, childId, childStatus: n.status ?? '', expiry };

@@ -156,9 +156,10 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
     if (rec.giveUpAt !== undefined) s.giveUpAt = rec.giveUpAt;
     if (rec.status === 'parked' && rec.parkedFor) s.parkedFor = rec.parkedFor;
     s.effect = rec.effect ?? 'none';
-    if (rec.comp && p.c) {
+    if (rec.comp && (p.c || p.k === 'c')) {
+      // A child step's compensation is its child's undo (decision 0019 U7): no agent.
       const c = rec.comp;
-      s.compensation = { agent: p.c.a, attempt: c.attempt, failureCount: c.failureCount };
+      s.compensation = { agent: p.c?.a ?? '', attempt: c.attempt, failureCount: c.failureCount };
       if (c.completeBy !== undefined) s.compensation.completeBy = c.completeBy;
       if (c.lockedBy) s.compensation.lockedBy = c.lockedBy;
       if (c.startedAt !== undefined) s.compensation.startedAt = c.startedAt;

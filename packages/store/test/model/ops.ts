@@ -52,7 +52,12 @@ export type Op =
    * An operator's signal for a task (decision 0019 §3): the name a step waits for or another; an id
    * from a pool of 3 (so repeats happen), and data the waiting step takes as its output.
    */
-  | { t: 'signal'; pick: number; name: 'waited' | 'other'; id: number; data: number };
+  | { t: 'signal'; pick: number; name: 'waited' | 'other'; id: number; data: number }
+  /**
+   * The leader delivers a finished child's notice to its parent (decision 0019 §5.3); with `takeover`, a
+   * new leader is elected after the take or after childEnded, and the rest of the delivery is refused.
+   */
+  | { t: 'notice'; pick: number; takeover: 'none' | 'taken' | 'ended' };
 
 /** The signal names the signal op sends: the one the approve shape waits for, and one no step waits for. */
 export const SIGNAL_NAMES = { waited: 'approved', other: 'rejected' } as const;
@@ -156,6 +161,7 @@ export type Resolved =
   | { t: 'sweep' }
   | { t: 'takeover' }
   | { t: 'deposed'; taskId: string; step: string; now: number }
+  | { t: 'notice'; taskId: string }
   | { t: 'task'; task: TaskM }
   | { t: 'publishAlerts' };
 
@@ -208,8 +214,9 @@ export function resolve(w: World, op: Op): Resolved | undefined {
         );
         return any && { t: 'expire', taskId: any.task.id, step: any.step.spec.name, now: clock - op.lag };
       }
+      // A notice is delivered, never expired (the `notice` op, and sweeps).
       const e = pickOf(
-        indexed(w).filter((x) => x.step !== '#task'),
+        indexed(w).filter((x) => x.step !== '#task' && x.step !== '#parent'),
         op.pick,
       );
       if (!e) return undefined;
@@ -250,6 +257,13 @@ export function resolve(w: World, op: Op): Resolved | undefined {
     }
     case 'publishAlerts':
       return { t: 'publishAlerts' };
+    case 'notice': {
+      const n = pickOf(
+        indexed(w).filter((x) => x.step === '#parent'),
+        op.pick,
+      );
+      return n && { t: 'notice', taskId: n.taskId };
+    }
     case 'signal': {
       // Mostly to a task that waits for signals (the others only refuse them).
       const waiting = tasks(w).filter((t) => t.spec.steps.some((s) => s.waitFor));
@@ -326,5 +340,6 @@ export const OP_ARBS: [fc.Arbitrary<Op>, number][] = [
   [fc.record({ t: fc.constant('cancel' as const), pick: pickArb, lag: lagArb, publish: publishArb }), 1],
   [fc.record({ t: fc.constant('resend' as const), pick: pickArb }), 2],
   [fc.constant<Op>({ t: 'publishAlerts' }), 1],
+  [fc.record({ t: fc.constant('notice' as const), pick: pickArb, takeover: fc.constantFrom<'none' | 'taken' | 'ended'>('none', 'none', 'taken', 'ended') }), 2],
   [fc.record({ t: fc.constant('signal' as const), pick: pickArb, name: fc.constantFrom<'waited' | 'other'>('waited', 'waited', 'waited', 'other'), id: fc.nat({ max: 2 }), data: fc.nat({ max: 9 }) }), 4],
 ];
