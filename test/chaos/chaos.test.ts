@@ -26,6 +26,8 @@ it('a short chaos run with a fixed seed: lost, duplicate_effects and orphan_effe
   expect(report.faults['cancel'] ?? 0, summary).toBeGreaterThan(0);
   // Orders waited for approval and were signalled (decision 0019): some signals reached a waiting step or were kept for it.
   expect((report.signals.outcomes['delivered'] ?? 0) + (report.signals.outcomes['buffered'] ?? 0), summary).toBeGreaterThan(0);
+  // Orders with several lines shipped each line under its own key (ship fans out over the reservation's lines).
+  expect(report.fan_outs_with_several_elements, summary).toBeGreaterThan(0);
   expect(report.seed).toBe(seed);
   expect({ lost: report.lost, duplicate_effects: report.duplicate_effects, orphan_effects: report.orphan_effects }, `chaos verdict (seed ${report.seed}): ${summary}`).toEqual({
     lost: 0,

@@ -33,6 +33,8 @@ function effect(key: string, o: Partial<Effect> = {}): Effect {
 const undone = (key: string): Partial<Effect> => ({ undone: true, undoneBy: `${key}/compensate`, reversals: 1, undoneAt: new Date(0).toISOString(), undoResult: {} });
 const tombstone = (key: string): Partial<Effect> => ({ ...undone(key), applied: false, tombstone: true, action: null, result: null, appliedAt: null, reversals: 0 });
 const key = (task: string, step: string): string => `${NS}/${task}/${step}`;
+/** The example's ship fans out over the reservation's lines: its effects are its elements' (decision 0019 §4). */
+const shipKey = (task: string, element = 0): string => `${key(task, 'ship')}/${element}`;
 
 function state(taskId: string, status: TaskStatus, o: { createdAt?: number; finishedAt?: number; steps?: Record<string, StepStatus> } = {}): TaskState {
   const createdAt = o.createdAt ?? STOPPED - 10_000;
@@ -56,7 +58,7 @@ function completed(task: string): Record<string, Effect[]> {
     inventory: [effect(key(task, 'reserve'))],
     fraud: [effect(key(task, 'fraud'))],
     payment: [effect(key(task, 'charge'))],
-    shipping: [effect(key(task, 'ship'))],
+    shipping: [effect(shipKey(task))],
   };
 }
 
@@ -74,7 +76,7 @@ describe('chaos verdict', () => {
   it('a clean run: completed tasks applied once each, an undone task fully undone (tombstone included), passes', () => {
     const r = key('t2', 'reserve');
     const c = key('t2', 'charge');
-    const s = key('t2', 'ship');
+    const s = shipKey('t2');
     const v = check(
       input({
         states: new Map([
@@ -112,6 +114,24 @@ describe('chaos verdict', () => {
     expect(passed(v)).toBe(false);
   });
 
+  it('a fan-out step: each element is its own run key — one left applied by an undo is an orphan; an element key on a step that does not fan out is foreign', () => {
+    const s0 = shipKey('t1', 0);
+    const ledger = merge(
+      { inventory: [effect(key('t1', 'reserve'), undone(key('t1', 'reserve')))], fraud: [effect(key('t1', 'fraud'))], payment: [effect(key('t1', 'charge'), undone(key('t1', 'charge')))] },
+      { shipping: [effect(s0, undone(s0)), effect(shipKey('t1', 1))] },
+    );
+    const v = check(input({ states: new Map([['t1', state('t1', 'compensated', { steps: { reserve: 'compensated', charge: 'compensated', ship: 'compensated' } })]]), ledgers: ledger }));
+    expect(v.orphan_effects).toBe(1);
+    expect(v.examples.orphan[0]).toContain(shipKey('t1', 1));
+    expect(v.fan_outs_with_several_elements).toBe(1);
+    expect(v.duplicate_effects).toBe(0);
+    const foreign = completed('t2');
+    foreign['payment']!.push(effect(`${key('t2', 'charge')}/0`));
+    foreign['shipping']!.push(effect(key('t2', 'ship'))); // the fan-out step's own key: no element applies under it
+    const w = check(input({ states: new Map([['t2', state('t2', 'completed')]]), ledgers: foreign }));
+    expect(w.duplicate_detail.foreign_keys).toBe(2);
+  });
+
   it('effects left on failed or compensation_failed tasks are left for the operator, not orphans', () => {
     const v = check(input({ states: new Map([['t1', state('t1', 'compensation_failed')]]), ledgers: completed('t1') }));
     expect(v.orphan_effects).toBe(0);
@@ -120,7 +140,7 @@ describe('chaos verdict', () => {
 
   it('an undo (or tombstone) on a completed task is a wrong undo', () => {
     const r = key('t1', 'reserve');
-    const s = key('t1', 'ship');
+    const s = shipKey('t1');
     const ledger = completed('t1');
     ledger['inventory'] = [effect(r, undone(r))];
     ledger['shipping'] = [effect(s, tombstone(s))];

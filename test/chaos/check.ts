@@ -53,6 +53,8 @@ export interface Verdict {
   max_after_faults_stopped_ms: number;
   /** Applies the services refused because the key's undo came first (the tombstone contract at work). */
   late_applies_refused: number;
+  /** Fan-out steps (task and step) whose elements applied effects under more than one element key: several lines shipped. */
+  fan_outs_with_several_elements: number;
   /** Apply requests answered as duplicates (retries of one idempotency key): expected, not a fault. */
   duplicate_calls: number;
   examples: { lost: string[]; duplicate: string[]; orphan: string[]; wrong_undo: string[]; unbounded: string[] };
@@ -71,6 +73,10 @@ export function check(input: CheckInput): Verdict {
     stepsByService.set(s.agent, set);
   }
   const compensable = definition.steps.filter((s) => s.compensate !== undefined);
+  // A fan-out step's effects are its elements', each under <ns>/<task>/<step>/<index> (decision 0019 §4).
+  const fanOut = new Set(definition.steps.filter((s) => s.forEach !== undefined).map((s) => s.name));
+  /** "<task>/<step>" -> the run keys' ledger entries of that step (one, or one per element). */
+  const runEntries = new Map<string, Effect[]>();
   const known = new Set([...input.accepted, ...input.unacknowledged]);
   const examples: Verdict['examples'] = { lost: [], duplicate: [], orphan: [], wrong_undo: [], unbounded: [] };
   const note = (list: string[], what: string): void => {
@@ -117,9 +123,11 @@ export function check(input: CheckInput): Verdict {
       lateApplies += e.lateApplies;
       duplicateCalls += Math.max(0, e.calls - 1);
       const parts = e.idempotencyKey.split('/');
-      const [ns, taskId, step] = parts;
+      const [ns, taskId, step, element] = parts;
+      const isElement = parts.length === 4 && step !== undefined && fanOut.has(step) && /^\d+$/.test(element ?? '');
       if (e.applied && ns === namespace && taskId !== undefined && step !== undefined) {
-        const group = `${taskId}/${step}`;
+        // One group per step, or per element of a fan-out step: each must be applied under one key.
+        const group = isElement ? `${taskId}/${step}/${element ?? ''}` : `${taskId}/${step}`;
         const set = appliedKeysOf.get(group) ?? new Set<string>();
         set.add(`${service} ${e.idempotencyKey}`);
         appliedKeysOf.set(group, set);
@@ -136,8 +144,11 @@ export function check(input: CheckInput): Verdict {
         detail.undone_twice++;
         note(examples.duplicate, `${service} ${e.idempotencyKey}: reverted ${e.reversals} times`);
       }
-      const isRunKey = parts.length === 3 && ns === namespace && taskId !== undefined && known.has(taskId) && step !== undefined && owned.has(step);
-      if (!isRunKey) {
+      const isRunKey = (parts.length === 3 ? step !== undefined && !fanOut.has(step) : isElement) && ns === namespace && taskId !== undefined && known.has(taskId) && step !== undefined && owned.has(step);
+      if (isRunKey) {
+        const at = `${taskId}/${step}`;
+        runEntries.set(at, [...(runEntries.get(at) ?? []), e]);
+      } else {
         detail.foreign_keys++;
         note(examples.duplicate, `${service} ${e.idempotencyKey}: not the run key of a submitted task's step served by ${service}`);
       }
@@ -165,23 +176,24 @@ export function check(input: CheckInput): Verdict {
     const s = input.states.get(id);
     if (!s || !isTerminal(s.status)) continue;
     for (const step of definition.steps) {
-      const entry = byKey.get(`${namespace}/${id}/${step.name}`)?.effect;
-      if (!entry) continue;
-      if (s.status === 'completed' && entry.undone) {
-        wrongUndos++;
-        note(examples.wrong_undo, `${entry.idempotencyKey}: ${entry.tombstone ? 'tombstone' : 'undone'} although the task completed`);
+      for (const entry of runEntries.get(`${id}/${step.name}`) ?? []) {
+        if (s.status === 'completed' && entry.undone) {
+          wrongUndos++;
+          note(examples.wrong_undo, `${entry.idempotencyKey}: ${entry.tombstone ? 'tombstone' : 'undone'} although the task completed`);
+        }
       }
     }
     for (const step of compensable) {
-      const entry = byKey.get(`${namespace}/${id}/${step.name}`)?.effect;
-      if (!entry || !entry.applied || entry.undone) continue;
-      if (COUNTED_UNDO.includes(s.status)) {
-        orphans++;
-        const stepStatus = s.steps.find((x) => x.name === step.name)?.status ?? 'unknown';
-        orphanStepStatus[stepStatus] = (orphanStepStatus[stepStatus] ?? 0) + 1;
-        note(examples.orphan, `${entry.idempotencyKey}: applied, never undone; task ${s.status}, step ${stepStatus}`);
-      } else if (OPERATOR.includes(s.status)) {
-        leftForOperator++;
+      for (const entry of runEntries.get(`${id}/${step.name}`) ?? []) {
+        if (!entry.applied || entry.undone) continue;
+        if (COUNTED_UNDO.includes(s.status)) {
+          orphans++;
+          const stepStatus = s.steps.find((x) => x.name === step.name)?.status ?? 'unknown';
+          orphanStepStatus[stepStatus] = (orphanStepStatus[stepStatus] ?? 0) + 1;
+          note(examples.orphan, `${entry.idempotencyKey}: applied, never undone; task ${s.status}, step ${stepStatus}`);
+        } else if (OPERATOR.includes(s.status)) {
+          leftForOperator++;
+        }
       }
     }
   }
@@ -203,6 +215,7 @@ export function check(input: CheckInput): Verdict {
     max_task_ms: maxTask,
     max_after_faults_stopped_ms: maxAfterFaults,
     late_applies_refused: lateApplies,
+    fan_outs_with_several_elements: [...runEntries].filter(([at, entries]) => fanOut.has(at.slice(at.indexOf('/') + 1)) && entries.filter((e) => e.applied).length > 1).length,
     duplicate_calls: duplicateCalls,
     examples,
   };

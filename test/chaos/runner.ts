@@ -220,7 +220,9 @@ async function submitAll(t: TestTriad, s: Submissions, o: ChaosOptions, rnd: Ran
     await sleep(windowStart + i * gapMs - Date.now());
     const taskId = randomUUID();
     const cancelAfterMs = rnd.chance(o.cancelRate) ? rnd.between(50, 2_000) : undefined;
-    const input = { orderId: `chaos-${i}`, amount: rnd.int(1, 500) };
+    // Zero to three lines: ship fans out over the reservation's lines (none: the order as a whole, one line).
+    const lines = rnd.int(0, 3);
+    const input = { orderId: `chaos-${i}`, amount: rnd.int(1, 500), ...(lines > 0 ? { items: Array.from({ length: lines }, (_x, l) => ({ sku: `sku-${l}`, qty: 1 + l })) } : {}) };
     const signalAfterMs = input.amount > CHAOS_APPROVAL_OVER && rnd.chance(0.75) ? rnd.between(50, 2_500) : undefined;
     s.inFlight.push(
       (async () => {

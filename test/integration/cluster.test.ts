@@ -17,7 +17,8 @@ let nats: NatsCluster;
 let redis: RedisCluster;
 let triad: TestTriad;
 
-const STEP_OF = { inventory: 'reserve', fraud: 'fraud', payment: 'charge', shipping: 'ship' } as const;
+/** The run key's step part per service: ship fans out over the reservation's lines, and these orders list none (one line, element 0). */
+const STEP_OF = { inventory: 'reserve', fraud: 'fraud', payment: 'charge', shipping: 'ship/0' } as const;
 
 beforeAll(async () => {
   [nats, redis] = await Promise.all([startNatsCluster({ teardown: td }), startRedisCluster({ teardown: td })]);

@@ -2,7 +2,7 @@
 // processes, steps in order, every state change in Redis, each remote effect applied once per key.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNats, startRedis, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
-import { ordersWorkflow } from '@triad/example-orders';
+import { WHOLE_ORDER_LINE, ordersWorkflow } from '@triad/example-orders';
 import { cli, effectCounts, startTriad, type TestTriad } from '../support/triad.js';
 import { isTerminal, type TaskEvent, type TaskState } from '@triad/protocol';
 
@@ -43,10 +43,12 @@ describe('orders workflow end to end', () => {
     expect(at('step_started', 'ship')).toBeGreaterThan(at('step_done', 'charge'));
     expect(events.at(-1)?.type).toBe('completed');
     expect(events.map((e) => e.seq)).toEqual(Array.from({ length: events.length }, (_, i) => i + 1));
-    // The shipping agent got reserve's and charge's outputs (declared in needs) and used them.
-    const ship = triad.services.shipping.effects().find((e) => e.idempotencyKey === `${triad.namespace}/${state.taskId}/ship`);
+    // The shipping agent got reserve's and charge's outputs (declared in needs) and used them. The order
+    // lists no items, so the inventory reserved it as a whole: ship fanned out over that one line.
+    const ship = triad.services.shipping.effects().find((e) => e.idempotencyKey === `${triad.namespace}/${state.taskId}/ship/0`);
     const output = (name: string): unknown => state.steps.find((s) => s.name === name)!.output;
-    expect(ship?.payload).toMatchObject({ reservation: output('reserve'), charge: output('charge') });
+    expect(ship?.payload).toMatchObject({ reservation: output('reserve'), charge: output('charge'), item: WHOLE_ORDER_LINE });
+    expect(output('ship')).toEqual([(ship?.result as Record<string, unknown>)]);
   });
 
   it('sends every event to a private reply subject named by the submitter', async () => {
@@ -71,14 +73,16 @@ describe('orders workflow end to end', () => {
     for (const service of Object.values(triad.services)) {
       const counts = effectCounts(service);
       for (const id of ids) {
-        const step = { inventory: 'reserve', fraud: 'fraud', payment: 'charge', shipping: 'ship' }[service.name as 'inventory'];
+        // ship fans out over the reservation's lines: an order without items ships as one line, element 0.
+        const step = { inventory: 'reserve', fraud: 'fraud', payment: 'charge', shipping: 'ship/0' }[service.name as 'inventory'];
         expect(counts.get(`${triad.namespace}/${id}/${step}`), `${service.name} effect of ${id}`).toBe(1);
       }
     }
     // Both schedulers and both agent processes took part (the work is shared, not pinned to one).
     const lockedBy = new Set(states.map((s) => s.lockedBy));
     expect(lockedBy.size, 'tasks driven by both schedulers').toBe(2);
-    const agentIds = new Set(states.flatMap((s) => s.steps.filter((st) => st.agent).map((st) => st.lockedBy)));
+    // (A fan-out step is run by its elements, each with its own agent: the step itself names none.)
+    const agentIds = new Set(states.flatMap((s) => s.steps.filter((st) => st.agent && st.items === undefined).map((st) => st.lockedBy)));
     expect(agentIds.size, 'steps run by both agent processes').toBe(2);
   });
 

@@ -144,6 +144,18 @@ describe('a new user follows the README', () => {
     expect(task.steps.find((s) => s.name === 'approval')).toMatchObject({ status: 'processed', output: { approvedBy: 'me' } });
   }, 180_000);
 
+  it('an order with two lines ships each: ship fans out over the reservation\'s lines, one shipping call per line', async () => {
+    const r = await typed(`npx triad submit orders --input '{"orderId":"o5","amount":42,"items":[{"sku":"A1","qty":2},{"sku":"B7","qty":1}]}' --wait --json`);
+    expect(r.code, r.stderr).toBe(0);
+    const task = JSON.parse(r.stdout) as { status: string; steps: { name: string; status: string; output?: unknown; items?: { count: number; done: number } }[] };
+    expect(task.status).toBe('completed');
+    const ship = task.steps.find((s) => s.name === 'ship');
+    expect(ship).toMatchObject({ status: 'processed', items: { count: 2, done: 2 } });
+    const shipped = ship?.output as { trackingNumber?: unknown }[];
+    expect(shipped).toHaveLength(2);
+    expect(new Set(shipped.map((o) => o.trackingNumber)).size, 'two shipments, two tracking numbers').toBe(2);
+  }, 180_000);
+
   it('cancel stops an order whose charge is in flight, and undoes it: the charge waited for, then refunded', async () => {
     // The test watches with the checkout's CLI directly (faster than npx); the user's actions go through npx.
     const observe = async (taskId: string): Promise<{ status: string; steps: { name: string; status: string }[] } | undefined> => {

@@ -237,6 +237,8 @@ export function fastExampleOrders(o: {
   ladder: LadderInput;
   steps?: Partial<Record<'reserve' | 'fraud' | 'charge' | 'ship', { budgetMs?: number; ladder?: LadderInput; compensateBudgetMs?: number }>>;
   deadlineMs?: number;
+  /** Keep the example's fan-out of `ship` over the reservation's lines (default: ship as one call). */
+  fanOut?: boolean;
 }): WorkflowDefinitionInput {
   const base = ordersWorkflow.toJSON();
   return {
@@ -246,8 +248,12 @@ export function fastExampleOrders(o: {
     steps: base.steps.map((s) => {
       if (s.agent === undefined) return s; // the approval wait: no agent, no budget
       const over = o.steps?.[s.name as 'reserve'] ?? {};
+      // `ship` as one call unless asked: these fault tests read a step's own ladder, breaker refusals and
+      // effect, which a fan-out step keeps per element (its faults are fanout.test.ts's and the chaos run's).
+      const { forEach: _forEach, maxParallel: _maxParallel, maxItems: _maxItems, ...plain } = s;
+      const shape = o.fanOut === true ? s : plain;
       return {
-        ...s,
+        ...shape,
         budgetMs: over.budgetMs ?? o.budgetMs,
         ...(over.ladder ? { ladder: over.ladder } : {}),
         ...(s.compensate ? { compensate: { ...s.compensate, budgetMs: over.compensateBudgetMs ?? o.compensateBudgetMs ?? o.budgetMs } } : {}),

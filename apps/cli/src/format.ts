@@ -239,6 +239,9 @@ export function taskJson(t: TaskState): Record<string, unknown> {
       output: s.output ?? null,
       error: s.error ?? null,
       reason: s.reason ?? null,
+      // Only where they apply: the kind of a step that does not call an agent, a fan-out step's elements.
+      ...(s.kind !== undefined ? { kind: s.kind } : {}),
+      ...(s.items !== undefined ? { items: s.items } : {}),
     })),
     error: t.error ?? null,
   };

@@ -292,6 +292,9 @@ describe('formatting', () => {
       { name: 'charge', agent: 'payments', status: 'processed', attempt: 2, failureCount: 1, lockedBy: null, completeBy: null, startedAt: 1_000, finishedAt: 2_000, output: { id: 1 }, error: null, reason: null },
     ]);
     expect(finalLine(task({ status: 'failed', finishedAt: 2_200, error: 'x' }))).toBe('task t1 failed (orders@3, took 1.2s): x');
+    // A fan-out step's element counts, and a step's kind where it is not an agent call, when there are any.
+    const fanned = taskJson(task({ steps: [step({ status: 'processed', items: { count: 2, pending: 0, running: 0, done: 2, failed: 0 } }), step({ name: 'approval', kind: 'signal', status: 'skipped' })] }));
+    expect((fanned['steps'] as Record<string, unknown>[]).map((x) => [x['items'], x['kind']])).toEqual([[{ count: 2, pending: 0, running: 0, done: 2, failed: 0 }, undefined], [undefined, 'signal']]);
   });
 });
 

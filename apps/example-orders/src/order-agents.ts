@@ -6,10 +6,13 @@
 import { z } from 'zod';
 import { PermanentError, RetryableError, defineAgent, throttledFrom } from '@triad/agent';
 
+/** An order's lines at most: `ship` fans out over them (its maxItems), so a longer order is refused at once, before anything is reserved. */
+export const MAX_ORDER_LINES = 10;
+
 export const OrderInputSchema = z.object({
   orderId: z.string().min(1),
   amount: z.number().nonnegative(),
-  items: z.array(z.object({ sku: z.string(), qty: z.number().int().positive() })).optional(),
+  items: z.array(z.object({ sku: z.string(), qty: z.number().int().positive() })).max(MAX_ORDER_LINES, `an order has at most ${MAX_ORDER_LINES} lines (items); split a larger order`).optional(),
 });
 export type OrderInput = z.infer<typeof OrderInputSchema>;
 

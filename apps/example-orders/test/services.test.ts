@@ -1,6 +1,6 @@
 /** Tests the stand-in remote services over real HTTP: once-per-key effects, idempotent undo, fault injection, validation and routing. */
 import { describe, it, expect, afterEach } from 'vitest';
-import { faultsFromEnv, startRemoteService } from '../src/services/index.js';
+import { WHOLE_ORDER_LINE, faultsFromEnv, startRemoteService } from '../src/services/index.js';
 import type { RemoteService, RemoteServiceOptions } from '../src/services/index.js';
 import { startExampleServices } from '../src/services/main.js';
 
@@ -41,13 +41,23 @@ function sequence(...values: number[]): () => number {
 }
 
 describe('POST /apply', () => {
+  it('the inventory reports the lines it reserved: the order\'s items, or the order as a whole', async () => {
+    const inventory = await start({ name: 'inventory' });
+    const items = [{ sku: 'A1', qty: 2 }, { sku: 'B7', qty: 1 }];
+    const listed = await call(inventory, 'POST', '/apply', { idempotencyKey: 'o1/reserve', action: 'reserve', payload: { orderId: 'o1', items } });
+    expect(listed.json).toMatchObject({ applied: true, result: { items } });
+    const none = await call(inventory, 'POST', '/apply', { idempotencyKey: 'o2/reserve', action: 'reserve', payload: { orderId: 'o2', items: [] } });
+    expect(none.json).toMatchObject({ applied: true, result: { items: [WHOLE_ORDER_LINE] } });
+  });
+
   it('applies an effect once per idempotency key and answers repeats with the same result', async () => {
     const inventory = await start({ name: 'inventory' });
     const body = { idempotencyKey: 'order-1:reserve', action: 'reserve', payload: { sku: 'A1', qty: 2 } };
 
     const first = await call(inventory, 'POST', '/apply', body);
     expect(first.status).toBe(200);
-    expect(first.json).toEqual({ applied: true, duplicate: false, result: { reservationId: expect.stringMatching(/^res_/) } });
+    // The payload lists no items: the inventory reserves the order as a whole, one line (what ship fans out over).
+    expect(first.json).toEqual({ applied: true, duplicate: false, result: { reservationId: expect.stringMatching(/^res_/), items: [WHOLE_ORDER_LINE] } });
 
     const second = await call(inventory, 'POST', '/apply', body);
     const third = await call(inventory, 'POST', '/apply', body);

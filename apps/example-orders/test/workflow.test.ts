@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, validateDefinition } from '@triad/core';
-import { SERVICE_ENDPOINTS, serviceUrlsFromEnv } from '../src/order-agents.js';
+import { MAX_ORDER_LINES, OrderInputSchema, SERVICE_ENDPOINTS, serviceUrlsFromEnv } from '../src/order-agents.js';
 import { EXAMPLE_SERVICES, envPrefix } from '../src/services/index.js';
 import { ordersWorkflow } from '../src/workflow.js';
 
@@ -22,6 +22,17 @@ describe('orders.workflow.json', () => {
   it('is a valid definition that registers as the same version as the builder\'s (same canonical form)', () => {
     const fromFile = validateDefinition(json);
     expect(canonicalJson(fromFile)).toBe(canonicalJson(ordersWorkflow.build()));
+  });
+});
+
+describe('ship fans out over the reservation\'s lines', () => {
+  it('takes as many lines as an order may have: the agents refuse a longer order before reserving anything', () => {
+    const ship = ordersWorkflow.toJSON().steps.find((s) => s.name === 'ship');
+    expect(ship).toMatchObject({ forEach: { output: 'reserve.items' }, maxItems: MAX_ORDER_LINES });
+    const lines = Array.from({ length: MAX_ORDER_LINES + 1 }, (_x, i) => ({ sku: `s${i}`, qty: 1 }));
+    expect(OrderInputSchema.safeParse({ orderId: 'o1', amount: 1, items: lines.slice(1) }).success).toBe(true);
+    const refused = OrderInputSchema.safeParse({ orderId: 'o1', amount: 1, items: lines });
+    expect(refused.error?.issues[0]?.message).toBe(`an order has at most ${MAX_ORDER_LINES} lines (items); split a larger order`);
   });
 });
 

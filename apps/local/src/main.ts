@@ -58,8 +58,15 @@ function time(at: number): string {
   return new Date(at).toISOString().slice(11, 23);
 }
 
+/** One to three order lines, so the demo shows `ship` fanning out: one shipping call per line. */
+function demoItems(n: number): { sku: string; qty: number }[] {
+  return DEMO_SKUS.slice(0, 1 + (n % 3)).map((sku, i) => ({ sku, qty: 1 + ((n + i) % 2) }));
+}
+const DEMO_SKUS = ['A1', 'B7', 'C3'] as const;
+
 function describe(e: TaskEvent): string {
-  const where = e.step ? ` ${e.step}${e.attempt ? `#${e.attempt}` : ''}` : '';
+  // A fan-out element's event names its element: ship[1]#1 (decision 0019 §4).
+  const where = e.step ? ` ${e.step}${e.item !== undefined ? `[${e.item}]` : ''}${e.attempt ? `#${e.attempt}` : ''}` : '';
   return `${time(e.at)}  ${e.taskId.slice(0, 12)}  ${e.type}${where}${e.reason ? `  (${e.reason})` : ''}`;
 }
 
@@ -197,7 +204,7 @@ async function main(): Promise<void> {
         if (!client || stopping) return;
         n++;
         const large = n === DEMO_LARGE_ORDER;
-        const { taskId } = await client.submit('orders', { orderId: `demo-${n}`, amount: large ? DEMO_LARGE_AMOUNT : 10 + n });
+        const { taskId } = await client.submit('orders', { orderId: `demo-${n}`, amount: large ? DEMO_LARGE_AMOUNT : 10 + n, items: demoItems(n) });
         if (large) console.log(`${taskId.slice(0, 12)}  demo-${n} is a large order (amount ${DEMO_LARGE_AMOUNT}): its approval waits for the signal approved, which the demo sends ${DEMO_APPROVE_AFTER_MS / 1000} s after, as  npx triad signal ${taskId} approved  would`);
         const approve = (): void => {
           const timer = setTimeout(() => {

@@ -68,9 +68,11 @@ describe('bounds of the kinds of decision 0019 (§1.9)', () => {
   const ladder1 = { retries: 1, longBackoffMs: 100, maxFailures: 2, maxCircuitOpen: 0 };
 
   it('a plain workflow keeps the bound it always had (the orders example)', () => {
-    // The example as it was before its approval step (decision 0019): agent steps only.
-    const doc = JSON.parse(readFileSync(new URL('../../../apps/example-orders/orders.workflow.json', import.meta.url), 'utf8')) as { steps: { name: string; dependsOn?: string[] }[] };
-    doc.steps = doc.steps.filter((x) => x.name !== 'approval').map((x) => (x.name === 'charge' ? { ...x, dependsOn: ['reserve', 'fraud'] } : x));
+    // The example as it was before its approval step and its fan-out (decision 0019): plain agent steps only.
+    const doc = JSON.parse(readFileSync(new URL('../../../apps/example-orders/orders.workflow.json', import.meta.url), 'utf8')) as { steps: { name: string; dependsOn?: string[]; forEach?: unknown; maxParallel?: number; maxItems?: number }[] };
+    doc.steps = doc.steps
+      .filter((x) => x.name !== 'approval')
+      .map(({ forEach: _forEach, maxParallel: _maxParallel, maxItems: _maxItems, ...x }) => (x.name === 'charge' ? { ...x, dependsOn: ['reserve', 'fraud'] } : x));
     const orders = validateDefinition(doc);
     // Computed before decision 0019 with the default supervision.
     expect(taskBound(orders)).toMatchObject({ run: { fixedMs: 435_000, sweeps: 54 }, undo: { fixedMs: 440_000, sweeps: 55 }, totalMs: 989_000 });

@@ -26,10 +26,12 @@ function problems(raw: unknown): string[] {
 }
 
 const wf = (...steps: unknown[]): unknown => ({ name: 'orders', steps });
-/** The example's orders workflow as it was before its approval step (decision 0019): agent steps only. */
+/** The example's orders workflow as it was before its approval step and its fan-out (decision 0019): plain agent steps only. */
 function plainOrders(): { steps: { name: string; dependsOn?: string[] }[] } {
-  const doc = readJson('apps/example-orders/orders.workflow.json') as { steps: { name: string; dependsOn?: string[] }[] };
-  doc.steps = doc.steps.filter((x) => x.name !== 'approval').map((x) => (x.name === 'charge' ? { ...x, dependsOn: ['reserve', 'fraud'] } : x));
+  const doc = readJson('apps/example-orders/orders.workflow.json') as { steps: { name: string; dependsOn?: string[]; forEach?: unknown; maxParallel?: number; maxItems?: number }[] };
+  doc.steps = doc.steps
+    .filter((x) => x.name !== 'approval')
+    .map(({ forEach: _forEach, maxParallel: _maxParallel, maxItems: _maxItems, ...x }) => (x.name === 'charge' ? { ...x, dependsOn: ['reserve', 'fraud'] } : x));
   return doc;
 }
 
@@ -339,6 +341,7 @@ describe('features and the registration guard (0019 §10)', () => {
     expect(unsupportedFeatures(validateDefinition(readJson('apps/example-orders/orders.workflow.json')), new Set(['sleep']))).toEqual([
       'step "approval" uses when, which this scheduler does not support yet',
       'step "approval" uses waitFor, which this scheduler does not support yet',
+      'step "ship" uses forEach, which this scheduler does not support yet',
     ]);
   });
 });

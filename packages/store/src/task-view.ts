@@ -280,7 +280,7 @@ export function compactTaskView(taskId: string, h: TaskHash, plan: readonly Plan
   const { str, num } = reader(h);
   const createdAt = num('createdAt') ?? 0;
   const finishedAt = num('finishedAt');
-  const specs: readonly Pick<PlanStep, 'n' | 'a' | 'd' | 'c' | 'k'>[] =
+  const specs: readonly Pick<PlanStep, 'n' | 'a' | 'd' | 'c' | 'k' | 'fe'>[] =
     plan ??
     Object.keys(h)
       .filter((f) => f.startsWith('k:'))
@@ -289,6 +289,9 @@ export function compactTaskView(taskId: string, h: TaskHash, plan: readonly Plan
     const text = str(`k:${p.n}`);
     const rec: CompactStep = text === undefined ? { status: 'pending', attempt: 0, failureCount: 0 } : parseCompactStep(text, createdAt, { taskId, step: p.n });
     const s = stepState(p, rec, h[`o:${p.n}`]);
+    // A compact record keeps no element records; a processed fan-out step's elements all ended done, one
+    // output each, so its counts are its output's length (decision 0019 §19).
+    if (p.fe !== undefined && rec.status === 'processed' && Array.isArray(s.output)) s.items = { count: s.output.length, pending: 0, running: 0, done: s.output.length, failed: 0 };
     const error = str(`e:${p.n}`);
     if (error) s.error = error;
     const reason = str(`r:${p.n}`);

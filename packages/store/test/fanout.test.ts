@@ -157,6 +157,19 @@ describe('fan-out', () => {
     expect([...(await deadlines(store)).keys()]).toEqual(['o1|notify']);
   });
 
+  it('a completed task\'s fan-out step keeps its element counts once compacted (from its output)', async () => {
+    const store = new TaskStore(r(), ns());
+    await store.fenceBuckets(EPOCH);
+    await created(store, 'o9', plan({ name: 'w', steps: [{ name: 'ship', agent: 'shipping', forEach: 'items' }] }), { items: ['a', 'b'] });
+    await applied(store, result('o9', 'ship', 'shipping', 1, T0 + 10, 0, 'out-0'));
+    await applied(store, result('o9', 'ship', 'shipping', 1, T0 + 20, 1, 'out-1'));
+    expect(await stepOf(store, 'o9', 'ship')).toMatchObject({ status: 'processed', items: { count: 2, done: 2 } });
+    expect(await store.compactFinished(T0 + 60_000, 100, EPOCH)).toEqual({ compacted: 1, skipped: 0 });
+    const compacted = await store.getTask('o9');
+    expect(compacted?.compacted).toBe(true);
+    expect(compacted?.steps[0]).toMatchObject({ status: 'processed', output: ['out-0', 'out-1'], items: { count: 2, pending: 0, running: 0, done: 2, failed: 0 } });
+  });
+
   it('an empty list processes the step at once with the output []', async () => {
     const store = new TaskStore(r(), ns());
     const t = await created(store, 'o2', plan({ name: 'w', steps: [{ name: 'ship', agent: 'shipping', forEach: 'items' }, { name: 'notify', agent: 'mailer', dependsOn: ['ship'], needs: ['ship'] }] }), { items: [] });

@@ -189,7 +189,7 @@ function applyResult(service: string, idempotencyKey: string, payload: unknown):
   const id = digest(service, 'apply', idempotencyKey);
   switch (service) {
     case 'inventory':
-      return { reservationId: `res_${id}` };
+      return { reservationId: `res_${id}`, items: reservedLines(payload) };
     case 'payment':
       return { chargeId: `ch_${id}`, amount: paymentAmount(payload) };
     case 'shipping':
@@ -214,7 +214,20 @@ function undoResult(service: string, undoKey: string, effect: Effect): Record<st
   }
 }
 
-/** Payment is the one service whose result depends on the payload, so it insists on an amount. */
+/** The order as a whole: the one line reserved (and so shipped) for an order that lists no items. */
+export const WHOLE_ORDER_LINE = { sku: 'whole-order', qty: 1 } as const;
+
+/**
+ * What the inventory reserved, line by line: the payload's `items` when it lists any, else the order as
+ * a whole (one line). The example's `ship` step fans out over this list (decision 0019 §19), so every
+ * order ships at least once and an order's lines each ship under their own key.
+ */
+function reservedLines(payload: unknown): unknown[] {
+  const items = typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>)['items'] : undefined;
+  return Array.isArray(items) && items.length > 0 ? structuredClone(items) : [{ ...WHOLE_ORDER_LINE }];
+}
+
+/** Payment's result depends on the payload's amount, so it insists on one. */
 function paymentAmount(payload: unknown): number {
   const amount = typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>)['amount'] : undefined;
   if (typeof amount !== 'number' || !Number.isFinite(amount) || amount < 0) {
