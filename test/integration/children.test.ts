@@ -71,6 +71,9 @@ describe('child tasks', () => {
     const status = await cli(t, ['status', taskId]);
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toMatch(new RegExp(`^ship-all\\s.*child task ${childId} \\(shipment\\) completed$`, 'm'));
+    const childStatus = await cli(t, ['status', childId]);
+    expect(childStatus.code, childStatus.stderr).toBe(0);
+    expect(childStatus.stdout).toMatch(new RegExp(`^parent:\\s+${taskId} \\(step ship-all\\)$`, 'm'));
   });
 
   it('a child that fails: the step fails, the parent is undone, and what the child did is undone by the child', async () => {

@@ -154,6 +154,8 @@ export function taskHeader(t: TaskState, now: number = Date.now()): string {
     ['task', t.taskId],
     ['workflow', `${t.workflow}@${t.version}`],
     ['status', t.status],
+    // A child task (decision 0019 §5.1): the task and the step that started it.
+    ['parent', t.parent ? `${t.parent.taskId} (step ${t.parent.step})` : undefined],
     // Only a priority other than the default 3 is stored (decision 0020).
     ['priority', t.priority !== undefined ? `${t.priority} (1 highest … 5 lowest; 3 by default)` : undefined],
     // A compacted record (decision 0007) no longer keeps who drove the task.
@@ -242,7 +244,10 @@ export function taskJson(t: TaskState): Record<string, unknown> {
       // Only where they apply: the kind of a step that does not call an agent, a fan-out step's elements.
       ...(s.kind !== undefined ? { kind: s.kind } : {}),
       ...(s.items !== undefined ? { items: s.items } : {}),
+      ...(s.child !== undefined ? { child: s.child } : {}),
     })),
     error: t.error ?? null,
+    // A child task's parent and output (decision 0019 §5), only for a child.
+    ...(t.parent !== undefined ? { parent: t.parent, output: t.output ?? null } : {}),
   };
 }
