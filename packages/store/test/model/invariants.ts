@@ -128,6 +128,18 @@ export async function checkInvariants(w: { sys: RealSystem; raised: Map<string, 
       if (running > 0 && (rec(t, p.n) === 'compensating' || compensating > 0)) out.push(`fan-out: ${id}/${p.n} has ${running} elements running while a compensation runs`);
     }
     if (compensating > 0 && processing > 0) out.push(`compensation: ${id} runs a compensation while ${processing} step(s) are in flight`);
+    // Child tasks (decision 0019 §9.1): a child step is processed only if its child completed; no
+    // compensation of the parent runs while a child it cancels has not ended.
+    for (const p of t.plan) {
+      if (p.k !== 'c') continue;
+      const r = t.recs.get(p.n)!;
+      const childStatus = r.child ? after.get(r.child.id)?.view.status : undefined;
+      if (r.status === 'processed' && childStatus !== 'completed') out.push(`child: ${id}/${p.n} is processed but its child ${r.child?.id ?? '(none)'} is ${childStatus ?? 'missing'}`);
+      if (r.status === 'waiting' && status === 'compensating' && compensating > 0) out.push(`child: ${id} compensates a step while its child step ${p.n} still waits for its child to be cancelled`);
+    }
+    if (t.link && TERMINAL.has(status) && t.notified === undefined && !deadlines.has(`${id}|#parent`)) {
+      out.push(`child: ${id} ended ${status} but neither notified its parent ${t.link.parent} nor has a notice in the deadline index`);
+    }
 
     // Alerts: a failed task has the alert of every step that failed it open; the transition that failed
     // it put its alert in the outbox, raised then.
