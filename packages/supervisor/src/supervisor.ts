@@ -34,6 +34,8 @@ export function sweepDelay(s: { leading: boolean; behind: boolean; nextDeadline:
   if (s.nextDeadline === undefined) return s.intervalMs;
   return Math.min(s.intervalMs, Math.max(MIN_SWEEP_GAP_MS, s.nextDeadline - s.now + 1));
 }
+/** What the failure ladder decided (a child's notice reports its own actions: done, drain, ended…, logged where it is delivered). */
+const LADDER_ACTIONS: ReadonlySet<string> = new Set(['retry', 'park', 'compensate', 'abandon']);
 /** Outbox alerts published per sweep (the rest wait for the next one). */
 const ALERTS_PER_SWEEP = 100;
 
@@ -325,7 +327,7 @@ export class Supervisor {
     // Inside the action's span: the line carries the task's trace id (decision 0013).
     if (x.action === 'wake') this.log.info({ taskId, step, started: x.dispatch.map((d) => d.step) }, 'sleep ended');
     else if (x.action === 'resend' || x.action === 'timeout') this.log.info({ taskId, step, op: x.dispatch.map((d) => d.child) }, x.action === 'timeout' ? 'child task timed out: cancelling it' : 'child operation sent again');
-    else if (x.action !== 'error' && x.action !== 'noop') this.log.info({ taskId, step, kind: x.kind, attempt: x.attempt, failureCount: x.failureCount, lastError: x.lastError }, `failure ladder: ${x.action}`);
+    else if (LADDER_ACTIONS.has(x.action)) this.log.info({ taskId, step, kind: x.kind, attempt: x.attempt, failureCount: x.failureCount, lastError: x.lastError }, `failure ladder: ${x.action}`);
     if (x.action === 'retry') this.health.retries++;
     else if (x.action === 'compensate') this.health.undos++;
     else if (x.action === 'park') this.health.parked++;
