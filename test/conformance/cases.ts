@@ -3,7 +3,7 @@
  * how its service answers, and the judge — a pure function of what was observed, saying what the agent
  * did wrong (so the judges are tested on their own, with made-up observations).
  */
-import type { DeadLetter, StepResult } from '@triad/protocol';
+import type { DeadLetter, ProbeReply, StepResult } from '@triad/protocol';
 import type { ObservedCall, Reply } from './service.js';
 
 export interface KitContext {
@@ -55,8 +55,19 @@ export interface ConsumerSeen {
   deliverPolicy?: string;
 }
 
+/** What the agent instances answered the kit's probes (decision 0021 §3.3), sent while the case's call was held. */
+export interface ObservedProbes {
+  /** Answers to the probe of the attempt being run. */
+  held: { value?: ProbeReply; problems: string[] }[];
+  /** Answers to a probe of an attempt no instance holds (the next one). */
+  other: { value?: ProbeReply; problems: string[] }[];
+  /** False when the kit never saw the call (then nothing was probed). */
+  sent: boolean;
+}
+
 export interface CaseObservation {
   ctx: KitContext;
+  probes?: ObservedProbes;
   requests: ObservedRequest[];
   calls: ObservedCall[];
   results: ObservedResult[];
@@ -88,6 +99,8 @@ export interface CaseSpec {
   keys: string[];
   /** Milliseconds after t0 before which the case cannot be judged. */
   judgeAfterMs: number;
+  /** Probe the agents (attempt 1 of this case's step, and attempt 2) once the service sees the case's call. */
+  probe?: boolean;
   judge(o: CaseObservation): Verdict;
 }
 
@@ -433,6 +446,41 @@ export function buildCases(ctx: KitContext): CaseSpec[] {
         if (typeof r === 'string') p.push(r);
         else if (!r.ok) p.push(`the result is a failure (${r.error.message}); the service answered 200 after ${slowMs} ms, inside the window`, ...circuitHint(r));
         return verdict(p);
+      },
+    });
+  }
+
+  {
+    const taskId = 'conf-probe';
+    const slowMs = 2_500;
+    add({
+      name: 'probe',
+      title: `should: while it runs an attempt (a ${slowMs} ms call), the instance holding it answers a probe on triad.<ns>.probe.<agent> — once, on the probe's reply subject, with the attempt, its agent id, since and try — and no instance answers for an attempt it does not hold (decision 0021 §3.3; an agent that never answers is conformant)`,
+      taskId,
+      requests: [{ value: stepRequest(ctx, taskId), msgId: msgIdOf(taskId, 'run', 1) }],
+      scripts: [[runKey(ctx, taskId), [{ kind: 'slow', ms: slowMs }]]],
+      judgeAfterMs: slowMs + 1_000,
+      probe: true,
+      judge: (o) => {
+        const p = [...resultProblems(o, taskId, 'run', [1]), ...keyProblems(o, runKey(o.ctx, taskId), '/apply'), ...ackProblems(o)];
+        const r = exactlyOne(o);
+        if (typeof r === 'string') p.push(r);
+        const notes: string[] = [];
+        const probes = o.probes;
+        if (!probes?.sent) p.push('the kit never saw the call to probe during it');
+        else {
+          for (const a of [...probes.held, ...probes.other]) p.push(...a.problems.map((x) => `a probe answer: ${x}`));
+          if (probes.other.length > 0) p.push(`${probes.other.length} answer(s) to a probe of attempt 2, which no instance holds: only the instance running an attempt answers`);
+          const held = probes.held.flatMap((a) => (a.value ? [a.value] : []));
+          if (probes.held.length === 0) notes.push('no instance answered the probe (allowed: answering is a should; triad status then says "no agent answered the probe")');
+          if (probes.held.length > 1) p.push(`${probes.held.length} instances answered the probe; only the one holding the attempt may`);
+          for (const h of held) {
+            if (h.taskId !== taskId || h.step !== STEP || h.kind !== 'run' || h.attempt !== 1) p.push(`the probe answer names ${h.taskId}/${h.step} ${h.kind} attempt ${h.attempt}, not the probed ${taskId}/${STEP} run attempt 1`);
+            if (h.try < 1) p.push(`the probe answer's try is ${h.try} while the call was held (the first try is 1)`);
+            if (h.since < o.ctx.t0 - 1_000 || h.since > o.judgedAt) p.push(`the probe answer's since (${h.since}) is not when the agent took the request`);
+          }
+        }
+        return verdict(p, notes);
       },
     });
   }

@@ -55,6 +55,11 @@ function conforming(name: string): CaseObservation {
     case 'consumer':
       o.consumer = { durable: 'agent-fraud', filterSubject: 'triad.ns.step.fraud', ackPolicy: 'explicit', ackWaitMs: 5_000, deliverPolicy: 'all' };
       break;
+    case 'probe':
+      o.calls = [call(c)];
+      o.results = [result(c)];
+      o.probes = { sent: true, held: [{ value: { taskId: c.taskId, step: 's', kind: 'run', attempt: 1, agentId: 'a1', since: ctx.t0 + 10, try: 1, state: 'calling' }, problems: [] }], other: [] };
+      break;
     case 'ok':
     case 'keep-alive':
     case 'compensation-applied':
@@ -133,6 +138,9 @@ const WRONG: [string, string, (o: CaseObservation) => void, RegExp][] = [
   ['fan-out', 'no item echoed', (o) => (o.results = o.results.map((r) => ({ ...r, msgId: `${spec('fan-out').taskId}:s:run:1:result`, value: { ...r.value!, item: undefined } }))), /name no item/],
   ['fan-out', 'the element left out of the message id', (o) => (o.results[1]!.msgId = `${spec('fan-out').taskId}:s:run:1:result`), /Nats-Msg-Id/],
   ['fan-out', 'one key for every element', (o) => (o.calls[1]!.idempotencyKey = o.calls[0]!.idempotencyKey), /element 1 was never called/],
+  ['probe', 'an answer for an attempt it does not hold', (o) => o.probes!.other.push({ ...o.probes!.held[0]!, value: { ...o.probes!.held[0]!.value!, attempt: 2 } }), /attempt 2, which no instance holds/],
+  ['probe', 'every instance answers', (o) => o.probes!.held.push(o.probes!.held[0]!), /2 instances answered/],
+  ['probe', 'the answer names another attempt', (o) => (o.probes!.held[0]!.value!.attempt = 3), /not the probed conf-probe\/s run attempt 1/],
   ['invalid-request', 'not dead-lettered', (o) => (o.deadLetters = []), /no dead letter/],
   ['wrong-agent', 'run anyway', (o) => (o.deadLetters = [], o.calls = [call(spec('wrong-agent'))]), /no call/],
 ];
@@ -148,6 +156,14 @@ describe('the conformance judges', () => {
     const problems = spec(name).judge(o).problems;
     expect(problems.length, `no problem found`).toBeGreaterThan(0);
     expect(problems.join('\n')).toMatch(says);
+  });
+
+  it('an agent that never answers a probe is conformant, with a note (answering is a should)', () => {
+    const o = conforming('probe');
+    o.probes!.held = [];
+    const v = spec('probe').judge(o);
+    expect(v.problems).toEqual([]);
+    expect(v.notes.join('\n')).toMatch(/no instance answered the probe/);
   });
 
   it('finds integers encoded as floats, by path', () => {

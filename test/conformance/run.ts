@@ -7,9 +7,9 @@
 import { Buffer } from 'node:buffer';
 import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import { connectBus, ensureConsumer, ensureStreams, protocolHeaders, type Bus } from '@triad/bus';
-import { DeadLetterSchema, decode, decodeResults, encode, names, unpackUntrusted } from '@triad/protocol';
+import { DeadLetterSchema, ProbeReplySchema, decode, decodeResults, encode, names, unpackUntrusted } from '@triad/protocol';
 import { sleep, startNats, startProcess, waitFor, type ActorProcess, type Teardown } from '../harness/index.js';
-import { buildCases, type CaseObservation, type ConsumerSeen, type KitContext, type ObservedDeadLetter, type ObservedRequest, type ObservedResult } from './cases.js';
+import { buildCases, type CaseObservation, type CaseSpec, type ObservedProbes, type ConsumerSeen, type KitContext, type ObservedDeadLetter, type ObservedRequest, type ObservedResult } from './cases.js';
 import { floatPaths } from './encoding.js';
 import { startScriptedService } from './service.js';
 
@@ -102,6 +102,7 @@ export async function runConformance(td: Teardown, o: ConformanceOptions): Promi
     sent.set(c.name, list);
   }
   log(`conformance: ${[...sent.values()].flat().length} step requests sent for ${cases.length} cases`);
+  const probing = new Map(cases.filter((c) => c.probe).map((c) => [c.name, probeDuringCall(bus, o.agent, c, () => service.calls())] as const));
 
   // Judged when there is nothing left to wait for: every case's own window has passed (a silence can only
   // be judged after it: complete-by plus one ack wait, the protocol's times), every request is acknowledged
@@ -141,6 +142,7 @@ export async function runConformance(td: Teardown, o: ConformanceOptions): Promi
       deadLetters: deadLetters.filter((d) => d.value !== undefined && requests.some((r) => Buffer.compare(Buffer.from(r.bytes), Buffer.from(d.value!.original)) === 0)),
       consumer,
       judgedAt,
+      ...(probing.has(c.name) ? { probes: await probing.get(c.name) } : {}),
     };
     const v = c.judge(observation);
     // §2: agents should set the header; one naming another version is wrong.
@@ -171,6 +173,33 @@ export async function runConformance(td: Teardown, o: ConformanceOptions): Promi
     cases: reports,
     ...(ok ? {} : { agentOutput: agents.flatMap((a) => a.output().trim().split('\n').slice(-30).map((l) => `${a.name}: ${l}`)) }),
   };
+}
+
+/**
+ * Once the service sees the case's first call (the agent holds the attempt), probes the agent type's
+ * instances for that attempt and for the next one (which no instance holds), and gathers the answers for
+ * 500 ms (decision 0021 §3.3).
+ */
+async function probeDuringCall(bus: Bus, agent: string, c: CaseSpec, calls: () => { idempotencyKey: string }[]): Promise<ObservedProbes> {
+  const s = bus.names.subjects;
+  const seen = await waitFor(() => (calls().some((call) => c.keys.includes(call.idempotencyKey)) ? true : undefined), { timeoutMs: 20_000, what: `the call of case ${c.name}` }).catch(() => false);
+  if (!seen) return { held: [], other: [], sent: false };
+  const out: ObservedProbes = { held: [], other: [], sent: true };
+  const nonce = Math.random().toString(16).slice(2, 18).padEnd(16, '0');
+  const sub = bus.nc.subscribe(s.probedOf(nonce), {
+    callback: (err, m) => {
+      if (err) return;
+      const d = decode(m.data, ProbeReplySchema, 'probe reply');
+      const answer: ObservedProbes['held'][number] = d.ok ? { value: d.value, problems: [] } : { problems: [d.error.message] };
+      if (!m.subject.startsWith(s.probedPrefix(agent))) answer.problems.push(`answered on ${m.subject}, not under ${s.probedPrefix(agent)}`);
+      (m.subject.endsWith('.0') ? out.held : out.other).push(answer);
+    },
+  });
+  await bus.nc.flush();
+  for (const attempt of [1, 2]) bus.nc.publish(s.probe(agent), encode({ taskId: c.taskId, step: 's', kind: 'run', attempt }), { reply: s.probed(agent, nonce, attempt - 1) });
+  await sleep(500);
+  sub.unsubscribe();
+  return out;
 }
 
 /**

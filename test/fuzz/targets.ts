@@ -149,6 +149,15 @@ function apiSample(op: ApiOp): fc.Arbitrary<unknown> {
           ...(op === 'task.query' ? { limit: opt(fc.integer({ min: 1, max: 1000 })) } : {}),
         })
         .map(defined);
+    case 'task.stuck':
+      return fc
+        .record({
+          tags: opt(fc.dictionary(fc.constantFrom('customer', 'region'), fc.string({ minLength: 1, maxLength: 8 }), { maxKeys: 2 })),
+          workflow: opt(name),
+          limit: opt(fc.integer({ min: 1, max: 200 })),
+          scan: opt(fc.integer({ min: 1, max: 10_000 })),
+        })
+        .map(defined);
     // Bulk operations on an operation id that never starts (apply, checkpoint, end, get answer "no bulk
     // operation"), and starts that only record an operation: the fuzzer never acts on a task in bulk.
     case 'bulk.start':

@@ -129,6 +129,12 @@ describe('the dashboard in a browser', () => {
     const { taskId } = await triad.client.submit('orders', { orderId: 'dash-cancel', amount: 30 });
     const page = await open(`${operatorUrl}/#/tasks/${taskId}`);
     await page.locator('#steps tr[data-step="charge"][data-status="processing"]').waitFor();
+    // What each step waits for (decision 0021 §3.5): the charge in flight at the agent instance holding it
+    // (the operator's dashboard probes), ship for the charge — in the steps table and under the DAG's steps.
+    await expect.poll(() => page.locator('#steps tr[data-step="charge"] td.detail').textContent(), { timeout: 15_000 }).toMatch(/^in flight at agent-\S+ \(try 1, since \d\d:\d\d:\d\d\) until complete-by \d\d:\d\d:\d\d/);
+    expect(await page.locator('#steps tr[data-step="ship"] td.detail').textContent()).toBe('waiting for charge');
+    expect(await page.locator('svg.dag text[data-waiting="ship"]').textContent()).toContain('waiting for charge');
+    expect(await page.locator('svg.dag text[data-waiting="charge"]').textContent()).toContain('in flight at agent-');
     await page.locator('#cancel').click();
     await page.locator('#task-status', { hasText: 'cancelled' }).waitFor({ timeout: 30_000 });
     triad.services.payment.setFaults({ latencyMs: 0 });

@@ -11,9 +11,9 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { triadAccountName } from '@triad/permissions';
-import { startNats, startProcess, startRedis, uniqueNamespace, withTeardown, type ActorProcess, type NatsServer, type RedisServer } from '../harness/index.js';
+import { startNats, startProcess, startRedis, uniqueNamespace, waitFor, withTeardown, type ActorProcess, type NatsServer, type RedisServer } from '../harness/index.js';
 import { buildGoExamples, type GoExamples } from '../support/go.js';
-import { effectCounts, startTriad, ROOT, SCRIPTS, type TestTriad } from '../support/triad.js';
+import { cli, effectCounts, startTriad, ROOT, SCRIPTS, type TestTriad } from '../support/triad.js';
 import { waitForCall } from '../support/waits.js';
 
 const td = withTeardown(afterAll);
@@ -104,6 +104,19 @@ describe('the example with the Go agent serving fraud', () => {
     }
     const screened = t.services.fraud.effects().find((e) => e.idempotencyKey === fraudKey('go-order-1'));
     expect(screened).toMatchObject({ action: 'screen', payload: { orderId: 'go-1', amount: 42 } });
+  });
+
+  it('the Go agent answers a probe under its least-privilege identity (decision 0021 §3.3): triad status names the Go instance holding the fraud step', async () => {
+    t.services.fraud.setFaults({ hangRate: 1 });
+    try {
+      const { taskId } = await t.client.submit('orders', { orderId: 'go-probe', amount: 10 });
+      await waitFor(() => (t.services.fraud.waiting().some((w) => w.idempotencyKey === fraudKey(taskId)) ? true : undefined), { timeoutMs: 20_000, what: 'fraud to call its service' });
+      const r = await cli(t, ['status', taskId]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout.split('\n').find((l) => l.startsWith('fraud '))).toMatch(/in flight at go-fraud-\S+ \(try 1, since \d\d:\d\d:\d\d\) until complete-by/);
+    } finally {
+      t.services.fraud.setFaults({ hangRate: 0 });
+    }
   });
 
   it('the Go agent runs a fan-out step (decision 0019 §8.3): one call per element under its own key, its index echoed, the outputs in order', async () => {

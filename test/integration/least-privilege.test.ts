@@ -117,6 +117,11 @@ describe('refusals', () => {
     expect(operatorList).toEqual(expect.arrayContaining([mine.taskId, theirs.taskId]));
     expect(t.client.taskReads).toBe('all');
     await expect(t.client.getTask(theirs.taskId)).resolves.toMatchObject({ client: 'mobile' });
+    // triad stuck of a client: on its own client-scoped subject (decision 0021 §3.7), of its own tasks.
+    const fresh = await clientAs(nsA, 'client-web');
+    await expect(fresh.stuckTasks({ client: 'mobile' })).rejects.toThrow(/client "mobile" is not this subject's client \("web"\)/);
+    expect(fresh.taskReads).toBe('own');
+    await expect(fresh.stuckTasks()).resolves.toMatchObject({ tasks: [], complete: true });
   });
 
   it('a client signals its own tasks only (decision 0019 §3.2); the operator signals any', async () => {
@@ -162,6 +167,24 @@ describe('refusals', () => {
     await t.client.deleteSchedule('lp-beat');
     // Redis refused none of the scheduler's and supervisor's schedule commands.
     expect(await t.redis.call('ACL', 'LOG')).toEqual([]);
+  });
+
+  it('the operator asks which agent instance holds an attempt, and the one holding it answers under its own identity (decision 0021 §3.3)', async () => {
+    await t.client.registerWorkflow({ name: 'lp-probe', steps: [{ name: 'hold', agent: 'inventory', budgetMs: 60_000 }] });
+    t.services.inventory.setFaults({ hangRate: 1 });
+    try {
+      const { taskId } = await t.client.submit('lp-probe', { orderId: 'lp-probe', amount: 1 });
+      await waitFor(() => (t.services.inventory.waiting().some((w) => w.idempotencyKey.includes(taskId)) ? true : undefined), { timeoutMs: 30_000, what: 'the call to be held' });
+      const [held, none] = await t.client.probe([
+        { agent: 'inventory', taskId, step: 'hold', kind: 'run', attempt: 1 },
+        { agent: 'inventory', taskId, step: 'hold', kind: 'run', attempt: 2 },
+      ]);
+      expect(held).toMatchObject({ taskId, step: 'hold', attempt: 1, agentId: expect.stringMatching(/^agent-/) as unknown, try: 1 });
+      expect(none).toBeNull();
+      await t.client.cancel(taskId);
+    } finally {
+      t.services.inventory.setFaults({ hangRate: 0 });
+    }
   });
 
   it("an agent cannot publish another agent type's result, read its steps, nor use Redis", async () => {

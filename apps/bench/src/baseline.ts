@@ -15,7 +15,7 @@ import { baselineConnection, baselineNames, pump } from './pump.js';
 import { withTimeout } from './timing.js';
 import { batchTimeoutMs } from './batch.js';
 import { perStep, readCounters } from './counters.js';
-import { cpuWindow, type CpuShare, type ProcessRef } from './cpu.js';
+import { cpuWindow, processRole, type CpuShare, type ProcessRef } from './cpu.js';
 
 export interface BaselineOptions {
   nats: NatsConnectionOptions;
@@ -31,6 +31,8 @@ export interface BaselineOptions {
   /** Chains of an unmeasured burst run first. */
   warmupChains: number;
   natsMonitorUrl?: string;
+  /** Replicas of the two streams (the run's: 3 on a cluster). */
+  replicas?: number;
   /** Server processes to include in the CPU accounting. */
   servers: readonly ProcessRef[];
 }
@@ -52,7 +54,7 @@ export async function measureBaseline(o: BaselineOptions): Promise<BaselineResul
   const js = jetstream(nc, { timeout: 10_000 });
   // The same stream settings as Triad's work queues (packages/bus/src/topology.ts).
   for (const [name, subject] of [[n.reqStream, n.reqSubject], [n.repStream, n.repSubject]] as const) {
-    await jsm.streams.add({ name, subjects: [subject], retention: RetentionPolicy.Workqueue, storage: StorageType.File, num_replicas: 1, duplicate_window: nanos(120_000), discard: DiscardPolicy.Old });
+    await jsm.streams.add({ name, subjects: [subject], retention: RetentionPolicy.Workqueue, storage: StorageType.File, num_replicas: o.replicas ?? 1, duplicate_window: nanos(120_000), discard: DiscardPolicy.Old });
   }
   const consumer = (stream: string, durable: string, subject: string) =>
     jsm.consumers.add(stream, { durable_name: durable, ack_policy: AckPolicy.Explicit, deliver_policy: DeliverPolicy.All, filter_subject: subject, ack_wait: nanos(30_000), max_deliver: -1, max_ack_pending: 10_000 });
@@ -112,7 +114,7 @@ export async function measureBaseline(o: BaselineOptions): Promise<BaselineResul
       // A warm-up burst first (JIT, connections, stream files), as Triad's measurement gets one.
       if (o.warmupChains > 0) await burst(o.warmupChains);
       const before = await readCounters(undefined, o.natsMonitorUrl);
-      const cpu = cpuWindow([...o.servers.filter((p) => p.name === 'nats-server'), { name: 'baseline-echo', pid: echo.pid }]);
+      const cpu = cpuWindow([...o.servers.filter((p) => processRole(p.name) === 'nats-server'), { name: 'baseline-echo', pid: echo.pid }]);
       const elapsedMs = await burst(o.chains);
       const shares = cpu.end(elapsedMs).map((c) => (c.name === 'bench client' ? { ...c, name: 'baseline driver (bench client)' } : c));
       const after = await readCounters(undefined, o.natsMonitorUrl);

@@ -59,3 +59,26 @@ export function cpuWindow(procs: readonly ProcessRef[]): { end(wallMs: number): 
 export function cpuPerUnit(shares: readonly CpuShare[], units: number): number {
   return shares.reduce((sum, c) => sum + c.cpuMs, 0) / units;
 }
+
+/**
+ * The role a process plays, from the name the bench gave it: actors are numbered (`scheduler-1`,
+ * `agent-noop-3`), cluster nodes too (`nats-d-0`); every agent process counts as `agents`.
+ */
+export function processRole(name: string): string {
+  if (/^scheduler-\d+$/.test(name)) return 'scheduler';
+  if (/^supervisor-\d+$/.test(name)) return 'supervisor';
+  if (/^agent-.*-\d+$/.test(name)) return 'agents';
+  if (name === 'nats-server' || /^nats-[a-z]+-?\d+$/.test(name)) return 'nats-server';
+  if (name === 'redis-server' || /^redis-/.test(name)) return 'redis-server';
+  return name;
+}
+
+/** CPU ms per unit of work of each role (processes of one role summed), in the order first seen. */
+export function cpuPerUnitByRole(shares: readonly CpuShare[], units: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const c of shares) {
+    const role = processRole(c.name);
+    out[role] = (out[role] ?? 0) + c.cpuMs / units;
+  }
+  return out;
+}

@@ -27,12 +27,13 @@ import { measureLatency } from './latency.js';
 import { measureMemory, type SupervisorControl } from './memory.js';
 import { measureHandover, measureRecovery } from './recovery.js';
 import { measureSleepLateness } from './sleep-lateness.js';
-import { peerTable, details, jsonSummary, table, type Results } from './report.js';
+import { peerTable, details, durabilityLine, jsonSummary, table, type Results } from './report.js';
 import { measurePeers } from './peers/index.js';
 import { measureScaling } from './scaling.js';
 import { measureScalingCluster } from './scaling-cluster.js';
 import { measureScan, type ScanResult, type ScanTarget } from './scan.js';
-import { envServers, startRedis, startServers, type Servers } from './servers.js';
+import { envServers, startDurableServers, startRedis, startServers, type Servers } from './servers.js';
+import { measureFloors } from './floors.js';
 import { measureThroughput } from './throughput.js';
 import { sleep } from './timing.js';
 import { parseOptions, type Mode, type Options } from './options.js';
@@ -94,10 +95,12 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
   const has = (m: Mode): boolean => o.mode.includes(m);
   const results: Results = { config: { namespace, ...o, mode: o.mode.join(',') } };
 
-  progress(o.useEnv ? 'using NATS_URL / REDIS_URL' : 'starting nats-server and redis-server on free ports');
-  const servers: Servers = o.useEnv ? envServers() : await startServers(tmp);
+  progress(o.useEnv ? 'using NATS_URL / REDIS_URL' : `starting ${o.durable ? 'durable ' : ''}nats-server and redis-server on free ports`);
+  const servers: Servers = o.useEnv ? envServers() : o.durable ? await startDurableServers(tmp, progress) : await startServers(tmp);
   cleanups.push(() => servers.stop());
   progress(`NATS ${servers.natsUrl}, Redis ${redactUrl(servers.redisUrl)}, namespace ${namespace}`);
+  if (servers.durability) results.durability = servers.durability;
+  const replicas = servers.durability?.streamReplicas ?? 1;
 
   if (has('throughput')) {
     progress(`baseline: ${o.tasks} chains × ${o.steps} JetStream round trips through a second process`);
@@ -111,11 +114,12 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
         payloadBytes: 256,
         warmupChains: Math.min(200, Math.ceil(o.tasks / 10)),
       servers: servers.processes,
+      replicas,
       ...(servers.natsMonitorUrl ? { natsMonitorUrl: servers.natsMonitorUrl } : {}),
     });
   }
 
-  const actors = new Actors({ natsUrl: servers.natsUrl, redisUrl: servers.redisUrl, namespace, tmpDir: tmp });
+  const actors = new Actors({ natsUrl: servers.natsUrl, redisUrl: servers.redisUrl, namespace, tmpDir: tmp, ...(servers.durability ? { env: servers.durability.actorEnv } : {}) });
   cleanups.push(() => actors.stopAll());
   progress(`starting the scheduler, the supervisor and ${o.agents} agent process(es)`);
   await actors.scheduler();
@@ -162,6 +166,8 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
     if (o.latencyTasks > 0) {
       progress(`latency: ${o.warmup} warm-up + ${o.latencyTasks} 3-step tasks one at a time`);
       results.latency = await measureLatency(client, noop3.name, o.latencyTasks, o.warmup);
+      progress(`floors: ${o.latencyTasks} stored JetStream hops and Redis round trips one at a time`);
+      results.floors = await measureFloors({ nats: servers.nats, namespace, replicas, samples: o.latencyTasks, warmup: o.warmup }, redis);
     }
     if (o.peers.length > 0) {
       // The same tasks, steps and latency runs; workers as concurrent as Triad's agents; BullMQ on the run's Redis.
@@ -252,8 +258,10 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   await cleanUp();
+  // The peer table opens with the durability line; without one, the line opens the figures.
   const peers = peerTable(results);
-  process.stdout.write(`\n${peers ? `${peers}\n\n` : ''}${table(results)}\n${details(results)}\n`);
+  const durable = peers ? undefined : durabilityLine(results);
+  process.stdout.write(`\n${peers ? `${peers}\n\n` : ''}${durable ? `${durable}\n\n` : ''}${table(results)}\n${details(results)}\n`);
   if (o.json) process.stdout.write(`${JSON.stringify(jsonSummary(results))}\n`);
 }
 

@@ -14,6 +14,8 @@ export interface Options {
   json: boolean;
   mode: Mode[];
   useEnv: boolean;
+  /** Servers that lose no acknowledged write on a power cut (and the peers likewise). */
+  durable: boolean;
   peers: PeerName[];
   latencyTasks: number;
   warmup: number;
@@ -71,6 +73,11 @@ export function parseOptions(argv: string[]): Options {
         .default([...MODES], 'all'),
     )
     .option('--use-env', 'use NATS_URL and REDIS_URL instead of starting private servers', false)
+    .option(
+      '--durable',
+      'servers that lose no acknowledged write on a power cut: Redis with appendfsync always, JetStream syncing every write (nats-server 2.10+) or a 3-node cluster with R3 streams; the peers likewise (BullMQ on that Redis, Restate with fsync; default peers bullmq,restate)',
+      false,
+    )
     .addOption(
       new Option('--peers <list>', `also measure the tools a user would pick instead, comma-separated: all, ${PEERS.join(', ')} (with throughput: same tasks, steps and latency runs)`)
         .argParser(parsePeers)
@@ -95,5 +102,12 @@ export function parseOptions(argv: string[]): Options {
     .option('--scaling-cluster-tasks <n>', 'scaling-cluster (only when named): no-op 3-step tasks per measurement, single servers vs clusters, 1/2/4 processes', int(1), 300)
     .showHelpAfterError('(bench --help lists the options)')
     .parse(argv);
-  return p.opts<Options>();
+  const o = p.opts<Options>();
+  if (o.durable) {
+    if (o.useEnv) p.error('--durable starts servers whose fsync it sets: run it without --use-env (or configure your servers so and run without --durable)');
+    if (o.peers.includes('restate-nofsync')) p.error('--durable compares durable systems: restate-nofsync turns fsync off; name restate instead');
+    // The issue's comparison: BullMQ on a Redis with appendfsync always, Restate with fsync.
+    if (p.getOptionValueSource('peers') === 'default') o.peers = ['bullmq', 'restate'];
+  }
+  return o;
 }

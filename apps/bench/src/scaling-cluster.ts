@@ -13,14 +13,14 @@ import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { TriadClient } from '@triad/client';
 import { compilePlan, validateDefinition } from '@triad/core';
-import { natsServerArgs, redisServerArgs, requireBinary, startProcess, type StartedProcess } from '@triad/launcher';
+import { redisServerArgs, requireBinary, startProcess, type StartedProcess } from '@triad/launcher';
 import { encode } from '@triad/protocol';
 import { Leases, TaskStore, connectStore, type RedisClient } from '@triad/store';
 import { Actors } from './actors.js';
 import { runBatch } from './batch.js';
 import { Completions } from './completions.js';
 import { freePorts, type Servers } from './servers.js';
-import { sleep } from './timing.js';
+import { startNatsCluster, waitUntil, type NatsCluster } from './nats-cluster.js';
 import { noopWorkflow } from './workflows.js';
 
 export interface ScalingClusterRow {
@@ -93,7 +93,9 @@ export async function measureScalingCluster(servers: Servers, tmpDir: string, ta
 
 async function measureOne(setup: Setup, n: number, tasks: number, tmpDir: string): Promise<ScalingClusterRow> {
   const namespace = `scl${setup.name[0]}${n}_${Date.now().toString(36)}`;
-  const actors = new Actors({ natsUrl: setup.natsUrl, redisUrl: setup.redisUrl, namespace, tmpDir, env: setup.env });
+  // A scratch directory of its own: the run's actors' health files (scheduler-1.hb, …) are in tmpDir, and
+  // these actors, numbered from 1 again, would take them for their own and count as ready at once.
+  const actors = new Actors({ natsUrl: setup.natsUrl, redisUrl: setup.redisUrl, namespace, tmpDir: join(tmpDir, namespace), env: setup.env });
   try {
     await Promise.all([...Array.from({ length: n }, () => actors.scheduler()), actors.supervisor(1_000, 5_000), actors.agents(['noop'], n)]);
     const client = await TriadClient.connect({ natsUrl: setup.natsUrl, namespace, name: 'triad-bench-scl' });
@@ -187,31 +189,12 @@ async function waitCost(setup: Setup): Promise<{ noWait: number; wait1: number }
 /** The clusters, with no persistence (as the bench's single servers). */
 async function startClusters(tmpDir: string): Promise<Setup> {
   const children: StartedProcess[] = [];
+  let nats: NatsCluster | undefined;
   const stop = async (): Promise<void> => {
-    await Promise.all(children.map((c) => c.stop(5_000)));
+    await Promise.all([...children.map((c) => c.stop(5_000)), nats?.stop()]);
   };
   try {
-    const nats = await freePorts(9); // 3 × (client, monitor, route)
-    const clusterName = `bench-${Date.now().toString(36)}`;
-    const routes = [2, 5, 8].map((i) => nats[i] as number);
-    for (let i = 0; i < 3; i++) {
-      const [port, monitor, route] = [nats[i * 3], nats[i * 3 + 1], nats[i * 3 + 2]].map((p) => p as number) as [number, number, number];
-      const dir = join(tmpDir, `nats-c${i}`);
-      mkdirSync(dir, { recursive: true });
-      children.push(
-        await startProcess({
-          name: `nats-c${i}`,
-          command: requireBinary('nats-server', BY_SCALING_CLUSTER),
-          args: natsServerArgs({
-            port,
-            monitorPort: monitor,
-            storeDir: dir,
-            serverName: `${clusterName}-${i}`,
-            extra: ['--cluster_name', clusterName, '--cluster', `nats://127.0.0.1:${route}`, '--routes', routes.filter((r) => r !== route).map((r) => `nats://127.0.0.1:${r}`).join(',')],
-          }),
-        }),
-      );
-    }
+    nats = await startNatsCluster(tmpDir, { label: 'nats-c', purpose: BY_SCALING_CLUSTER });
     const redisPorts = await freePorts(6);
     for (const port of redisPorts) {
       const dir = join(tmpDir, `redis-c${port}`);
@@ -224,11 +207,6 @@ async function startClusters(tmpDir: string): Promise<Setup> {
         }),
       );
     }
-    const monitors = [1, 4, 7].map((i) => `http://127.0.0.1:${nats[i] as number}`);
-    await waitUntil(async () => {
-      const leaders = await Promise.all(monitors.map(async (m) => ((await (await fetch(`${m}/jsz`)).json()) as { meta_cluster?: { leader?: string } }).meta_cluster?.leader));
-      return leaders.every((l) => l && l === leaders[0]);
-    }, 'the NATS cluster to elect a JetStream meta leader');
     await waitUntil(async () => (await Promise.all(redisPorts.map((p) => ping(p)))).every(Boolean), 'the Redis nodes to answer');
     const create = spawnSync(requireBinary('redis-cli', BY_SCALING_CLUSTER), ['--cluster', 'create', ...redisPorts.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '1', '--cluster-yes'], { encoding: 'utf8', timeout: 60_000 });
     if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stderr || create.stdout}`);
@@ -236,8 +214,8 @@ async function startClusters(tmpDir: string): Promise<Setup> {
     const seeds = redisPorts.map((p) => `127.0.0.1:${p}`).join(',');
     return {
       name: 'cluster',
-      natsUrl: [0, 3, 6].map((i) => `nats://127.0.0.1:${nats[i] as number}`).join(','),
-      natsMonitors: monitors,
+      natsUrl: nats.url,
+      natsMonitors: nats.monitors,
       redisUrl: `redis://127.0.0.1:${redisPorts[0] as number}`,
       redisCounted: async () => {
         const out: string[] = [];
@@ -268,12 +246,3 @@ async function withRedis<T>(port: number, f: (r: Redis) => Promise<T>): Promise<
 const ping = (port: number): Promise<boolean> => withRedis(port, async (r) => (await r.ping()) === 'PONG').then(Boolean);
 const clusterOk = (port: number): Promise<boolean> => withRedis(port, async (r) => /cluster_state:ok/.test(String(await r.call('CLUSTER', 'INFO')))).then(Boolean);
 const isPrimary = (port: number): Promise<boolean> => withRedis(port, async (r) => /role:master/.test(await r.info('replication'))).then(Boolean);
-
-async function waitUntil(check: () => Promise<boolean | undefined>, what: string, timeoutMs = 60_000): Promise<void> {
-  const t0 = Date.now();
-  for (;;) {
-    if (await check().catch(() => false)) return;
-    if (Date.now() - t0 > timeoutMs) throw new Error(`scaling-cluster: waited ${timeoutMs} ms for ${what}`);
-    await sleep(200);
-  }
-}

@@ -48,6 +48,26 @@ describe('npm run bench', () => {
     }
   });
 
+  // --durable: Redis appendfsync always, JetStream on the 3-node R3 cluster (nats-server < 2.10) or syncing every write.
+  it('runs --durable on durable servers and reports them, CPU per step by process and the step leg\'s floors', { timeout: 240_000 }, async () => {
+    const r = await runBench(['--durable', '--tasks', '20', '--steps', '3', '--mode', 'throughput', '--latency-tasks', '10', '--warmup', '2', '--peers', 'bullmq', '--json'], 220_000);
+    expect(r.code, `bench failed:\n${r.stderr}\n${r.stdout}`).toBe(0);
+    const json = JSON.parse(r.stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
+    expect(json['config']).toMatchObject({ durable: true });
+    const d = json['durability'] as { nats: string; redis: string; stream_replicas: number };
+    expect(d.redis).toMatch(/appendfsync always/);
+    expect(d.nats).toMatch(/sync_interval: always|3-node cluster, streams R3/);
+    expect([1, 3]).toContain(d.stream_replicas);
+    for (const k of ['floor_stored_hop_p50_ms', 'floor_redis_rtt_p50_ms', 'floor_step_leg_p50_ms', 'latency_step_leg_p50_ms', 'step_leg_over_floor']) expect(json[k] as number, k).toBeGreaterThan(0);
+    const byProcess = json['cpu_ms_per_step_by_process'] as Record<string, number>;
+    expect(Object.keys(byProcess)).toEqual(expect.arrayContaining(['scheduler', 'supervisor', 'agents', 'nats-server', 'redis-server', 'bench client']));
+    const bull = (json['peers'] as Record<string, Record<string, unknown>>)['bullmq'];
+    expect(Object.keys(bull?.['cpu_ms_per_step_by_process'] as object)).toEqual(['bullmq worker', 'redis-server', 'bench client']);
+    expect(r.stdout).toMatch(/^Durable run \(--durable\): NATS /m);
+    expect(r.stdout).toMatch(/^CPU ms per step, by process/m);
+    expect(r.stdout).toMatch(/step leg p50 beside its floors/);
+  });
+
   it('refuses an unknown peer with the list of known ones', async () => {
     const r = await runBench(['--peers', 'temporal']);
     expect(r.code).toBe(1);

@@ -3,6 +3,11 @@
  * lines. No I/O and no colour, so every function is unit-tested directly.
  */
 import type { StepState, TaskEvent, TaskState } from '@triad/protocol';
+import { clock, duration, relative } from './times.js';
+import { stepDetail } from './waiting.js';
+
+export { clock, duration, relative } from './times.js';
+export { elementsDetail, stepDetail } from './waiting.js';
 
 /** What an empty or absent cell shows. */
 export const EMPTY = '-';
@@ -45,68 +50,10 @@ export function keyValues(pairs: readonly (readonly [string, Cell])[]): string {
   return shown.map(([k, v]) => `${`${k}:`.padEnd(width)}  ${cellText(v)}`).join('\n');
 }
 
-const pad2 = (n: number): string => String(n).padStart(2, '0');
-
-/** Local wall-clock time with milliseconds: "HH:MM:SS.mmm". */
-export function clock(ms: number): string {
-  const d = new Date(ms);
-  return `${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}.${String(d.getMilliseconds()).padStart(3, '0')}`;
-}
-
 /** ISO 8601 in UTC ("2024-01-02T03:04:05.006Z"); "-" for an absent or invalid time. */
 export function isoTime(ms: number | undefined): string {
   if (ms === undefined || !Number.isFinite(ms)) return EMPTY;
   return new Date(ms).toISOString();
-}
-
-/**
- * A duration for humans: "420ms", "4.2s", "3m12s", "2h05m", "3d4h". Negative durations are shown by
- * their size (callers say "ago" or "in").
- */
-export function duration(ms: number): string {
-  const a = Math.abs(ms);
-  if (a < 1_000) return `${Math.round(a)}ms`;
-  if (a < 60_000) return `${(Math.floor(a / 100) / 10).toFixed(1)}s`;
-  const s = Math.floor(a / 1_000);
-  if (a < 3_600_000) return `${Math.floor(s / 60)}m${pad2(s % 60)}s`;
-  const m = Math.floor(s / 60);
-  if (a < 86_400_000) return `${Math.floor(m / 60)}h${pad2(m % 60)}m`;
-  const h = Math.floor(m / 60);
-  return `${Math.floor(h / 24)}d${h % 24}h`;
-}
-
-/** A time relative to now: "in 4.2s" for the future, "3.1s ago" for the past, "now" within 50 ms. */
-export function relative(ms: number, now: number = Date.now()): string {
-  const d = ms - now;
-  if (Math.abs(d) < 50) return 'now';
-  return d > 0 ? `in ${duration(d)}` : `${duration(d)} ago`;
-}
-
-/**
- * What a step waits for, or why it did not run, as one line (decision 0019 §7): the DETAIL of `triad
- * status` and of the dashboard's task page (its bundle includes this module). Grows kind by kind with
- * decision 0019's increments: a skipped step's reason, a sleep's wake time.
- */
-export function stepDetail(s: Pick<StepState, 'status' | 'reason' | 'until' | 'signal' | 'signalId' | 'items' | 'child'>, now: number = Date.now()): string | undefined {
-  if (s.items) return elementsDetail(s.items);
-  if (s.child) return childDetail(s.child, s.status, s.until, now);
-  if (s.status === 'skipped') return s.reason ? `skipped: ${s.reason}` : 'skipped';
-  if (s.status === 'sleeping' && s.until !== undefined) return `sleeping until ${clock(s.until).slice(0, 8)} (${relative(s.until, now)})`;
-  if (s.status === 'waiting' && s.until !== undefined) return `waiting for signal ${s.signal ?? '?'} until ${clock(s.until).slice(0, 8)} (${relative(s.until, now)})`;
-  if (s.status === 'processed' && s.signalId !== undefined) return `signal ${s.signal ?? '?'} received (id ${s.signalId})`;
-  return undefined;
-}
-
-/**
- * A child step's child (decision 0019 §7): "waiting for child task o1:ship-all:1 (shipment@2) until
- * 12:10:00 (in 55.2s)", "cancelling child task …", "undoing child task …", "child task … completed".
- */
-export function childDetail(c: NonNullable<StepState['child']>, status: string, until: number | undefined, now: number = Date.now()): string {
-  const which = `child task ${c.taskId} (${c.workflow}${c.version !== undefined ? `@${c.version}` : ''})`;
-  if (c.ended !== undefined && status !== 'waiting' && status !== 'compensating') return `${which} ${c.ended}`;
-  if (c.op === 'undo') return `undoing ${which}`;
-  if (c.op === 'cancel') return `cancelling ${which}`;
-  return `waiting for ${which}${until !== undefined ? ` until ${clock(until).slice(0, 8)} (${relative(until, now)})` : ''}`;
 }
 
 /** An interval as `--every` takes it: the largest unit that divides it (`10s`, `5m`, `1500ms`). */
@@ -119,12 +66,6 @@ export function everyText(ms: number): string {
 export function timingText(s: { every?: number | undefined; cron?: string | undefined; timezone?: string | undefined }): string {
   if (s.every !== undefined) return `every ${everyText(s.every)}`;
   return `cron "${s.cron ?? ''}" (${s.timezone ?? 'UTC'})`;
-}
-
-/** A fan-out step's elements: "elements 3 done, 2 running, 1 failed, 4 pending of 10" (only the counts that are not 0). */
-export function elementsDetail(items: NonNullable<StepState['items']>): string {
-  const parts = (['done', 'running', 'failed', 'pending'] as const).filter((k) => items[k] > 0).map((k) => `${items[k]} ${k}`);
-  return `elements ${parts.length > 0 ? parts.join(', ') : 'none'} of ${items.count}`;
 }
 
 /** ISO time and relative time together: "2024-01-02T03:04:05.006Z (in 4.2s)"; "-" when absent. */
@@ -148,14 +89,16 @@ export function eventLine(ev: TaskEvent): string {
   return parts.join('  ').trimEnd();
 }
 
-/** The task header of `triad status`. */
-export function taskHeader(t: TaskState, now: number = Date.now()): string {
+/** The task header of `triad status` (`waiting`: what its first waiting step waits for). */
+export function taskHeader(t: TaskState, now: number = Date.now(), waiting?: string): string {
   return keyValues([
     ['task', t.taskId],
     ['workflow', `${t.workflow}@${t.version}`],
     ['status', t.status],
     // A child task (decision 0019 §5.1): the task and the step that started it.
     ['parent', t.parent ? `${t.parent.taskId} (step ${t.parent.step})` : undefined],
+    // The task-level reason (decision 0021 §3.5): the first step that waits, and for what.
+    ['waiting', waiting],
     // Only a priority other than the default 3 is stored (decision 0020).
     ['priority', t.priority !== undefined ? `${t.priority} (1 highest … 5 lowest; 3 by default)` : undefined],
     // A compacted record (decision 0007) no longer keeps who drove the task.

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { StepState, TaskState } from '@triad/protocol';
 import { clock } from '../src/format.js';
-import { stepWaiting, waitReason } from '../src/waiting.js';
+import { probeKey, stepWaiting, taskWaiting, waitReason, type WaitContext } from '../src/waiting.js';
 
 const NOW = 1_700_000_000_000;
 const hh = (ms: number): string => clock(ms).slice(0, 8);
@@ -56,6 +56,46 @@ describe('why a step waits', () => {
     expect(stepWaiting(drained, drained.steps[1]!, NOW)).toBe(`compensation in flight at a inventory agent (attempt 1) until complete-by ${hh(NOW + 3_000)} (in 3.0s)`);
     const parked = { ...fraud, status: 'compensating' as const, compensation: { agent: 'inventory', attempt: 2, failureCount: 2, completeBy: NOW + 9_000, parked: true, parkedFor: 'backoff' as const, error: 'inventory 500' } };
     expect(stepWaiting(task('compensating', [reserve, parked]), parked, NOW)).toBe(`compensation backing off until ${hh(NOW + 9_000)} (in 9.0s) after 2 failures: inventory 500`);
+  });
+
+  it('in flight at the agent instance that answered the probe (its try, since when, a back-off between tries)', () => {
+    const s = step('charge', { status: 'processing', attempt: 2, completeBy: NOW + 3_200 });
+    const ctx: WaitContext = { probes: { [probeKey('run', 'charge', 2)]: { agentId: 'payment-7f3a', since: NOW - 5_000, try: 2, state: 'calling' } } };
+    expect(stepWaiting(task('running', [s]), s, NOW, ctx)).toBe(`in flight at payment-7f3a (try 2, since ${hh(NOW - 5_000)}) until complete-by ${hh(NOW + 3_200)} (in 3.2s)`);
+    const between: WaitContext = { probes: { [probeKey('run', 'charge', 2)]: { agentId: 'payment-7f3a', since: NOW - 5_000, try: 2, state: 'backing_off', nextTryAt: NOW + 1_000 } } };
+    expect(stepWaiting(task('running', [s]), s, NOW, between)).toBe(`in flight at payment-7f3a (try 2, since ${hh(NOW - 5_000)}, backing off until ${hh(NOW + 1_000)}) until complete-by ${hh(NOW + 3_200)} (in 3.2s)`);
+    // Another attempt's answer is not this one's.
+    expect(stepWaiting(task('running', [s]), s, NOW, { probes: { [probeKey('run', 'charge', 1)]: { agentId: 'x', since: NOW, try: 1 } } })).toMatch(/^in flight at a payment agent \(attempt 2\)/);
+  });
+
+  it('no agent answered the probe: not yet taken by any agent (its queue), or unknown', () => {
+    const s = step('charge', { status: 'processing', attempt: 1, completeBy: NOW + 3_200 });
+    const probes = { [probeKey('run', 'charge', 1)]: null };
+    expect(stepWaiting(task('running', [s]), s, NOW, { probes, queues: { payment: { pending: 1_204, pulling: 0 } } })).toBe(
+      `not yet taken by any payment agent: 1,204 requests wait, 0 agents pulling; complete-by ${hh(NOW + 3_200)} (in 3.2s)`,
+    );
+    expect(stepWaiting(task('running', [s]), s, NOW, { probes, queues: { payment: { pending: 0, pulling: 2 } } })).toBe(`in flight at a payment agent until complete-by ${hh(NOW + 3_200)} (in 3.2s) (no agent answered the probe)`);
+  });
+
+  it('overdue: the supervisor leader and its last sweep, or no supervisor leading', () => {
+    const s = step('charge', { status: 'processing', attempt: 2, completeBy: NOW - 4_200 });
+    expect(stepWaiting(task('running', [s]), s, NOW, { supervisor: { leader: { id: 'sup-1a2b', lastSweepAt: NOW - 800 } } })).toBe('complete-by passed 4.2s ago: waiting for the supervisor (leader sup-1a2b, last sweep 800ms ago)');
+    expect(stepWaiting(task('running', [s]), s, NOW, { supervisor: {} })).toBe('complete-by passed 4.2s ago: no supervisor is leading — start one (triad supervisor)');
+    const waiting = step('approval', { status: 'waiting', until: NOW - 1_000, signal: 'approved' });
+    expect(stepWaiting(task('running', [waiting]), waiting, NOW, { supervisor: {} })).toBe('the timeout passed 1.0s ago: no supervisor is leading — start one (triad supervisor)');
+  });
+
+  it("a fan-out step's items, and what a finished step's kind says (one function for both)", () => {
+    const fan = step('ship', { status: 'processing', items: { count: 5, pending: 0, running: 2, done: 3, failed: 0 } });
+    expect(waitReason(task('running', [fan]), fan, NOW)?.kind).toBe('items');
+    expect(stepWaiting(task('running', [fan]), fan, NOW)).toBe('elements 3 done, 2 running of 5');
+    const skipped = step('notify', { status: 'skipped', reason: 'amount 10 is not > 1000' });
+    expect(stepWaiting(task('completed', [skipped]), skipped, NOW)).toBe('skipped: amount 10 is not > 1000');
+  });
+
+  it("the task-level reason is the first waiting step's", () => {
+    const t = task('running', [step('reserve', { status: 'processed' }), step('fraud', { status: 'processing', attempt: 1, completeBy: NOW + 1_000 }), step('charge', { dependsOn: ['fraud'] })]);
+    expect(taskWaiting(t, NOW)).toMatchObject({ step: 'fraud', reason: { kind: 'in_flight' } });
   });
 
   it('says nothing of a finished step', () => {

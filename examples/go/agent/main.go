@@ -39,6 +39,7 @@ type agent struct {
 	service   *service
 	breaker   *breaker
 	log       *log.Logger
+	held      holding
 }
 
 func env(name, fallback string) string {
@@ -123,6 +124,11 @@ func (a *agent) serve(ctx context.Context, natsURL string, concurrency int, grac
 	if sub == nil { // stopped before the stream appeared
 		return nil
 	}
+	probes, err := a.answerProbes()
+	if err != nil {
+		return fmt.Errorf("subscribing to %s: %w", a.names.Probe(a.agentType), err)
+	}
+	defer func() { _ = probes.Unsubscribe() }()
 	a.log.Printf("go agent ready: %s serving agent type %s in namespace %s (consumer agent-%s, ack wait %s), calling %s (circuit breaker: opens after %d failures, half-opens after %s)",
 		a.agentID, a.agentType, a.names.NS, a.agentType, a.ackWait, a.service.baseURL, a.breaker.threshold, a.breaker.halfOpenAfter)
 

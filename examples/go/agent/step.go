@@ -31,6 +31,14 @@ type outcome struct {
 	handedBack bool
 }
 
+// tries is how many calls the outcome's attempt made (0 when silent or handed back).
+func (o outcome) tries() int64 {
+	if o.result == nil {
+		return 0
+	}
+	return o.result.Tries
+}
+
 // handle serves one delivery of a step request, from reading it to acknowledging it.
 func (a *agent) handle(run context.Context, m *nats.Msg) {
 	receivedAt := time.Now()
@@ -69,7 +77,10 @@ func (a *agent) handle(run context.Context, m *nats.Msg) {
 
 	window, cancel := context.WithDeadline(run, req.CompleteByTime())
 	defer cancel()
+	forget := a.hold(req)
+	defer forget()
 	o := a.runStep(run, window, req)
+	a.tryState(req, o.tries(), "sending", time.Time{})
 	switch {
 	case o.handedBack:
 		stopKeepAlive()
@@ -154,6 +165,7 @@ func (a *agent) runStep(run, window context.Context, req *triad.StepRequest) out
 			return a.circuitOpen(req, tries, retryAfter, mayHaveApplied)
 		}
 		tries++
+		a.tryState(req, tries, "calling", time.Time{})
 		answer, err := a.service.call(window, path, body)
 		a.breaker.done(permit, verdictOf(run, err))
 		if stop, o := stopped(run, window); stop {
@@ -189,8 +201,10 @@ func (a *agent) runStep(run, window context.Context, req *triad.StepRequest) out
 		if tries >= policy.MaxAttempts {
 			return fail(fmt.Sprintf("%s (after %d tries)", ce.msg, tries), true, mayHaveApplied)
 		}
+		wait := backoff(policy, tries)
+		a.tryState(req, tries, "backing_off", time.Now().Add(wait))
 		select {
-		case <-time.After(backoff(policy, tries)):
+		case <-time.After(wait):
 		case <-window.Done():
 		}
 		if stop, o := stopped(run, window); stop {

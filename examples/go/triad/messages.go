@@ -99,6 +99,52 @@ func ParseStepRequest(data []byte) (*StepRequest, error) {
 	return r, nil
 }
 
+// ProbeRequest asks which agent instance holds an attempt (docs/protocol/probe-request.schema.json).
+type ProbeRequest struct {
+	TaskID  string
+	Step    string
+	Kind    string
+	Attempt int64
+	Item    *int64
+}
+
+// ParseProbeRequest decodes and validates a probe.
+func ParseProbeRequest(data []byte) (*ProbeRequest, error) {
+	m, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	f := NewFields(m, "")
+	r := &ProbeRequest{
+		TaskID:  f.String("taskId", true, CheckTaskID),
+		Step:    f.String("step", true, func(s string) error { return CheckName("step", s) }),
+		Kind:    f.Enum("kind", true, KindRun, KindCompensate),
+		Attempt: f.Int("attempt", true, 1),
+	}
+	if _, ok := m["item"]; ok {
+		i := f.Int("item", true, 0)
+		r.Item = &i
+	}
+	if err := f.Err(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ProbeReply is the holding instance's answer (docs/protocol/probe-reply.schema.json).
+type ProbeReply struct {
+	TaskID    string `msgpack:"taskId"`
+	Step      string `msgpack:"step"`
+	Kind      string `msgpack:"kind"`
+	Attempt   int64  `msgpack:"attempt"`
+	Item      *int64 `msgpack:"item,omitempty"`
+	AgentID   string `msgpack:"agentId"`
+	Since     int64  `msgpack:"since"`
+	Try       int64  `msgpack:"try"`
+	State     string `msgpack:"state"`
+	NextTryAt int64  `msgpack:"nextTryAt,omitempty"`
+}
+
 // StepError is a failed attempt's error (§8.7).
 type StepError struct {
 	Message     string `msgpack:"message"`

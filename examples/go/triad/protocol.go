@@ -87,6 +87,11 @@ func (n Names) DeadLetter(source string) string {
 }
 func (n Names) API(op string) string { return "triad." + n.NS + ".api." + op }
 
+// Probe is where operators ask the instances of an agent type which of them holds an attempt (§3,
+// decision 0021 §3.3); ProbedPrefix starts every reply subject an instance of that type may answer on.
+func (n Names) Probe(agent string) string        { return "triad." + n.NS + ".probe." + agent }
+func (n Names) ProbedPrefix(agent string) string { return "triad." + n.NS + ".probed." + agent + "." }
+
 // ClientAPI is a client's own view of task.get or task.list (§6): the scheduler answers with that
 // client's tasks only, and a client identity may publish only on its own.
 func (n Names) ClientAPI(client, op string) string {

@@ -9,7 +9,8 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { ensureConsumer, explainNoJetStream, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
 import { contextFromHeaders, intercept, traceHeaders, type HeaderReader, type Next } from '@triad/telemetry';
-import { StepRequestSchema, decode, encode, errorMessage, isTriadError, type StepRequest, type StepResult } from '@triad/protocol';
+import type { Subscription } from '@nats-io/nats-core';
+import { ProbeRequestSchema, StepRequestSchema, decode, encode, errorMessage, isTriadError, type ProbeReply, type ProbeRequest, type StepRequest, type StepResult } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
 import { DEFAULT_AGENT_CONCURRENCY, type AgentDefinition } from './define.js';
@@ -62,6 +63,9 @@ export class AgentHost {
   private readonly metrics = new Map<string, AgentMetrics>();
   /** One step attempt inside its interceptors (tracing, metrics). */
   private readonly runAttempt: Next<AttemptInput, Attempted>;
+  /** The attempts this host runs now, by holdingKey: what it answers a probe with (decision 0021 §3.3). */
+  private readonly holding = new Map<string, Omit<ProbeReply, 'agentId' | 'taskId' | 'step' | 'kind' | 'attempt' | 'item'>>();
+  private probes: Subscription[] = [];
 
   constructor(private readonly o: AgentHostOptions) {
     this.settings = resolveAgentHostSettings(o);
@@ -105,6 +109,7 @@ export class AgentHost {
       );
     }
     await Promise.all(this.consumers.map((c) => c.ready));
+    for (const agent of this.agents.values()) this.probes.push(this.answerProbes(agent.name));
     this.isAttached = true;
     this.log.info({ agentId: this.id, agents: [...this.agents.keys()] }, 'agent host attached: serving steps');
   }
@@ -116,6 +121,8 @@ export class AgentHost {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    for (const p of this.probes) p.unsubscribe();
+    this.probes = [];
     await Promise.all(this.consumers.map((c) => c.stop()));
     await Promise.all([...this.results.values()].map((r) => r.drain()));
   }
@@ -140,6 +147,31 @@ export class AgentHost {
       said = true;
       await new Promise((r) => setTimeout(r, delay));
     }
+  }
+
+  /**
+   * Answers probes of one agent type (decision 0021 §3.3): every instance receives each probe (no queue
+   * group); only the one holding the attempt answers, on the probe's reply subject — which must be under
+   * `triad.<ns>.probed.<its type>.` (the only replies its permissions allow), else it stays silent.
+   */
+  private answerProbes(agent: string): Subscription {
+    const { bus } = this.o;
+    const replyPrefix = bus.names.subjects.probedPrefix(agent);
+    return bus.nc.subscribe(bus.names.subjects.probe(agent), {
+      callback: (err, msg) => {
+        if (err || !msg.reply || !msg.reply.startsWith(replyPrefix)) return;
+        const d = decode(msg.data, ProbeRequestSchema, `probe for agent ${agent}`);
+        if (!d.ok) return;
+        const p = d.value;
+        const held = this.holding.get(holdingKey(agent, p));
+        if (!held) return;
+        try {
+          bus.nc.publish(msg.reply, encode({ ...p, agentId: this.id, ...held } satisfies ProbeReply));
+        } catch (e) {
+          this.log.debug({ err: errorMessage(e) }, 'probe answer not sent');
+        }
+      },
+    });
   }
 
   private async onRequest(
@@ -170,14 +202,18 @@ export class AgentHost {
     }
     // The message is the step's lease: keep it while the step runs, so JetStream gives it to no one else.
     const keepAlive = setInterval(working, Math.max(100, Math.floor(ackWaitMs / 3)));
+    const held = holdingKey(agent.name, { ...req, item: req.item?.index });
+    this.holding.set(held, { since: Date.now(), try: 0, state: 'calling' });
     let outcome: Attempted;
     try {
       outcome = await this.runAttempt({ agent, req, deliveryCount, parent: contextFromHeaders(headers) });
     } catch (e) {
       clearInterval(keepAlive);
+      this.holding.delete(held);
       throw e;
     }
     if (outcome.kind === 'expired') {
+      this.holding.delete(held);
       clearInterval(keepAlive);
       this.log.warn({ taskId: req.taskId, step: req.step, attempt: req.attempt, tries: outcome.tries }, 'complete-by reached: stopped, nothing sent back');
       return 'ack';
@@ -192,8 +228,11 @@ export class AgentHost {
       )
       .finally(() => {
         clearInterval(keepAlive);
+        this.holding.delete(held);
         ackNow();
       });
+    const h = this.holding.get(held);
+    if (h) this.holding.set(held, { since: h.since, try: h.try, state: 'sending' });
     if ((sender?.backlog ?? 0) > MAX_RESULT_BACKLOG) await stored;
     return 'defer';
   }
@@ -208,7 +247,12 @@ export class AgentHost {
   private async attempt({ agent, req }: AttemptInput): Promise<Attempted> {
     const breaker = this.breakers.get(agent.name);
     const margin = this.settings.safetyMarginMs;
-    const outcome = await runStep(req, agent, breaker ? { safetyMarginMs: margin, breaker } : { safetyMarginMs: margin });
+    const key = holdingKey(agent.name, { ...req, item: req.item?.index });
+    const onTry = (t: number, state: 'calling' | 'backing_off', nextTryAt?: number): void => {
+      const h = this.holding.get(key);
+      if (h) this.holding.set(key, { since: h.since, try: t, state, ...(nextTryAt !== undefined ? { nextTryAt } : {}) });
+    };
+    const outcome = await runStep(req, agent, breaker ? { safetyMarginMs: margin, breaker, onTry } : { safetyMarginMs: margin, onTry });
     return { ...outcome, trace: traceHeaders() };
   }
 
@@ -238,6 +282,11 @@ export class AgentHost {
     if (!sender) throw new Error(`no result sender for agent ${req.agent}`);
     await sender.send(bytes, resultMessageId(req), trace);
   }
+}
+
+/** The key of an attempt in the host's `holding` map (and of a probe for it). */
+function holdingKey(agent: string, a: Pick<ProbeRequest, 'taskId' | 'step' | 'kind' | 'attempt'> & { item?: number | undefined }): string {
+  return `${agent}|${a.taskId}|${a.step}|${a.kind}|${a.attempt}|${a.item ?? ''}`;
 }
 
 /**

@@ -36,6 +36,8 @@ export interface RunStepOptions {
   signal?: AbortSignal;
   /** Every handler call goes through it; while it is open no call is made. */
   breaker?: { policy: CircuitBreakerPolicy; halfOpenAfterMs: number };
+  /** Told of each try as it starts, and of each back-off between tries with its end (what a probe answers, decision 0021 §3.3). */
+  onTry?: (t: number, state: 'calling' | 'backing_off', nextTryAt?: number) => void;
 }
 
 /** The abort reason handlers see once their step is over (shared: one Error, not one per step). */
@@ -84,6 +86,7 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
       };
       let outcome: { ok: true; value: unknown } | { ok: false; error: unknown } | 'closed';
       // Promise.resolve().then: a handler that throws synchronously becomes a rejection like any other.
+      o.onTry?.(t, 'calling');
       const run = (): Promise<unknown> => Promise.resolve().then(() => (req.kind === 'compensate' && agent.compensate ? agent.compensate(ctx) : agent.handler(ctx)));
       const call = o.breaker ? o.breaker.policy.execute(run) : run();
       try {
@@ -113,6 +116,7 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
       const delay = fullJitterDelay(policy, t, o.random);
       // No time for another try: say so now rather than stay silent until the window closes.
       if (performance.now() + delay >= deadline) return { kind: 'failed', retryable: true, ...base };
+      o.onTry?.(t, 'backing_off', wallNow() + delay);
       const woke = await Promise.race([new Promise<'slept'>((r) => setTimeout(() => r('slept'), delay)), closed]);
       if (woke === 'closed') return { kind: 'expired', tries: t };
     }

@@ -11,7 +11,7 @@
  *   const { taskId } = await client.submit('orders', { orderId: 'o1', amount: 42 });
  *   const state = await client.wait(taskId, { timeoutMs: 30_000 });
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createInbox, type Msg, type Subscription } from '@nats-io/nats-core';
 import { REPLY_TO_HEADER, connectBus, explainPermissionViolation, isBacklogFull, protocolHeaders, publishRetrying, type Bus } from '@triad/bus';
@@ -26,6 +26,9 @@ import {
   ErrorCode,
   names,
   SubmissionSchema,
+  ProbeReplySchema,
+  type ProbeReply,
+  type ProbeRequest,
   DEFAULT_PRIORITY,
   TaskEventBatchSchema,
   TriadError,
@@ -51,6 +54,8 @@ import {
   type TaskQueryReply,
   type TaskCountRequest,
   type TaskCountReply,
+  type TaskStuckRequest,
+  type TaskStuckReply,
   type BulkOp,
   type WorkflowDefinitionInput,
 } from '@triad/protocol';
@@ -136,6 +141,9 @@ export interface TaskEventsPage {
 /** How long signal() waits for a task this client just submitted to exist; how many such ids it remembers. */
 const SIGNAL_WAIT_FOR_TASK_MS = 15_000;
 const SUBMITTED_LATELY_MAX = 10_000;
+
+/** The most attempts one `probe()` asks about (decision 0021 §3.3). */
+const MAX_PROBES = 20;
 
 export class TriadClient {
   /** While JetStream refuses this client's submissions (its backlog is full), they try one at a time, in order. */
@@ -457,6 +465,70 @@ export class TriadClient {
     const first = stream.state.first_ts;
     const oldestAt = stream.state.messages > 0 && first ? Date.parse(first) : undefined;
     return { waiting: stream.state.messages, ...(oldestAt !== undefined && !Number.isNaN(oldestAt) ? { oldestAt } : {}), pulling: consumer?.num_waiting ?? 0, inProgress: consumer?.num_ack_pending ?? 0 };
+  }
+
+  /**
+   * Asks the agent instances which of them holds each attempt (decision 0021 §3.3): one core-NATS probe per
+   * attempt on `triad.<ns>.probe.<agent>`, answered only by the instance running it, on a reply subject under
+   * `triad.<ns>.probed.<agent>.<nonce>.`. Waits at most `timeoutMs` for all of them (at most 20 are sent);
+   * an attempt no instance answered for is `null`. Operators only (the probe subjects are theirs).
+   */
+  async probe(attempts: readonly (ProbeRequest & { agent: string })[], timeoutMs = 250): Promise<(ProbeReply | null)[]> {
+    const s = this.bus.names.subjects;
+    const sent = attempts.slice(0, MAX_PROBES);
+    const answers: (ProbeReply | null)[] = attempts.map(() => null);
+    if (sent.length === 0) return answers;
+    const nonce = randomBytes(8).toString('hex');
+    let left = sent.length;
+    let done: () => void = () => undefined;
+    const all = new Promise<void>((resolve) => (done = resolve));
+    const sub = this.bus.nc.subscribe(s.probedOf(nonce), {
+      callback: (err, msg) => {
+        if (err) return;
+        const i = Number(msg.subject.slice(msg.subject.lastIndexOf('.') + 1));
+        const a = sent[i];
+        if (!a || answers[i] !== null || !msg.subject.startsWith(s.probedPrefix(a.agent))) return;
+        const d = decode(msg.data, ProbeReplySchema, 'probe reply');
+        if (!d.ok || d.value.taskId !== a.taskId || d.value.step !== a.step || d.value.kind !== a.kind || d.value.attempt !== a.attempt) return;
+        answers[i] = d.value;
+        if (--left === 0) done();
+      },
+    });
+    try {
+      await this.bus.nc.flush();
+      sent.forEach(({ agent, ...req }, i) => this.bus.nc.publish(s.probe(agent), encode(req), { reply: s.probed(agent, nonce, i) }));
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([all, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+      clearTimeout(timer);
+    } finally {
+      sub.unsubscribe();
+    }
+    return answers;
+  }
+
+  /**
+   * Per agent type, its durable on STEPS (operators): requests not yet delivered to any of its instances
+   * (`pending`), and pull requests waiting (`pulling`: instances asking for work). An agent type with no
+   * durable yet (never connected) is absent.
+   */
+  async agentQueues(agents: readonly string[]): Promise<Record<string, { pending: number; pulling: number }>> {
+    const n = this.bus.names;
+    const out: Record<string, { pending: number; pulling: number }> = {};
+    await Promise.all(
+      [...new Set(agents)].map(async (a) => {
+        const c = await this.bus.jsm.consumers.info(n.streams.steps, n.consumers.agent(a)).catch(() => undefined);
+        if (c) out[a] = { pending: c.num_pending, pulling: c.num_waiting };
+      }),
+    );
+    return out;
+  }
+
+  /**
+   * Unfinished tasks past their workflow's bound or with a deadline no supervisor acted on, latest first
+   * (decision 0021 §3.7); a client identity: its own.
+   */
+  async stuckTasks(q: TaskStuckRequest = {}): Promise<TaskStuckReply> {
+    return this.request('task.stuck', q);
   }
 
   /** One bulk operation's record (operator role). */

@@ -11,7 +11,7 @@ export const ROLES = ['scheduler', 'supervisor', 'agent', 'client', 'operator'] 
 export type Role = (typeof ROLES)[number];
 
 /** API operations that only read; the others change state (operator only). */
-export const READ_ONLY_API_OPS: readonly ApiOp[] = ['workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.query', 'task.count', 'task.events', 'supervisor.status'];
+export const READ_ONLY_API_OPS: readonly ApiOp[] = ['workflow.get', 'workflow.list', 'task.get', 'task.list', 'task.query', 'task.count', 'task.stuck', 'task.events', 'supervisor.status'];
 
 /**
  * The namespace-wide operations a client identity may call: the read-only ones except the task reads,
@@ -233,8 +233,10 @@ export function agentIdentity(namespace: string, agent: string): Identity {
         ...durableAccess(j, n.streams.steps, n.consumers.agent(type), s.step(type)),
         j.streamInfo(n.streams.results),
         j.streamInfo(n.streams.deadLetters),
+        // Answers to probes of its own type only (decision 0021 §3.3).
+        `${s.probedPrefix(type)}>`,
       ]),
-      subscribe: [`${inboxPrefix}.>`],
+      subscribe: [`${inboxPrefix}.>`, s.probe(type)],
     },
   };
 }
@@ -283,8 +285,13 @@ function clientLike(namespace: string, clientId: string, role: 'client' | 'opera
         ...[n.streams.events, n.streams.alerts, n.streams.deadLetters].map((st) => j.msgGet(st)),
         ...j.streams.map((st) => j.streamInfo(st)),
         ...j.streams.flatMap((st) => [j.consumerList(st), j.consumerNames(st)]),
+        // Which agent instance holds an attempt (decision 0021 §3.3), for triad status and the dashboard,
+        // and the queues a step and a submission wait in (its agent type's durable, the schedulers').
+        s.probe('*'),
+        j.consumerInfo(n.streams.steps, '*'),
+        j.consumerInfo(n.streams.submit, n.consumers.scheduler),
       ]),
-      subscribe: [`${inboxPrefix}.>`, `triad.${n.namespace}.event.>`, s.alert, s.health, `triad.${n.namespace}.dlq.>`],
+      subscribe: [`${inboxPrefix}.>`, `triad.${n.namespace}.event.>`, s.alert, s.health, `triad.${n.namespace}.dlq.>`, s.probedAll],
     },
   };
 }

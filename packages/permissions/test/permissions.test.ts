@@ -67,6 +67,22 @@ describe('NATS allow lists', () => {
     expect(payment.redis).toBeUndefined();
   });
 
+  it('probes (decision 0021 §3.3): the operator asks any agent type; an agent hears only its own type\'s and answers only under it; a client does neither', () => {
+    const payment = byName('agent-payment');
+    const operator = byName('operator');
+    const web = byName('client-web');
+    expect(may(payment, 'subscribe', n.subjects.probe('payment'))).toBe(true);
+    expect(may(payment, 'subscribe', n.subjects.probe('shipping'))).toBe(false);
+    expect(may(payment, 'publish', n.subjects.probed('payment', 'abcd', 3))).toBe(true);
+    expect(may(payment, 'publish', n.subjects.probed('shipping', 'abcd', 3))).toBe(false);
+    expect(may(payment, 'publish', '_INBOX.shop.operator.x')).toBe(false);
+    expect(may(operator, 'publish', n.subjects.probe('shipping'))).toBe(true);
+    expect(may(operator, 'subscribe', n.subjects.probedOf('abcd'))).toBe(true);
+    expect(may(operator, 'publish', `$JS.API.CONSUMER.INFO.${n.streams.steps}.agent-payment`)).toBe(true);
+    expect(may(web, 'publish', n.subjects.probe('payment'))).toBe(false);
+    expect(may(web, 'subscribe', n.subjects.probedOf('abcd'))).toBe(false);
+  });
+
   it('a client submits under its own id, reads only, and follows only its own events, with no JetStream API (decision 0022)', () => {
     const web = byName('client-web');
     expect(may(web, 'publish', n.subjects.submit('web'))).toBe(true);
@@ -101,6 +117,7 @@ describe('NATS allow lists', () => {
       'triad.shop.api.client.web.task.list',
       'triad.shop.api.client.web.task.query',
       'triad.shop.api.client.web.task.count',
+      'triad.shop.api.client.web.task.stuck',
       'triad.shop.api.client.web.task.events',
       'triad.shop.api.client.web.task.signal',
     ]);
@@ -190,6 +207,7 @@ describe('NATS accounts (decision 0022)', () => {
       'service triad.shop.api.client.web.task.list',
       'service triad.shop.api.client.web.task.query',
       'service triad.shop.api.client.web.task.count',
+      'service triad.shop.api.client.web.task.stuck',
       'service triad.shop.api.client.web.task.events',
       'service triad.shop.api.client.web.task.signal',
       'service triad.shop.api.workflow.get',

@@ -10,6 +10,8 @@ import {
   AlertSchema,
   ApiReplySchema,
   DeadLetterSchema,
+  ProbeReplySchema,
+  ProbeRequestSchema,
   StepRequestSchema,
   StepResultSchema,
   SubmissionSchema,
@@ -30,6 +32,8 @@ const MESSAGES: Record<string, { schema: z.ZodType; title: string }> = {
   'dead-letter': { schema: DeadLetterSchema, title: 'A message that could not be handled, with the reason (triad.<ns>.dlq.<source>)' },
   'supervisor-health': { schema: SupervisorHealthSchema, title: "A supervisor's report (triad.<ns>.health)" },
   'workflow-definition': { schema: WorkflowDefinitionSchema, title: 'A workflow definition (registered with workflow.register)' },
+  'probe-request': { schema: ProbeRequestSchema, title: 'Which agent instance holds this attempt? (triad.<ns>.probe.<agent>, core NATS)' },
+  'probe-reply': { schema: ProbeReplySchema, title: 'The holding instance answers (on the probe\'s reply subject, triad.<ns>.probed.<agent>.<nonce>.<n>)' },
   'api-reply': { schema: ApiReplySchema, title: 'The envelope of every API reply' },
 };
 

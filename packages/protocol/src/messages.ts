@@ -126,6 +126,35 @@ export const StepRequestSchema = z
   });
 export type StepRequest = z.output<typeof StepRequestSchema>;
 
+/**
+ * A probe (decision 0021 §3.3): "which instance holds this attempt?", sent on `triad.<ns>.probe.<agent>`
+ * (core NATS) to every instance of the agent type, with a reply subject under
+ * `triad.<ns>.probed.<agent>.`. Only the instance running that attempt answers; the others stay silent.
+ */
+export const ProbeRequestSchema = z.object({
+  taskId: TaskIdSchema,
+  step: NameSchema,
+  kind: StepKindSchema,
+  attempt: z.number().int().min(1),
+  /** A fan-out element's index. */
+  item: optional(z.number().int().min(0).max(MAX_FOREACH_ITEMS - 1)),
+});
+export type ProbeRequest = z.output<typeof ProbeRequestSchema>;
+
+/** The answer of the agent instance holding a probed attempt. */
+export const ProbeReplySchema = ProbeRequestSchema.extend({
+  agentId: z.string().min(1).max(200),
+  /** When it took the request (epoch ms). */
+  since: epochMs,
+  /** Its current call of the handler: 1, 2 … (its in-process retries). */
+  try: z.number().int().min(0),
+  /** calling its handler, backing off between tries, or sending the result. */
+  state: tolerant(z.enum(['calling', 'backing_off', 'sending'])),
+  /** While backing off: when the next try starts (epoch ms). */
+  nextTryAt: optional(epochMs),
+});
+export type ProbeReply = z.output<typeof ProbeReplySchema>;
+
 const resultBase = {
   taskId: TaskIdSchema,
   step: NameSchema,
@@ -553,6 +582,42 @@ export const TaskQueryReplySchema = z.object({
   scanned: z.number().int().nonnegative(),
 });
 export type TaskQueryReply = z.output<typeof TaskQueryReplySchema>;
+/**
+ * `task.stuck` (decision 0021 §3.7): unfinished tasks past their workflow's bound, or with a deadline no
+ * supervisor acted on, latest first. `scan`: index entries read per bucket at most (the reply says whether
+ * that was enough: `complete`).
+ */
+export const TaskStuckRequestSchema = z.object({
+  workflow: optional(NameSchema),
+  tags: optional(TagsSchema),
+  /** Operators only: a client-scoped subject sets it to its own client. */
+  client: optional(ClientIdSchema),
+  limit: z.number().int().min(1).max(200).default(50),
+  scan: z.number().int().min(1).max(10_000).default(2_000),
+});
+export type TaskStuckRequest = z.input<typeof TaskStuckRequestSchema>;
+export const StuckTaskSchema = z.object({
+  summary: TaskSummarySchema,
+  /** bound: created longer ago than its workflow's bound; overdue: a deadline passed and no supervisor acted on it; both. */
+  why: tolerant(z.enum(['bound', 'overdue', 'both'])),
+  /** createdAt + its workflow's bound (absent when that bound cannot be computed). */
+  boundAt: optional(z.number()),
+  /** The earliest passed deadline no supervisor acted on. */
+  overdueSince: optional(z.number()),
+  /** How late it is (ms): past its bound, or past that deadline, whichever is longer. */
+  lateMs: z.number().nonnegative(),
+  /** Its last transition (updatedAt). */
+  lastProgressAt: z.number(),
+});
+export type StuckTask = z.output<typeof StuckTaskSchema>;
+export const TaskStuckReplySchema = z.object({
+  tasks: z.array(StuckTaskSchema),
+  /** Index entries read. */
+  scanned: z.number().int().nonnegative(),
+  /** False when a bucket held more candidates than `scan`: some stuck tasks may be missing; ask with a larger scan. */
+  complete: z.boolean(),
+});
+export type TaskStuckReply = z.output<typeof TaskStuckReplySchema>;
 /** `task.count`: the filters of `task.query`. */
 export const TaskCountRequestSchema = TaskQuerySchema.omit({ limit: true, cursor: true });
 export type TaskCountRequest = z.input<typeof TaskCountRequestSchema>;

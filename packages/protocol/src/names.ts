@@ -58,6 +58,16 @@ export interface Names {
     clientApi(client: string, op: ClientScopedOp): string;
     readonly apiAll: string;
     readonly health: string;
+    /** Probes of one agent type's instances (decision 0021 §3.3): core NATS, no stream. */
+    probe(agent: string): string;
+    /** A probe's reply subject: under the agent type, so an agent can answer only for its own type. */
+    probed(agent: string, nonce: string, n: number): string;
+    /** The start of every reply subject to a probe of this agent type (what its instances may answer on). */
+    probedPrefix(agent: string): string;
+    /** Every probe reply with this nonce (what a prober subscribes to). */
+    probedOf(nonce: string): string;
+    /** Every probe reply subject of the namespace. */
+    readonly probedAll: string;
   };
   readonly streams: {
     readonly submit: string;
@@ -97,6 +107,7 @@ export const API_OPS = [
   'task.list',
   'task.query',
   'task.count',
+  'task.stuck',
   'task.events',
   'task.retry',
   'task.cancel',
@@ -126,7 +137,7 @@ export type ApiOp = (typeof API_OPS)[number];
  * its own tasks' reads, and signals to its own tasks (decision 0019 §3.2).
  * The token `client` after `api.` is reserved: no operation's name starts with it.
  */
-export const CLIENT_SCOPED_OPS = ['task.get', 'task.list', 'task.query', 'task.count', 'task.events', 'task.signal'] as const satisfies readonly ApiOp[];
+export const CLIENT_SCOPED_OPS = ['task.get', 'task.list', 'task.query', 'task.count', 'task.stuck', 'task.events', 'task.signal'] as const satisfies readonly ApiOp[];
 export type ClientScopedOp = (typeof CLIENT_SCOPED_OPS)[number];
 const CLIENT_API_TOKEN = 'client';
 
@@ -155,6 +166,11 @@ export function names(namespace: string): Names {
       clientApi: (client, op) => `${p}.api.${CLIENT_API_TOKEN}.${client}.${op}`,
       apiAll: `${p}.api.>`,
       health: `${p}.health`,
+      probe: (agent) => `${p}.probe.${agent}`,
+      probed: (agent, nonce, n) => `${p}.probed.${agent}.${nonce}.${n}`,
+      probedPrefix: (agent) => `${p}.probed.${agent}.`,
+      probedOf: (nonce) => `${p}.probed.*.${nonce}.*`,
+      probedAll: `${p}.probed.>`,
     },
     streams: {
       submit: `${s}_SUBMIT`,

@@ -17,6 +17,7 @@ import {
   ListTasksRequestSchema,
   TaskQuerySchema,
   TaskCountRequestSchema,
+  TaskStuckRequestSchema,
   BulkStartRequestSchema,
   BulkApplyRequestSchema,
   BulkCheckpointRequestSchema,
@@ -53,7 +54,7 @@ import {
   type WorkflowDefinition,
 } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
-import { OpStore, ScheduleStore, canonicalTags, isAlreadyApplied, requireTask, unknownOp, unknownSchedule, type IntakeStore, type LeaseClaim, type StoredSchedule, type TaskFilter, type TaskStore, type WorkflowStore } from '@triad/store';
+import { OpStore, ScheduleStore, canonicalTags, findStuck, isAlreadyApplied, requireTask, unknownOp, unknownSchedule, type IntakeStore, type LeaseClaim, type StoredSchedule, type TaskFilter, type TaskStore, type WorkflowStore } from '@triad/store';
 import { randomBytes } from 'node:crypto';
 import { triadMetrics } from '@triad/telemetry';
 import type { Dispatcher } from './dispatcher.js';
@@ -88,6 +89,12 @@ function scopedFilter(q: z.output<typeof TaskCountRequestSchema>, client: string
   };
 }
 
+/**
+ * How long past a deadline `task.stuck` calls it overdue: a sweep interval and a leader change (the default
+ * supervision figures, decision 0009) and a second, so a supervisor merely about to act is not listed.
+ */
+const STUCK_GRACE_MS = DEFAULT_SUPERVISION.sweepIntervalMs + DEFAULT_SUPERVISION.leaderLeaseMs + 1_000;
+
 /** A bulk filter as stored in its operation's record: canonical JSON (keys and tags sorted), so a resume compares bytes. */
 function canonicalFilter(f: BulkFilter): string {
   const tags = canonicalTags(f.tags);
@@ -120,6 +127,8 @@ export class ApiServer {
   private readonly ops: OpStore;
   /** Schedules (decision 0019 §6): created, changed and removed here; fired by the leader supervisor. */
   private readonly schedules: ScheduleStore;
+  /** Workflow versions' bounds in ms (task.stuck). */
+  private readonly bounds = new Map<string, number | undefined>();
 
   constructor(
     private readonly bus: Bus,
@@ -134,6 +143,44 @@ export class ApiServer {
     this.ops = new OpStore(tasks.redis, tasks.namespace);
     this.stats = new Map(endpoints(bus.names.subjects).map((e) => [e.name, { requests: 0, errors: 0, lastError: '', processingNs: 0 }]));
     this.schedules = new ScheduleStore(tasks.redis, bus.names.namespace);
+  }
+
+  /** A workflow version's bound in ms (decision 0009, with the default supervision figures), cached: versions never change. */
+  private async boundOf(workflow: string, version: number): Promise<number | undefined> {
+    const key = `${workflow}@${version}`;
+    if (this.bounds.has(key)) return this.bounds.get(key);
+    const def = await this.workflows.get(workflow, version);
+    let bound: number | undefined;
+    if (def) {
+      // A child step's bound is its child workflow's, as the scheduler resolves it (pinned, else latest).
+      const found = new Map<string, WorkflowDefinition | undefined>();
+      const queue = childReferences(def);
+      for (let next = queue.shift(); next !== undefined && found.size < 50; next = queue.shift()) {
+        const k = `${next.workflow}@${next.version ?? 'latest'}`;
+        if (found.has(k)) continue;
+        const child = await this.workflows.get(next.workflow, next.version);
+        found.set(k, child);
+        if (child) queue.push(...childReferences(child));
+      }
+      const b = taskBound(def, DEFAULT_SUPERVISION, (n, v) => found.get(`${n}@${v ?? 'latest'}`));
+      bound = b.unknown ? undefined : b.totalMs;
+    }
+    // An unknown version may be registered later; a child's latest version may change: only a computed bound of a workflow without children is kept.
+    if (bound !== undefined && def && childReferences(def).length === 0) this.bounds.set(key, bound);
+    return bound;
+  }
+
+  /** The smallest bound of any version of the workflows (or of `workflow`): no younger task can be past its bound. */
+  private async smallestBound(workflow?: string): Promise<number> {
+    let min = Number.POSITIVE_INFINITY;
+    for (const w of await this.workflows.list()) {
+      if (workflow !== undefined && w.name !== workflow) continue;
+      for (const v of w.versions) {
+        const b = await this.boundOf(w.name, v);
+        if (b !== undefined && b < min) min = b;
+      }
+    }
+    return min;
   }
 
   private handlers(): Record<ApiOp, Handler> {
@@ -242,6 +289,26 @@ export class ApiServer {
       'task.count': async (data, client) => {
         const q = req(data, TaskCountRequestSchema, 'task.count request');
         return this.tasks.countTasks(scopedFilter(q, client));
+      },
+      'task.stuck': async (data, client) => {
+        const q = req(data, TaskStuckRequestSchema, 'task.stuck request');
+        if (client !== undefined && q.client !== undefined && q.client !== client) {
+          throw new TriadError(ErrorCode.InvalidMessage, `client "${q.client}" is not this subject's client ("${client}"): a client lists only its own tasks; leave client out`);
+        }
+        const owner = client ?? q.client;
+        const minBoundMs = await this.smallestBound(q.workflow);
+        const r = await findStuck(this.tasks.redis, this.tasks.keys, {
+          now: Date.now(),
+          limit: q.limit,
+          scan: q.scan,
+          graceMs: STUCK_GRACE_MS,
+          minBoundMs,
+          boundOf: (w, v) => this.boundOf(w, v),
+          ...(q.workflow ? { workflow: q.workflow } : {}),
+          ...(q.tags && Object.keys(q.tags).length > 0 ? { tags: q.tags } : {}),
+          ...(owner !== undefined ? { client: owner } : {}),
+        });
+        return r;
       },
       'bulk.start': async (data) => {
         const q = req(data, BulkStartRequestSchema, 'bulk.start request');

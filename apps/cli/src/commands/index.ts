@@ -16,6 +16,7 @@ import * as retry from './retry.js';
 import * as schedules from './schedules.js';
 import * as signal from './signal.js';
 import * as status from './status.js';
+import * as stuck from './stuck.js';
 import * as submit from './submit.js';
 import * as supervisor from './supervisor.js';
 import * as watch from './watch.js';
@@ -25,4 +26,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, watch, list, count, workflows, signal, cancel, retry, ops, schedules, alerts, dlq, intake, supervisor, dashboard, auth];
+export const commands: readonly CommandModule[] = [submit, status, stuck, watch, list, count, workflows, signal, cancel, retry, ops, schedules, alerts, dlq, intake, supervisor, dashboard, auth];

@@ -1,8 +1,8 @@
 /** `triad status <taskId>`: a task's state and its steps. */
 import type { Command } from 'commander';
-import { duration, stepsTable, taskHeader } from '../format.js';
+import { duration, stepsTable, taskHeader, truncate } from '../format.js';
 import { out, printJson } from '../io.js';
-import { stepWaiting } from '../waiting.js';
+import { stepWaiting, taskWaiting, waitReason } from '../waiting.js';
 import type { TriadClient } from '@triad/client';
 
 /** "not yet picked up by any scheduler: …" when submissions wait in the SUBMIT stream; undefined when none wait (or it cannot be read). */
@@ -20,13 +20,14 @@ export function register(program: Command): void {
     .command('status')
     .description("show a task's state: status, lock, times, error, and a table of its steps")
     .argument('<taskId>', 'the task id (as printed by triad submit)')
-    .option('--json', 'print the task state as JSON');
+    .option('--json', 'print the task state as JSON (with each unfinished step\'s waiting reason as `waiting`)')
+    .option('--no-explain', 'do not ask the agents which instance holds an attempt, nor the supervisors why a deadline passed (decision 0021 §3.3)');
   connectionOptions(cmd);
   examples(cmd, ['triad status order-o1', 'triad status order-o1 --json']);
   cmd.action(
     action(async (taskId: string, _opts: unknown, self: Command) => {
       const { withClient } = await import('../runtime.js');
-      const o = optionsOf<{ json?: boolean }>(self);
+      const o = optionsOf<{ json?: boolean; explain?: boolean }>(self);
       return withClient(self, async (client) => {
         let task;
         try {
@@ -40,14 +41,22 @@ export function register(program: Command): void {
           out(why);
           return 1;
         }
+        const now = Date.now();
+        const ctx = o.explain === false ? {} : await (await import('../explain.js')).gatherWaitContext(client, task, now);
         if (o.json) {
-          printJson(task);
+          printJson({
+            ...task,
+            steps: task.steps.map((s) => {
+              const waiting = waitReason(task, s, now, ctx);
+              return waiting ? { ...s, waiting } : s;
+            }),
+          });
           return 0;
         }
-        const now = Date.now();
-        out(taskHeader(task, now));
+        const first = taskWaiting(task, now, ctx);
+        out(taskHeader(task, now, first ? `${first.step}: ${truncate(first.text, 100)}` : undefined));
         out('');
-        out(task.steps.length > 0 ? stepsTable(task.steps, now, (s) => stepWaiting(task, s, now)) : '(no steps)');
+        out(task.steps.length > 0 ? stepsTable(task.steps, now, (s) => stepWaiting(task, s, now, ctx)) : '(no steps)');
         return 0;
       });
     }),

@@ -6,6 +6,7 @@
 import type { TriadClient } from '@triad/client';
 import { DEFAULT_SUPERVISION, boundMs, formatBound, formatMs, taskBound, stepKind } from '@triad/core';
 import { ErrorCode, TriadError, errorMessage, type RegisteredWorkflow, type SignalReply, type StepState, type TaskSummary } from '@triad/protocol';
+import { gatherWaitContext } from '../explain.js';
 import type { ClusterView, ConsumerView, DagStep, Identity, StreamView, TaskDetail, WorkflowVersionView, WorkflowView } from './view.js';
 
 /** How long the probe waits for its operator-only request before it calls the answer unknown. */
@@ -119,7 +120,9 @@ export class DashboardData {
   async task(taskId: string): Promise<TaskDetail> {
     const task = await this.client.getTask(taskId);
     const wf = await this.workflow(task.workflow, task.version).catch(() => undefined);
-    return { task, steps: taskSteps(task.steps, wf) };
+    // An operator's dashboard asks the agents and supervisors what the state cannot say (a client identity may not probe).
+    const context = this.identity.canAct ? await gatherWaitContext(this.client, task, Date.now()).catch(() => undefined) : undefined;
+    return { task, steps: taskSteps(task.steps, wf), ...(context ? { context } : {}) };
   }
 
   async workflows(): Promise<WorkflowView[]> {

@@ -13,6 +13,7 @@ import { ErrorCode, NameSchema, TASK_ID_PATTERN, TaskIdSchema, TriadError, error
 import { type Logger } from '@triad/telemetry';
 import { DashboardData } from './data.js';
 import { LiveHub } from './live.js';
+import { TERMINAL_TASK } from './view.js';
 import { TOPICS, type Topic } from './view.js';
 
 /** Where the build puts the page's bundle (dist/web, next to dist/dashboard). */
@@ -223,11 +224,17 @@ async function followTask(data: DashboardData, taskId: string, send: (event: str
     pending = setTimeout(() => {
       pending = undefined;
       void data.task(taskId).then((d) => {
+        if (signal.aborted) return;
         detail = d;
         send('state', d);
       }, () => undefined);
     }, 150);
   };
+  // While it runs, its waiting reasons are asked again every 2 s (the probe answers change without events).
+  const explain = setInterval(() => {
+    if (!TERMINAL_TASK.has(detail.task.status)) sendState();
+  }, 2_000);
+  signal.addEventListener('abort', () => clearInterval(explain), { once: true });
   while (!signal.aborted) {
     try {
       for await (const ev of data.client.watch(taskId, { signal, ...(detail.task.client ? { owner: detail.task.client } : {}) })) {
@@ -253,4 +260,5 @@ async function followTask(data: DashboardData, taskId: string, send: (event: str
     }
   }
   clearTimeout(pending);
+  clearInterval(explain);
 }

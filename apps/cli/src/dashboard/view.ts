@@ -3,6 +3,7 @@
  * functions both sides share (a workflow's DAG layout, a task's attempts from its events). No I/O, no
  * DOM: the server compiles it with tsc, the page's bundle includes it.
  */
+import type { WaitContext } from '../waiting.js';
 import type { Alert, StepState, TaskEvent, TaskState, TaskSummary } from '@triad/protocol';
 
 /** Who the dashboard is on NATS and whether it may act (decision 0014: a capability probe). */
@@ -32,6 +33,8 @@ export interface DagStep {
   status?: StepState['status'];
   attempt?: number;
   compensationStatus?: string;
+  /** What the step waits for (decision 0021 §3.5), drawn under it on the task page. */
+  waiting?: string;
 }
 
 export interface WorkflowVersionView {
@@ -55,6 +58,8 @@ export interface WorkflowView {
 export interface TaskDetail {
   task: TaskState;
   steps: DagStep[];
+  /** What the agents and supervisors said of its waiting steps (operators: decision 0021 §3.3); the page renders the texts. */
+  context?: WaitContext;
 }
 
 export interface AttemptView {

@@ -23,6 +23,9 @@ export function Dag({ steps, onSelect }: { steps: readonly DagStep[]; onSelect?:
             <text x=${x + 16} y=${y + NODE_H + 26} class="s">↺ ${s.compensation.agent}${s.compensationStatus ? ` · ${s.compensationStatus}` : s.compensation.bound ? ` · ≤ ${s.compensation.bound}` : ''}</text>
           </g>`
         : null}
+      ${s.waiting
+        ? html`<text x=${x} y=${y + NODE_H + UNDO_H + 14} class="w" data-waiting=${s.name}><title>${s.waiting}</title>${s.waiting.length > 40 ? `${s.waiting.slice(0, 39)}…` : s.waiting}</text>`
+        : null}
     </g>`)}
   </svg>`;
 }

@@ -8,7 +8,7 @@ import { attemptsFromEvents, TERMINAL_TASK, type Identity } from '../../dashboar
 import { api, dateTime, ms, time, type Live } from '../api.js';
 import { Dag } from '../dag.js';
 import type { StepState } from '@triad/protocol';
-import { stepDetail } from '../../format.js';
+import { stepWaiting } from '../../waiting.js';
 
 const RETRYABLE_STEP = new Set(['failed', 'error', 'parked', 'abandoned']);
 
@@ -33,6 +33,13 @@ export function TaskPage({ taskId, me, live }: { taskId: string; me: Identity | 
       setProblem((e as Error).message);
     }
   };
+  // What each step waits for (decision 0021 §3.5), in this browser's time: under it in the DAG and in the table.
+  const now = Date.now();
+  const waiting = new Map(t.steps.map((s) => [s.name, stepWaiting(t, s, now, detail.context ?? {})]));
+  const dagSteps = detail.steps.map((s) => {
+    const w = waiting.get(s.name);
+    return w ? { ...s, waiting: w } : s;
+  });
   const failedSteps = t.steps.filter((s) => RETRYABLE_STEP.has(s.status) || (t.status === 'failed' && s.status !== 'processed'));
   return html`<section>
     <h1>Task <code>${t.taskId}</code> <span class=${`badge st-${t.status}`} id="task-status">${t.status}</span></h1>
@@ -45,12 +52,12 @@ export function TaskPage({ taskId, me, live }: { taskId: string; me: Identity | 
         </div>`
       : null}
     <h2>Steps</h2>
-    <div class="scroll"><${Dag} steps=${detail.steps} /></div>
+    <div class="scroll"><${Dag} steps=${dagSteps} /></div>
     <table class="list" id="steps">
       <thead><tr><th>Step</th><th>Agent</th><th>Status</th><th>Attempt</th><th>Failures</th><th>Locked by</th><th>Complete by</th><th>Error</th><th>Detail</th></tr></thead>
       <tbody>${t.steps.map((s) => html`<tr data-step=${s.name} data-status=${s.status}>
         <td>${s.name}</td><td>${s.agent}</td><td><span class=${`badge st-${s.status}`}>${s.status}</span></td><td>${s.attempt}</td><td>${s.failureCount}</td>
-        <td>${s.lockedBy ?? ''}</td><td>${time(s.completeBy)}</td><td class="err">${s.error ?? ''}</td><td class="detail">${stepDetail(s) ?? ''}${s.child ? html` <a class="child-link" href=${`#/tasks/${encodeURIComponent(s.child.taskId)}`}>open</a>` : null}</td></tr>`)}</tbody>
+        <td>${s.lockedBy ?? ''}</td><td>${time(s.completeBy)}</td><td class="err">${s.error ?? ''}</td><td class="detail">${waiting.get(s.name) ?? ''}${s.child ? html` <a class="child-link" href=${`#/tasks/${encodeURIComponent(s.child.taskId)}`}>open</a>` : null}</td></tr>`)}</tbody>
     </table>
     ${signalSteps(t).length > 0 ? html`<${SignalForm} taskId=${t.taskId} steps=${signalSteps(t)} onDone=${(m: string) => setNotice(m)} onProblem=${setProblem} />` : null}
     ${me?.canAct && failedSteps.length > 0 ? html`<${RetryForm} taskId=${t.taskId} steps=${failedSteps.map((s) => s.name)} input=${t.input} onDone=${(m: string) => setNotice(m)} onProblem=${setProblem} />` : null}
