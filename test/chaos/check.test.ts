@@ -15,6 +15,7 @@ function effect(key: string, o: Partial<Effect> = {}): Effect {
     idempotencyKey: key,
     action: 'apply',
     payload: null,
+    document: null,
     applied: true,
     tombstone: false,
     appliedAt: new Date(0).toISOString(),

@@ -3,7 +3,8 @@
  * how its service answers, and the judge — a pure function of what was observed, saying what the agent
  * did wrong (so the judges are tested on their own, with made-up observations).
  */
-import type { DeadLetter, ProbeReply, StepResult } from '@triad/protocol';
+import { createHash } from 'node:crypto';
+import { encode, inputObjectName, objectBucket, objectRef, type DeadLetter, type ProbeReply, type StepResult } from '@triad/protocol';
 import type { ObservedCall, Reply } from './service.js';
 
 export interface KitContext {
@@ -101,6 +102,8 @@ export interface CaseSpec {
   judgeAfterMs: number;
   /** Probe the agents (attempt 1 of this case's step, and attempt 2) once the service sees the case's call. */
   probe?: boolean;
+  /** Objects the kit stores in the object store before it publishes the case's requests (docs/protocol.md §12). */
+  objects?: { client: string; name: string; bytes: Uint8Array }[];
   judge(o: CaseObservation): Verdict;
 }
 
@@ -563,6 +566,36 @@ export function buildCases(ctx: KitContext): CaseSpec[] {
         });
         const unnamed = valid(o).filter((r) => r.item === undefined).length;
         if (unnamed > 0) p.push(`${unnamed} result(s) name no item: a fan-out element's result must echo item.index (the scheduler refuses it as stale otherwise)`);
+        return verdict(p);
+      },
+    });
+  }
+
+  {
+    // The input stored as an object (docs/protocol.md §12): the agent resolves the reference before it
+    // calls the service, which then sees the order itself.
+    const taskId = 'conf-input-ref';
+    const client = 'conformance';
+    const bytes = encode({ orderId: taskId, amount: 10 });
+    const name = inputObjectName(taskId, 'kit1');
+    const ref = objectRef(objectBucket(ctx.namespace, client), name, bytes.length, createHash('sha256').update(bytes).digest('hex'));
+    add({
+      name: 'input-reference',
+      title: 'the input is an object reference: the agent reads the object (size and SHA-256 checked) and calls the service with the order it holds (§12)',
+      taskId,
+      objects: [{ client, name, bytes }],
+      requests: [{ value: stepRequest(ctx, taskId, { input: ref }), msgId: msgIdOf(taskId, 'run', 1) }],
+      judgeAfterMs: 0,
+      judge: (o) => {
+        const p = [...resultProblems(o, taskId, 'run', [1]), ...keyProblems(o, runKey(o.ctx, taskId), '/apply'), ...ackProblems(o)];
+        const r = exactlyOne(o);
+        if (typeof r === 'string') p.push(r);
+        else if (!r.ok) p.push(`the result is a failure (${r.error.message}); the object holds a valid order`, ...circuitHint(r));
+        if (o.calls.length !== 1) p.push(`the service saw ${o.calls.length} calls; expected one`);
+        for (const c of o.calls) {
+          const orderId = (c.body as { payload?: { orderId?: unknown } } | undefined)?.payload?.orderId;
+          if (orderId !== taskId) p.push(`the call's payload.orderId is ${JSON.stringify(orderId)}, not the stored input's ${JSON.stringify(taskId)}: resolve input references before calling the service`);
+        }
         return verdict(p);
       },
     });

@@ -94,6 +94,10 @@ function conforming(name: string): CaseObservation {
       o.calls = [call(c), call(c)];
       o.results = [result(c, { attempt: 2 }), result(c, { attempt: 1 })];
       break;
+    case 'input-reference':
+      o.calls = [call(c, { body: { payload: { orderId: c.taskId, amount: 10 } } })];
+      o.results = [result(c)];
+      break;
     case 'fan-out':
       o.calls = c.requests.map((_, i) => call(c, { idempotencyKey: field(c, i, 'idempotencyKey') as string }));
       o.results = c.requests.map((_, i) => element(c, i));
@@ -141,6 +145,8 @@ const WRONG: [string, string, (o: CaseObservation) => void, RegExp][] = [
   ['probe', 'an answer for an attempt it does not hold', (o) => o.probes!.other.push({ ...o.probes!.held[0]!, value: { ...o.probes!.held[0]!.value!, attempt: 2 } }), /attempt 2, which no instance holds/],
   ['probe', 'every instance answers', (o) => o.probes!.held.push(o.probes!.held[0]!), /2 instances answered/],
   ['probe', 'the answer names another attempt', (o) => (o.probes!.held[0]!.value!.attempt = 3), /not the probed conf-probe\/s run attempt 1/],
+  ['input-reference', 'the reference passed on unresolved', (o) => (o.calls[0]!.body = { payload: { $triad: 'object' } }), /resolve input references/],
+  ['input-reference', 'the object not read: a failure', (o) => (o.results = [result(spec('input-reference'), { error: { message: 'input: expected a map', retryable: false, effect: 'none' } })]), /is a failure/],
   ['invalid-request', 'not dead-lettered', (o) => (o.deadLetters = []), /no dead letter/],
   ['wrong-agent', 'run anyway', (o) => (o.deadLetters = [], o.calls = [call(spec('wrong-agent'))]), /no call/],
 ];

@@ -6,7 +6,7 @@
  */
 import { Buffer } from 'node:buffer';
 import type { ConsumerMessages, JsMsg } from '@nats-io/jetstream';
-import { connectBus, ensureConsumer, ensureStreams, protocolHeaders, type Bus } from '@triad/bus';
+import { PayloadStore, connectBus, ensureConsumer, ensureStreams, protocolHeaders, type Bus } from '@triad/bus';
 import { DeadLetterSchema, ProbeReplySchema, decode, decodeResults, encode, names, unpackUntrusted } from '@triad/protocol';
 import { sleep, startNats, startProcess, waitFor, type ActorProcess, type Teardown } from '../harness/index.js';
 import { buildCases, type CaseObservation, type CaseSpec, type ObservedProbes, type ConsumerSeen, type KitContext, type ObservedDeadLetter, type ObservedRequest, type ObservedResult } from './cases.js';
@@ -90,6 +90,14 @@ export async function runConformance(td: Teardown, o: ConformanceOptions): Promi
   for (const c of cases) {
     for (const [key, replies] of c.scripts) service.script(key, replies);
     for (const key of c.preApplied) service.preApply(key);
+  }
+  // The objects the cases' references point to (large payloads, docs/protocol.md §12).
+  const objects = new PayloadStore(bus);
+  for (const c of cases) {
+    for (const ob of c.objects ?? []) {
+      await objects.ensureBucket(ob.client);
+      await objects.put(objects.bucketOf(ob.client), ob.name, ob.bytes);
+    }
   }
   const sent = new Map<string, (ObservedRequest & { seq: number })[]>();
   for (const c of cases) {

@@ -265,6 +265,14 @@ function apiExpectation(c: FuzzCase, { registry, accepted }: Context): Expectati
     case 'bulk.get':
       e.api = { outcome: ErrorCode.InvalidState, rule: includesRule(`no bulk operation ${String(q.opId)}`), why: `valid ${t.op} request for operation ${String(q.opId)}, which never started` };
       break;
+    // Reads of buckets that are not the storm namespace's (targets.ts): refused with the reason.
+    case 'payload.get':
+      e.api = { outcome: ErrorCode.InvalidMessage, rule: includesRule('is not an object store bucket of namespace'), why: 'a payload.get of a bucket outside the namespace' };
+      break;
+    // An upload's part is stored; a last part whose count does not match what is stored is refused: either.
+    case 'payload.put':
+      e.api = { outcome: 'any', why: 'a part of a small upload (its last part may not match what is stored)' };
+      break;
     case 'workflow.register':
       // The definition inside is judged by its own schema and graph checks (@triad/core's validateDefinition).
       try {

@@ -2,6 +2,7 @@
 // unknown workflows are dead-lettered with a reason (and the submitter told when it can be), while
 // every other task keeps running. Two namespaces on one NATS and Redis never see each other.
 import { readFileSync } from 'node:fs';
+import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ResultSender } from '@triad/agent';
 import { ErrorCode, TriadError, encode, type StepResult } from '@triad/protocol';
@@ -51,8 +52,14 @@ describe('bad input', () => {
     await bus.js.publish(bus.names.subjects.submit(triad.client.clientId), big, { msgID: 'big-1' });
     const dl = await waitForDeadLetter(triad.client.bus, (d) => d.source === 'submit' && d.reason.includes('over the limit'), 'the oversized dead letter');
     expect(dl.original.length).toBe(big.length);
-    // The client refuses to even send one.
-    await expect(triad.client.submit('orders', { blob: 'x'.repeat(1_100_000) })).rejects.toMatchObject({ code: ErrorCode.PayloadTooLarge });
+    // The client sends an input above the inline threshold as an object (decision 0021 §4), and refuses
+    // to even upload one above its TRIAD_MAX_OBJECT_BYTES.
+    const small = await TriadClient.connect({ ...clientOptionsFromEnv(triad.env), maxObjectBytes: 1_000_000 });
+    try {
+      await expect(small.submit('orders', { blob: 'x'.repeat(1_100_000) })).rejects.toMatchObject({ code: ErrorCode.PayloadTooLarge, message: expect.stringMatching(/TRIAD_MAX_OBJECT_BYTES/) as unknown });
+    } finally {
+      await small.close();
+    }
   });
 
   it('dead-letters malformed results, step requests and commands; the consumers move on', async () => {

@@ -5,7 +5,8 @@
 // account, the client in an account of its own), so their credentials, inbox prefixes and what their
 // accounts import are checked by a real nats-server.
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { objectBucket, unpackTrusted } from '@triad/protocol';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -65,6 +66,27 @@ function goClient(args: string[]): Promise<{ code: number; stdout: string; stder
 }
 
 const fraudKey = (taskId: string): string => `${t.namespace}/${taskId}/fraud`;
+
+describe('large payloads in Go (decision 0021 §4.8)', () => {
+  it('the Go client uploads a 20 MB input file through the schedulers, the Go fraud agent reads it, and the Go client downloads the 20 MB label', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'triad-go-big-'));
+    const document = 'g'.repeat(20_000_000);
+    const file = join(dir, 'order.json');
+    await writeFile(file, JSON.stringify({ orderId: 'go-big', amount: 7, document, labelBytes: 20_000_000 }));
+    const run = await goClient(['-task-id', 'go-big-1', '-input-file', file, '-output-dir', join(dir, 'out')]);
+    expect(run.code, `the Go client's output:\n${run.stdout}${run.stderr}`).toBe(0);
+    expect(run.stdout).toMatch(/^task go-big-1 completed$/m);
+    // The task's input is a reference into the Go client's bucket; the Go agent resolved it to screen the order.
+    const state = await t.client.getTask('go-big-1');
+    expect(state.input).toMatchObject({ $triad: 'object', bucket: objectBucket(ns, GO_CLIENT), size: expect.any(Number) as unknown });
+    expect(t.services.fraud.effects().find((e) => e.idempotencyKey === fraudKey('go-big-1'))).toMatchObject({ payload: { orderId: 'go-big', amount: 7 } });
+    expect(t.services.inventory.effects().find((e) => e.idempotencyKey === `${t.namespace}/go-big-1/reserve`)?.document?.bytes).toBe(20_000_000);
+    // The shipping label (stored as an object by the TypeScript agent) came back to the Go client whole.
+    expect(run.stdout).toMatch(/^output of step ship#0: \d+ bytes/m);
+    const label = unpackTrusted(await readFile(join(dir, 'out', 'ship#0.msgpack'))) as { label: string };
+    expect(label.label.length).toBe(20_000_000);
+  }, 120_000);
+});
 
 describe('the example with the Go agent serving fraud', () => {
   it('completes orders submitted by the TypeScript client and by the Go client; fraud ran at the Go agent, once per key', async () => {

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectBus, type Bus } from '@triad/bus';
 import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow } from '@triad/example-orders';
-import { StepResultSchema, encode, type StepResult } from '@triad/protocol';
+import { StepResultSchema, encode, type ObjectRef, type StepResult } from '@triad/protocol';
 import { connectRedis, keys } from '@triad/store';
 import { uniqueNamespace, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { waitForDeadLetter } from '../support/dead-letters.js';
@@ -79,6 +79,28 @@ describe('the example with every actor on its own identity', () => {
     // The schedulers' startChild and the leader's notice scripts ran within their roles' commands.
     expect(await t.redis.call('ACL', 'LOG')).toEqual([]);
   });
+});
+
+describe('large payloads under auth init\'s identities (decision 0021 §4, 0022)', () => {
+  it('a 20 MB order from a client identity completes through the payload broker with no permission violation; another client cannot read its objects', async () => {
+    const violations = (): string[] => nats.log().split('\n').filter((l) => / - (Publish|Subscription) Violation - /.test(l));
+    const before = violations().length;
+    // Its own subjects from the start: the namespace-wide ones would be refused (and logged) first otherwise.
+    const web = await TriadClient.connect({ ...clientOptionsFromEnv(await identityEnv(nsA, 'client-web')), requestTimeoutMs: 10_000, reads: 'own' });
+    td.add(() => web.close());
+    const document = 'd'.repeat(20_000_000);
+    const state = await web.run('orders', { orderId: 'lp-big', amount: 5, document, labelBytes: 20_000_000 }, { timeoutMs: 180_000 });
+    expect(state.status, JSON.stringify(state.steps.map((x) => [x.name, x.status, x.error]))).toBe('completed');
+    expect(((state.steps.find((x) => x.name === 'ship')?.output ?? []) as { label?: string }[])[0]?.label?.length).toBe(20_000_000);
+    expect(violations().slice(before)).toEqual([]);
+    // mobile may not download web's objects: its scoped subject reaches its own bucket only.
+    const raw = await web.getTask(state.taskId);
+    const ref = raw.input as ObjectRef;
+    const mobile = await TriadClient.connect({ ...clientOptionsFromEnv(await identityEnv(nsA, 'client-mobile')), requestTimeoutMs: 5_000, reads: 'own' });
+    td.add(() => mobile.close());
+    await expect(mobile.downloadBytes(ref)).rejects.toThrow(/is client web's, not this subject's client \("mobile"\)/);
+    expect(await t.redis.call('ACL', 'LOG')).toEqual([]);
+  }, 240_000);
 });
 
 describe('refusals', () => {

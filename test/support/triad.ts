@@ -52,6 +52,8 @@ export interface SupervisorOptions {
   retentionMs?: number;
   /** TRIAD_COMPACT_AFTER_MS: 0 compacts finished tasks on the next sweep (the default is 10 min). */
   compactAfterMs?: number;
+  /** TRIAD_OBJECT_GC_GRACE_MS: how old an unreferenced payload object must be before the GC deletes it. */
+  objectGcGraceMs?: number;
 }
 
 export interface TriadOptions {
@@ -150,6 +152,7 @@ export async function startTriad(td: Teardown, servers: Servers, o: TriadOptions
           TRIAD_SUPERVISOR_LEASE_MS: String(s.leaseMs ?? 2_000),
           ...(s.retentionMs !== undefined ? { TRIAD_RETENTION_MS: String(s.retentionMs) } : {}),
           ...(s.compactAfterMs !== undefined ? { TRIAD_COMPACT_AFTER_MS: String(s.compactAfterMs) } : {}),
+          ...(s.objectGcGraceMs !== undefined ? { TRIAD_OBJECT_GC_GRACE_MS: String(s.objectGcGraceMs) } : {}),
         },
         cwd: ROOT,
         readyPattern: /supervisor ready/,

@@ -7,6 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { connectBus, serviceInboxPrefix } from '@triad/bus';
 import { AgentHost, type AgentDefinition } from '@triad/agent';
 import { runService } from '@triad/service';
+import { payloadSettingsFromEnv } from '@triad/settings';
 
 function isAgent(v: unknown): v is AgentDefinition {
   return typeof v === 'object' && v !== null && typeof (v as AgentDefinition).name === 'string' && typeof (v as AgentDefinition).handler === 'function';
@@ -31,7 +32,7 @@ runService('agent-host', async ({ config, log, onShutdown, healthy, fail }) => {
   // NATS only: an agent holds no Redis connection (decision 0010).
   const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-agent', inboxPrefix: serviceInboxPrefix(config.namespace, 'agent', agents.map((a) => a.name)), onFatal: fail });
   onShutdown(() => bus.close());
-  const host = new AgentHost({ bus, agents, logger: log });
+  const host = new AgentHost({ bus, agents, logger: log, ...payloadSettingsFromEnv(process.env) });
   await host.start();
   onShutdown(() => host.stop());
   healthy({ nats: () => bus.isConnected(), serving: () => host.serving() });

@@ -176,7 +176,8 @@ export async function showFollow(client: TriadClient, taskId: string, o: ShowFol
           `triad: ${end.missed} of task ${taskId}'s ${end.state.seq} events did not reach this follower (lost in a NATS failover, or aged out of the stream); the outcome below is read from the state store. "triad watch ${taskId}" shows the stored history.`,
         );
       }
-      return showFinal(end.state, o.output);
+      // `--json` prints the outcome whole: large payloads downloaded (decision 0021, open question 2).
+      return showFinal(o.output === 'object' ? await client.resolvePayloads(end.state) : end.state, o.output);
     case 'idle':
       if (o.known) return showFinal(await client.getTask(taskId).catch(() => o.known as TaskState), o.output);
       throw new TriadError(ErrorCode.UnknownTask, `task ${taskId} is not known in namespace "${client.namespace}" (no state and no events): check the id with "triad list"`);

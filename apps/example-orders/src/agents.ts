@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { AgentHost } from '@triad/agent';
 import { connectBus, serviceInboxPrefix } from '@triad/bus';
 import { runService } from '@triad/service';
+import { payloadSettingsFromEnv } from '@triad/settings';
 import { orderAgents, serviceUrlsFromEnv } from './order-agents.js';
 import { registerInBackground, type BackgroundRegistration } from './register-workflow.js';
 import { ordersWorkflow } from './workflow.js';
@@ -40,7 +41,7 @@ runService('order-agents', async ({ config, log, onShutdown, healthy, fail }) =>
   const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-order-agents', inboxPrefix: serviceInboxPrefix(config.namespace, 'agent', [...serve]), onFatal: fail });
   onShutdown(() => bus.close());
   // NATS only: an agent holds no Redis connection (decision 0010).
-  const host = new AgentHost({ bus, agents: orderAgents(urls).filter((a) => serve.has(a.name)), logger: log });
+  const host = new AgentHost({ bus, agents: orderAgents(urls).filter((a) => serve.has(a.name)), logger: log, ...payloadSettingsFromEnv(process.env) });
   await host.start();
   onShutdown(() => host.stop());
   const definition = ordersWorkflow.toJSON();

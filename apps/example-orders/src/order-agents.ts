@@ -13,6 +13,10 @@ export const OrderInputSchema = z.object({
   orderId: z.string().min(1),
   amount: z.number().nonnegative(),
   items: z.array(z.object({ sku: z.string(), qty: z.number().int().positive() })).max(MAX_ORDER_LINES, `an order has at most ${MAX_ORDER_LINES} lines (items); split a larger order`).optional(),
+  /** An attachment sent to the inventory service with the reservation (a large input, decision 0021 §4). */
+  document: z.string().optional(),
+  /** Ask the shipping service for a label of this many bytes (a large output). */
+  labelBytes: z.number().int().min(0).max(64 * 1024 * 1024).optional(),
 });
 export type OrderInput = z.infer<typeof OrderInputSchema>;
 
@@ -119,7 +123,7 @@ export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv(), breaker = 
   const inventory = defineAgent({
     name: 'inventory',
     ...common,
-    handler: ({ input, idempotencyKey, signal }) => apply(urls.inventory, idempotencyKey, 'reserve', { orderId: input.orderId, items: input.items ?? [] }, signal),
+    handler: ({ input, idempotencyKey, signal }) => apply(urls.inventory, idempotencyKey, 'reserve', { orderId: input.orderId, items: input.items ?? [], ...(input.document !== undefined ? { document: input.document } : {}) }, signal),
     // Release the reservation.
     compensate: (ctx) => undo(urls.inventory, ctx),
   });
@@ -141,7 +145,7 @@ export function orderAgents(urls: ServiceUrls = serviceUrlsFromEnv(), breaker = 
     // Ships the order; in a step that fans out over the order's items (forEach, decision 0019), each
     // element's call ships that item, under the element's own idempotency key.
     handler: ({ input, needs, item, idempotencyKey, signal }) =>
-      apply(urls.shipping, idempotencyKey, 'ship', { orderId: input.orderId, reservation: needs['reserve'], charge: needs['charge'], ...(item ? { item: item.value } : {}) }, signal),
+      apply(urls.shipping, idempotencyKey, 'ship', { orderId: input.orderId, reservation: needs['reserve'], charge: needs['charge'], ...(item ? { item: item.value } : {}), ...(input.labelBytes !== undefined ? { labelBytes: input.labelBytes } : {}) }, signal),
     // Cancel the shipment.
     compensate: (ctx) => undo(urls.shipping, ctx),
   });

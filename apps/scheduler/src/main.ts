@@ -5,6 +5,7 @@
 import { connectBus, serviceInboxPrefix } from '@triad/bus';
 import { Scheduler } from '@triad/scheduler';
 import { runService } from '@triad/service';
+import { payloadSettingsFromEnv } from '@triad/settings';
 import { Leases, TaskStore, connectStore } from '@triad/store';
 
 runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
@@ -17,6 +18,7 @@ runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
     tasks: new TaskStore(redis, config.namespace, { waitReplicas: config.redisWaitReplicas, waitMs: config.redisWaitMs }),
     leases: new Leases(redis, config.namespace),
     logger: log,
+    maxObjectBytes: payloadSettingsFromEnv(process.env).maxObjectBytes,
   });
   await scheduler.start();
   onShutdown(() => scheduler.stop());

@@ -18,6 +18,7 @@ const VARIABLES = {
   leaseMs: { env: 'TRIAD_SUPERVISOR_LEASE_MS', hint: 'the leadership lease in ms, at least 200' },
   retentionMs: { env: 'TRIAD_RETENTION_MS', hint: 'how long finished tasks are kept, in ms, 0 or more' },
   compactAfterMs: { env: 'TRIAD_COMPACT_AFTER_MS', hint: 'how long a finished task keeps its full record before it is compacted, in ms, 0 or more (0 = on the next sweep)' },
+  objectGcGraceMs: { env: 'TRIAD_OBJECT_GC_GRACE_MS', hint: 'how old an unreferenced payload object must be before it is deleted, in ms, 0 or more' },
 } as const satisfies Partial<Record<keyof SupervisorSettings, { env: string; hint: string }>>;
 type Variable = keyof typeof VARIABLES;
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"triadgo/triad"
@@ -149,6 +150,11 @@ func (a *agent) runStep(run, window context.Context, req *triad.StepRequest) out
 		}
 		return outcome{result: a.result(req, tries, false, nil, &triad.StepError{Message: triad.Clip(msg), Retryable: retryable, Effect: effect})}
 	}
+	// References in the input, the needs and an element's value are read first (§12): the service gets
+	// plain values. The download counts against complete-by.
+	if err := a.resolvePayloads(req); err != nil {
+		return fail("cannot read the step's payload: "+err.Error(), false, false)
+	}
 	path, body, err := a.request(req)
 	if err != nil {
 		return fail(err.Error(), false, false)
@@ -273,6 +279,27 @@ func backoff(p triad.RetryPolicy, tries int64) time.Duration {
 	return time.Duration((d/2 + rand.Float64()*d/2) * float64(time.Millisecond))
 }
 
+// resolvePayloads replaces the request's object references by their values (§12).
+func (a *agent) resolvePayloads(req *triad.StepRequest) error {
+	read := func(r *triad.ObjectRef) ([]byte, error) { return triad.ReadObject(a.nc, r) }
+	input, err := triad.ResolveRefs(req.Input, read)
+	if err != nil {
+		return err
+	}
+	req.Input = input
+	for k, v := range req.Needs {
+		if req.Needs[k], err = triad.ResolveRefs(v, read); err != nil {
+			return err
+		}
+	}
+	if req.Item != nil {
+		if req.Item.Value, err = triad.ResolveRefs(req.Item.Value, read); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // request is the service call a step request asks for: the fraud screening, or the undo of a run.
 func (a *agent) request(req *triad.StepRequest) (string, interface{}, error) {
 	if req.Kind == triad.KindCompensate {
@@ -319,6 +346,24 @@ func nonNegativeNumber(v interface{}) bool {
 }
 
 func (a *agent) result(req *triad.StepRequest, tries int64, ok bool, output interface{}, e *triad.StepError) *triad.StepResult {
+	if ok {
+		// An output above the inline threshold goes to the task's client's bucket, under this attempt (§12).
+		sent, err := triad.Offload(output, "output", func(data []byte) (*triad.ObjectRef, error) {
+			if req.Bucket == "" {
+				return nil, fmt.Errorf("the output is %d bytes, above the inline limit, and the request names no bucket: upgrade the schedulers", len(data))
+			}
+			step := req.Step
+			if req.Item != nil {
+				step = fmt.Sprintf("%s#%d", step, req.Item.Index)
+			}
+			return triad.PutObject(a.js, req.Bucket, fmt.Sprintf("%s/%s/%s/%d/%s", req.TaskID, step, req.Kind, req.Attempt, nuid.Next()), data)
+		})
+		if err != nil {
+			ok, output, e = false, nil, &triad.StepError{Message: triad.Clip(err.Error()), Retryable: true, Effect: "unknown"}
+		} else {
+			output = sent
+		}
+	}
 	r := &triad.StepResult{
 		TaskID: req.TaskID, Step: req.Step, Kind: req.Kind, Attempt: req.Attempt,
 		AgentID: a.agentID, FinishedAt: time.Now().UnixMilli(), Tries: tries, OK: ok, Output: output, Error: e,

@@ -37,6 +37,8 @@ type options struct {
 	// signal: sent (once) when a step starts waiting for it, with signalData as its data (§6 task.signal).
 	signal     string
 	signalData interface{}
+	// outputDir: where the finished task's outputs stored as objects are downloaded (<step>.msgpack).
+	outputDir string
 }
 
 func parseOptions() (options, error) {
@@ -47,6 +49,8 @@ func parseOptions() (options, error) {
 	orderID := flag.String("order-id", "", "the order's id (default: the task id)")
 	amount := flag.Float64("amount", 42, "the order's amount")
 	inputJSON := flag.String("input", "", "the task input as JSON (instead of -order-id and -amount)")
+	inputFile := flag.String("input-file", "", "a file holding the task input as JSON (above TRIAD_INLINE_MAX_BYTES it is uploaded and sent as a reference)")
+	flag.StringVar(&o.outputDir, "output-dir", "", "download every step output stored as an object into this folder (<step>.msgpack) once the task ends")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "how long to wait for the task to end")
 	flag.BoolVar(&o.jsonOut, "json", false, "print each event as a JSON line")
 	flag.StringVar(&o.signal, "signal", "", "send this signal when a step of the task starts waiting for it")
@@ -72,6 +76,14 @@ func parseOptions() (options, error) {
 		if err != nil {
 			return o, err
 		}
+	}
+	if *inputFile != "" {
+		text, err := os.ReadFile(*inputFile)
+		if err != nil {
+			return o, fmt.Errorf("-input-file: %v", err)
+		}
+		inputJSON = new(string)
+		*inputJSON = string(text)
 	}
 	if *inputJSON != "" {
 		dec := json.NewDecoder(strings.NewReader(*inputJSON))
@@ -104,6 +116,12 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "client: %v\n", err)
 		os.Exit(1)
+	}
+	if o.outputDir != "" {
+		if err := downloadOutputs(o); err != nil {
+			fmt.Fprintf(os.Stderr, "client: downloading the outputs: %v\n", err)
+			os.Exit(1)
+		}
 	}
 	if status != "completed" {
 		os.Exit(1)
@@ -148,7 +166,14 @@ func run(o options) (string, error) {
 		return "", err
 	}
 
-	sub := triad.Submission{TaskID: o.taskID, Workflow: o.workflow, Input: o.input, ReplyTo: replyTo, SubmittedAt: time.Now().UnixMilli()}
+	// Above the inline threshold the input is uploaded through the schedulers first (§12).
+	input, err := triad.Offload(o.input, "input", func(data []byte) (*triad.ObjectRef, error) {
+		return triad.UploadInput(nc, names, o.client, o.taskID, data)
+	})
+	if err != nil {
+		return "", err
+	}
+	sub := triad.Submission{TaskID: o.taskID, Workflow: o.workflow, Input: input, ReplyTo: replyTo, SubmittedAt: time.Now().UnixMilli()}
 	data, err := msgpack.Marshal(&sub)
 	if err != nil {
 		return "", err
@@ -311,6 +336,67 @@ func sendSignal(nc *nats.Conn, names triad.Names, o options, step string) error 
 		return err
 	}
 	fmt.Printf("signal %s %s (step %s waited for it)\n", o.signal, outcome, step)
+	return nil
+}
+
+// downloadOutputs writes every step output of the task that is stored as an object into o.outputDir as
+// <step>.msgpack (the msgpack value), downloaded through the schedulers (payload.get, §12).
+func downloadOutputs(o options) error {
+	names := triad.Names{NS: o.namespace}
+	auth, err := triad.ConnectOptions(os.Getenv)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(o.natsURL, append([]nats.Option{nats.Name("triad-go-client-" + o.client), nats.CustomInboxPrefix(names.Inbox(o.client))}, auth...)...)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	body, _ := msgpack.Marshal(map[string]interface{}{"taskId": o.taskID})
+	req := nats.NewMsg(names.ClientAPI(o.client, "task.get"))
+	req.Header.Set(triad.ProtocolHeader, triad.ProtocolVersion)
+	req.Data = body
+	reply, err := nc.RequestMsg(req, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	value, err := triad.ParseAPIReply(reply.Data)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.outputDir, 0o755); err != nil {
+		return err
+	}
+	steps, _ := value["steps"].([]interface{})
+	for _, s := range steps {
+		step, _ := s.(map[string]interface{})
+		// A fan-out step's output is its elements' outputs: each may be a reference (<step>#<i>).
+		outputs := map[string]interface{}{fmt.Sprint(step["name"]): step["output"]}
+		if list, isList := step["output"].([]interface{}); isList {
+			outputs = map[string]interface{}{}
+			for i, e := range list {
+				outputs[fmt.Sprintf("%v#%d", step["name"], i)] = e
+			}
+		}
+		for name, output := range outputs {
+			ref, isRef, err := triad.RefOf(output)
+			if err != nil {
+				return err
+			}
+			if !isRef {
+				continue
+			}
+			data, err := triad.Download(nc, names, o.client, ref)
+			if err != nil {
+				return err
+			}
+			path := fmt.Sprintf("%s/%s.msgpack", o.outputDir, name)
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				return err
+			}
+			fmt.Printf("output of step %s: %d bytes (sha256 %s) written to %s\n", name, len(data), ref.SHA256, path)
+		}
+	}
 	return nil
 }
 

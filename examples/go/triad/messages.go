@@ -39,6 +39,9 @@ type StepRequest struct {
 	Effect         string
 	// Item is set for an element of a fan-out (forEach) step: the element this request is for (§8.2).
 	Item *Item
+	// Bucket is the object store bucket of the task's client: an output above the inline threshold is
+	// stored there and sent as a reference (§12).
+	Bucket string
 }
 
 // Item is a fan-out element: its 0-based index, how many elements the list has, and its value (nil when
@@ -75,6 +78,7 @@ func ParseStepRequest(data []byte) (*StepRequest, error) {
 		DispatchedAt:   f.Millis("dispatchedAt", true),
 		Undoes:         f.String("undoes", false, Length(1, 512)),
 		Effect:         f.Enum("effect", false, "applied", "unknown"),
+		Bucket:         f.String("bucket", false, Length(1, 120)),
 	}
 	if item := f.Map("item", false); item != nil {
 		itf := NewFields(item, "item.")

@@ -7,10 +7,11 @@
  */
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import { ensureConsumer, explainNoJetStream, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
+import { PayloadStore, ensureConsumer, explainNoJetStream, offloadValue, resolveRefs, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
+import { nuid } from '@nats-io/nats-core';
 import { contextFromHeaders, intercept, traceHeaders, type HeaderReader, type Next } from '@triad/telemetry';
 import type { Subscription } from '@nats-io/nats-core';
-import { ProbeRequestSchema, StepRequestSchema, decode, encode, errorMessage, isTriadError, type ProbeReply, type ProbeRequest, type StepRequest, type StepResult } from '@triad/protocol';
+import { ErrorCode, ProbeRequestSchema, StepRequestSchema, TriadError, decode, encode, errorMessage, isTriadError, outputObjectPrefix, type ProbeReply, type ProbeRequest, type StepRequest, type StepResult } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, type CircuitBreakerPolicy } from 'cockatiel';
 import { DEFAULT_AGENT_CONCURRENCY, type AgentDefinition } from './define.js';
@@ -63,6 +64,8 @@ export class AgentHost {
   private readonly metrics = new Map<string, AgentMetrics>();
   /** One step attempt inside its interceptors (tracing, metrics). */
   private readonly runAttempt: Next<AttemptInput, Attempted>;
+  /** Large payloads (decision 0021 §4): inputs and needs resolved before the handler, big outputs stored. */
+  private readonly payloads: PayloadStore;
   /** The attempts this host runs now, by holdingKey: what it answers a probe with (decision 0021 §3.3). */
   private readonly holding = new Map<string, Omit<ProbeReply, 'agentId' | 'taskId' | 'step' | 'kind' | 'attempt' | 'item'>>();
   private probes: Subscription[] = [];
@@ -71,6 +74,7 @@ export class AgentHost {
     this.settings = resolveAgentHostSettings(o);
     this.id = o.id ?? `agent-${hostname()}-${process.pid}-${randomUUID().slice(0, 4)}`;
     this.log = o.logger ?? silentLogger;
+    this.payloads = new PayloadStore(o.bus, { maxObjectBytes: this.settings.maxObjectBytes });
     this.agents = new Map(o.agents.map((a) => [a.name, a]));
     this.runAttempt = intercept((i) => this.attempt(i), traceAttempt(o.bus.names.namespace, this.id), countAttempt((agent) => this.metricsOf(agent)));
     for (const a of o.agents) {
@@ -244,9 +248,18 @@ export class AgentHost {
   }
 
   /** Runs the step inside its attempt's span; the trace headers its result carries are taken there. */
-  private async attempt({ agent, req }: AttemptInput): Promise<Attempted> {
+  private async attempt({ agent, req: sent }: AttemptInput): Promise<Attempted> {
     const breaker = this.breakers.get(agent.name);
     const margin = this.settings.safetyMarginMs;
+    // References in the input, the needs and a fan-out element's value are resolved first, so handlers
+    // see plain values; the download counts against complete-by (decision 0021 §4.4).
+    let req: StepRequest;
+    try {
+      req = await this.resolveRequest(sent);
+    } catch (e) {
+      const retryable = isTriadError(e) && e.code === ErrorCode.Unavailable;
+      return { kind: 'failed', message: `cannot read the step's payload: ${errorMessage(e)}`, name: 'PayloadUnreadable', retryable, tries: 0, effect: 'none', trace: traceHeaders() };
+    }
     const key = holdingKey(agent.name, { ...req, item: req.item?.index });
     const onTry = (t: number, state: 'calling' | 'backing_off', nextTryAt?: number): void => {
       const h = this.holding.get(key);
@@ -256,12 +269,42 @@ export class AgentHost {
     return { ...outcome, trace: traceHeaders() };
   }
 
-  private async report(req: Pick<StepRequest, 'taskId' | 'step' | 'agent' | 'kind' | 'attempt' | 'item'>, outcome: Exclude<StepOutcome, { kind: 'expired' }>, trace: Record<string, string>): Promise<void> {
+  private async resolveRequest(req: StepRequest): Promise<StepRequest> {
+    const download = (ref: Parameters<PayloadStore['read']>[0]): Promise<Uint8Array> => this.payloads.read(ref);
+    const input = await resolveRefs(req.input, download);
+    const needs = (await resolveRefs(req.needs, download)) as StepRequest['needs'];
+    const item = req.item ? { ...req.item, value: await resolveRefs(req.item.value, download) } : undefined;
+    if (input === req.input && needs === req.needs && item?.value === req.item?.value) return req;
+    return { ...req, input, needs, ...(item ? { item } : {}) };
+  }
+
+  /**
+   * An output above the inline threshold, stored in the task's client's bucket under this attempt's name
+   * (decision 0021 §4.3); the value to send. Throws a TriadError: INVALID_MESSAGE for a value holding the
+   * reserved key or above TRIAD_MAX_OBJECT_BYTES, UNAVAILABLE when the store refused the upload.
+   */
+  private async offloadOutput(req: Pick<StepRequest, 'taskId' | 'step' | 'kind' | 'attempt' | 'item' | 'bucket'>, output: unknown): Promise<unknown> {
+    return offloadValue(output, 'output', this.settings.inlineMaxBytes, async (bytes) => {
+      if (!req.bucket) throw new TriadError(ErrorCode.InvalidMessage, `the output is ${bytes.length} bytes, above the inline limit of ${this.settings.inlineMaxBytes}, and the step request names no bucket: upgrade the schedulers (large payloads, decision 0021)`);
+      return this.payloads.put(req.bucket, `${outputObjectPrefix(req.taskId, req.step, req.kind, req.attempt, req.item?.index)}${nuid.next()}`, bytes);
+    });
+  }
+
+  private async report(req: Pick<StepRequest, 'taskId' | 'step' | 'agent' | 'kind' | 'attempt' | 'item' | 'bucket'>, outcome: Exclude<StepOutcome, { kind: 'expired' }>, trace: Record<string, string>): Promise<void> {
     // A fan-out element's result echoes its index (decision 0019 §8.3).
     const item = req.item ? { item: req.item.index } : {};
     const base = { taskId: req.taskId, step: req.step, kind: req.kind, attempt: req.attempt, agentId: this.id, finishedAt: Date.now(), tries: outcome.tries, ...item };
     let result: StepResult;
-    if (outcome.kind === 'ok') result = { ...base, ok: true, output: outcome.output };
+    if (outcome.kind === 'ok') {
+      try {
+        result = { ...base, ok: true, output: await this.offloadOutput(req, outcome.output) };
+      } catch (e) {
+        // The handler ran: its effect is unknown. A store that refused is worth another attempt; an
+        // output Triad cannot carry is not.
+        const retryable = isTriadError(e) && e.code === ErrorCode.Unavailable;
+        result = { ...base, ok: false, error: { message: errorMessage(e).slice(0, 4000), retryable, effect: 'unknown' } };
+      }
+    }
     else if (outcome.kind === 'circuit_open') {
       result = { ...base, ok: false, error: { message: `the circuit breaker of agent "${req.agent}" is open; the step was not attempted`, retryable: true, circuitOpen: true, retryAfterMs: outcome.retryAfterMs, effect: 'none' } };
     } else if (outcome.kind === 'throttled') {

@@ -3,7 +3,7 @@
  * host uses, every default applied here and nowhere else (the breaker's too, per agent type).
  */
 import { z } from 'zod';
-import { ErrorCode, TriadError } from '@triad/protocol';
+import { DEFAULT_INLINE_MAX_BYTES, DEFAULT_MAX_OBJECT_BYTES, MIN_INLINE_MAX_BYTES, ErrorCode, TriadError } from '@triad/protocol';
 
 export const BreakerSettingsSchema = z.object({
   /** Consecutive retryable failures that open the breaker. */
@@ -20,6 +20,10 @@ export const AgentHostSettingsSchema = z.object({
    * (the consumer's ack wait); the host signals every third of it while the step runs.
    */
   ackWaitMs: z.number().int().min(100).default(5_000),
+  /** Outputs whose encoding is above this many bytes go to the object store (TRIAD_INLINE_MAX_BYTES; decision 0021 §4.1). */
+  inlineMaxBytes: z.number().int().min(MIN_INLINE_MAX_BYTES).max(1_000_000 - 65_536).default(DEFAULT_INLINE_MAX_BYTES),
+  /** The largest object read or written (TRIAD_MAX_OBJECT_BYTES). */
+  maxObjectBytes: z.number().int().min(1024).default(DEFAULT_MAX_OBJECT_BYTES),
 });
 
 export type AgentHostSettings = z.input<typeof AgentHostSettingsSchema>;

@@ -13,8 +13,8 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createInbox, type Msg, type Subscription } from '@nats-io/nats-core';
-import { REPLY_TO_HEADER, connectBus, explainPermissionViolation, isBacklogFull, protocolHeaders, publishRetrying, type Bus } from '@triad/bus';
+import { createInbox, nuid, type Msg, type Subscription } from '@nats-io/nats-core';
+import { REPLY_TO_HEADER, connectBus, explainPermissionViolation, isBacklogFull, mib, offloadValue, protocolHeaders, publishRetrying, readObject, resolveRefs, sha256Hex, type Bus } from '@triad/bus';
 import { SpanKind, inSpan } from '@triad/telemetry';
 import { runBulkOperation, type BulkApi, type BulkRunOptions } from './bulk.js';
 import { getDeadLetter, listDeadLetters, replayDeadLetter, type DeadLetterQuery, type ReplayResult, type StoredDeadLetter } from './dead-letters.js';
@@ -58,6 +58,11 @@ import {
   type TaskStuckReply,
   type BulkOp,
   type WorkflowDefinitionInput,
+  DEFAULT_INLINE_MAX_BYTES,
+  DEFAULT_MAX_OBJECT_BYTES,
+  OBJECT_CHUNK_BYTES,
+  type ObjectRef,
+  unpackTrusted,
 } from '@triad/protocol';
 import { DEFAULT_NATS_URL, type NatsConnectionOptions } from '@triad/settings';
 
@@ -93,6 +98,13 @@ export interface ClientOptions extends Omit<NatsConnectionOptions, 'url'> {
    * fails with the reason. Default 60 s.
    */
   backlogWaitMs?: number;
+  /**
+   * Inputs whose msgpack encoding is above this many bytes are uploaded to the object store and sent as a
+   * reference (TRIAD_INLINE_MAX_BYTES; default 256 KiB; decision 0021 §4).
+   */
+  inlineMaxBytes?: number;
+  /** The largest input uploaded or object downloaded (TRIAD_MAX_OBJECT_BYTES; default 64 MiB). */
+  maxObjectBytes?: number;
 }
 
 export type TaskReads = 'auto' | 'own' | 'all';
@@ -162,10 +174,13 @@ export class TriadClient {
     private readonly requestTimeoutMs: number,
     private reads: TaskReads,
     private readonly backlogWaitMs: number,
+    /** Above this many encoded bytes an input is uploaded and sent as a reference. */
+    readonly inlineMaxBytes: number = DEFAULT_INLINE_MAX_BYTES,
+    readonly maxObjectBytes: number = DEFAULT_MAX_OBJECT_BYTES,
   ) {}
 
   static async connect(o: ClientOptions = {}): Promise<TriadClient> {
-    const { natsUrl, namespace, name, requestTimeoutMs, waitForServer, clientId, reads, backlogWaitMs, ...nats } = o;
+    const { natsUrl, namespace, name, requestTimeoutMs, waitForServer, clientId, reads, backlogWaitMs, inlineMaxBytes, maxObjectBytes, ...nats } = o;
     const ns = namespace ?? 'default';
     const id = ClientIdSchema.safeParse(clientId ?? DEFAULT_CLIENT_ID);
     if (!id.success) {
@@ -180,7 +195,7 @@ export class TriadClient {
       failFast: !waitForServer,
       inboxPrefix: names(ns).subjects.inboxPrefix(id.data),
     });
-    return new TriadClient(bus, id.data, requestTimeoutMs ?? 10_000, reads ?? 'auto', backlogWaitMs ?? 60_000);
+    return new TriadClient(bus, id.data, requestTimeoutMs ?? 10_000, reads ?? 'auto', backlogWaitMs ?? 60_000, inlineMaxBytes ?? DEFAULT_INLINE_MAX_BYTES, maxObjectBytes ?? DEFAULT_MAX_OBJECT_BYTES);
   }
 
   /** A permission NATS refused this client's credentials, explained (decision 0016); else undefined. */
@@ -546,10 +561,12 @@ export class TriadClient {
    * The same task id submitted twice runs once.
    */
   async submit(workflow: string, input: unknown, o: SubmitOptions = {}): Promise<{ taskId: string; duplicate: boolean }> {
+    const taskId = o.taskId ?? randomUUID();
     const candidate: Submission = {
-      taskId: o.taskId ?? randomUUID(),
+      taskId,
       workflow,
-      input,
+      // Above the inline threshold, uploaded first and sent as a reference (decision 0021 §4.1).
+      input: await offloadValue(input, 'input', this.inlineMaxBytes, (bytes) => this.uploadInput(taskId, bytes)),
       submittedAt: Date.now(),
       ...(o.version !== undefined ? { version: o.version } : {}),
       ...(o.replyTo ? { replyTo: o.replyTo } : {}),
@@ -800,10 +817,68 @@ export class TriadClient {
     return this.getTask(taskId);
   }
 
-  /** Submits and waits, with the task's events on a private reply subject as they happen. */
-  async run(workflow: string, input: unknown, o: SubmitOptions & { timeoutMs?: number; onEvent?: (e: TaskEvent) => void } = {}): Promise<TaskState> {
+  /**
+   * Submits and waits, with the task's events on a private reply subject as they happen. The state's
+   * object references (a large input or output) are resolved to their values unless `resolvePayloads`
+   * is false (decision 0021, open question 2).
+   */
+  async run(workflow: string, input: unknown, o: SubmitOptions & { timeoutMs?: number; onEvent?: (e: TaskEvent) => void; resolvePayloads?: boolean } = {}): Promise<TaskState> {
     const { taskId } = await this.submit(workflow, input, o);
-    return this.wait(taskId, o);
+    const state = await this.wait(taskId, o);
+    return o.resolvePayloads === false ? state : this.resolvePayloads(state);
+  }
+
+  /**
+   * Uploads a task input's encoded bytes through a scheduler (the payload broker: a client's NATS account
+   * has no JetStream, decision 0022), part by part, into this client's bucket; the reference to it.
+   */
+  async uploadInput(taskId: string, bytes: Uint8Array): Promise<ObjectRef> {
+    if (bytes.length > this.maxObjectBytes) {
+      throw new TriadError(ErrorCode.PayloadTooLarge, `the input is ${mib(bytes.length)}; at most ${mib(this.maxObjectBytes)} (TRIAD_MAX_OBJECT_BYTES)`);
+    }
+    const upload = nuid.next();
+    const parts = Math.max(1, Math.ceil(bytes.length / OBJECT_CHUNK_BYTES));
+    const sha256 = sha256Hex(bytes);
+    for (let part = 0; part < parts; part++) {
+      const data = bytes.subarray(part * OBJECT_CHUNK_BYTES, (part + 1) * OBJECT_CHUNK_BYTES);
+      const last = part === parts - 1 ? { parts, size: bytes.length, sha256 } : undefined;
+      const body = { taskId, upload, part, data, ...(last ? { last } : {}), ...(this.taskReads === 'all' ? { client: this.clientId } : {}) };
+      // A part whose reply was lost is sent again: the scheduler stores it once (its message id).
+      let r: { part: number; ref?: ObjectRef } | undefined;
+      for (let tries = 0; r === undefined; tries++) {
+        try {
+          r = await this.request<{ part: number; ref?: ObjectRef }>('payload.put', body);
+        } catch (e) {
+          if (tries >= 2 || !(e instanceof TriadError && e.code === ErrorCode.Unavailable)) throw e;
+        }
+      }
+      if (last) {
+        if (!r.ref) throw new TriadError(ErrorCode.Internal, `the scheduler stored upload ${upload} but returned no reference`);
+        return r.ref;
+      }
+    }
+    throw new TriadError(ErrorCode.Internal, 'unreachable: an upload has at least one part');
+  }
+
+  /** The value an object reference points to (downloaded through a scheduler, checked against its size and SHA-256). */
+  async download(ref: ObjectRef): Promise<unknown> {
+    const bytes = await this.downloadBytes(ref);
+    return unpackTrusted(bytes);
+  }
+
+  /** The msgpack bytes an object reference points to, checked. */
+  async downloadBytes(ref: ObjectRef): Promise<Uint8Array> {
+    if (ref.size > this.maxObjectBytes) {
+      throw new TriadError(ErrorCode.PayloadTooLarge, `object ${ref.name} is ${mib(ref.size)}, above this client's TRIAD_MAX_OBJECT_BYTES (${mib(this.maxObjectBytes)})`);
+    }
+    return readObject(ref, (at) =>
+      this.request<{ nuid: string; size: number; data: Uint8Array; next: number }>('payload.get', { bucket: ref.bucket, name: ref.name, ...(at ? { nuid: at.nuid, from: at.from } : {}) }),
+    );
+  }
+
+  /** `value` (a task state, an output) with every object reference in it replaced by its value. */
+  async resolvePayloads<T>(value: T): Promise<T> {
+    return (await resolveRefs(value, (ref) => this.downloadBytes(ref))) as T;
   }
 
   /** A private reply subject (in this client's inbox) and an iterator of the events the scheduler sends there. */

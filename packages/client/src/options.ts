@@ -1,6 +1,6 @@
 /** The client's connection options from the environment, the way every Triad process reads them. */
 import { ClientIdSchema, ErrorCode, NamespaceSchema, TriadError } from '@triad/protocol';
-import { checkNatsSettings, natsOptionsFromEnv, type SettingLabels } from '@triad/settings';
+import { checkNatsSettings, natsOptionsFromEnv, payloadSettingsFromEnv, type SettingLabels } from '@triad/settings';
 import type { ClientOptions } from './client.js';
 
 /**
@@ -22,5 +22,7 @@ export function clientOptionsFromEnv(env: NodeJS.ProcessEnv = process.env, label
     if (!id.success) details.push(`TRIAD_CLIENT_ID: ${id.error.issues[0]?.message ?? 'invalid client id'}`);
   }
   if (details.length > 0) throw new TriadError(ErrorCode.InvalidConfig, `invalid configuration: ${details.join('; ')}`, { details });
-  return { ...nats, ...(url !== undefined ? { natsUrl: url } : {}), ...(namespace !== undefined ? { namespace } : {}), ...(clientId !== undefined ? { clientId } : {}) };
+  // Large payloads' settings only when set (TriadClient.connect applies the defaults).
+  const payloads = env['TRIAD_INLINE_MAX_BYTES'] || env['TRIAD_MAX_OBJECT_BYTES'] ? payloadSettingsFromEnv(env) : {};
+  return { ...nats, ...payloads, ...(url !== undefined ? { natsUrl: url } : {}), ...(namespace !== undefined ? { namespace } : {}), ...(clientId !== undefined ? { clientId } : {}) };
 }

@@ -5,7 +5,7 @@
  * docs/security.md. No I/O.
  */
 import { z } from 'zod';
-import { CLIENT_SCOPED_OPS, ClientIdSchema, NameSchema, NamespaceSchema, names, type ApiOp, type Names } from '@triad/protocol';
+import { CLIENT_SCOPED_OPS, ClientIdSchema, NameSchema, NamespaceSchema, names, objectBucket, type ApiOp, type Names } from '@triad/protocol';
 
 export const ROLES = ['scheduler', 'supervisor', 'agent', 'client', 'operator'] as const;
 export type Role = (typeof ROLES)[number];
@@ -102,7 +102,7 @@ export const REDIS_SCRIPT_COMMANDS = {
  */
 export const REDIS_ROLE_SCRIPTS = {
   scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRegister', 'querySearch', 'startOp', 'checkpointOp', 'endOp', 'startChild', 'cancelChild', 'undoChild'],
-  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'fireSchedule', 'limitApply', 'limitStats', 'limitRetire', 'limitRegister', 'takeParentNotice', 'childEnded', 'dropParentNotice'],
+  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'fireSchedule', 'limitApply', 'limitStats', 'limitRetire', 'limitRegister', 'attachObjects', 'takeParentNotice', 'childEnded', 'dropParentNotice'],
 } as const;
 
 function redisPermissions(namespace: string, role: 'scheduler' | 'supervisor', db = 0): RedisPermissions {
@@ -137,6 +137,32 @@ function jsApi(n: Names) {
   };
 }
 
+/**
+ * The object store buckets of a namespace's clients (decision 0021 §4.3; the operator's included): each
+ * is one subject token, so no wildcard reaches "every bucket of this namespace" — the identities that
+ * touch payloads get each listed client's bucket by name.
+ */
+function objectBuckets(namespace: string, clients: readonly string[]): string[] {
+  return uniq([...clients, OPERATOR_CLIENT_ID]).map((c) => objectBucket(namespace, c));
+}
+
+/**
+ * What a role may do in one client bucket `b` (stream `OBJ_<b>`): `read` — an object's metadata and its
+ * chunks one stored message at a time (message get: no consumer); `write` — publish chunks and metadata;
+ * `ensure` — create the bucket; `delete` — a delete marker and a purge of the object's chunks; `info` — the
+ * bucket's stream info (nats.go's object store binds with it before a write).
+ */
+function bucketAccess(j: ReturnType<typeof jsApi>, b: string, o: { read?: boolean; write?: boolean; ensure?: boolean; delete?: boolean; info?: boolean }): string[] {
+  const stream = `OBJ_${b}`;
+  return [
+    ...(o.read ? [j.msgGet(stream)] : []),
+    ...(o.info ? [j.streamInfo(stream)] : []),
+    ...(o.write ? [`$O.${b}.C.*`, `$O.${b}.M.*`] : []),
+    ...(o.ensure ? [j.streamCreate(stream), j.streamUpdate(stream), j.streamInfo(stream)] : []),
+    ...(o.delete ? [`$O.${b}.M.*`, `$JS.API.STREAM.PURGE.${stream}`] : []),
+  ];
+}
+
 /** A durable this role consumes: create/update it, read its info, pull from it, acknowledge its messages. */
 function durableAccess(j: ReturnType<typeof jsApi>, stream: string, durable: string, filter: string): string[] {
   return [j.consumerCreate(stream, durable, filter), j.consumerInfo(stream, durable), j.next(stream, durable), j.ack(stream, durable), j.streamInfo(stream)];
@@ -146,7 +172,7 @@ function uniq(xs: string[]): string[] {
   return [...new Set(xs)];
 }
 
-export function schedulerIdentity(namespace: string, redisDb = 0): Identity {
+export function schedulerIdentity(namespace: string, redisDb = 0, clients: readonly string[] = []): Identity {
   const n = names(namespace);
   const s = n.subjects;
   const j = jsApi(n);
@@ -173,6 +199,9 @@ export function schedulerIdentity(namespace: string, redisDb = 0): Identity {
         j.consumerNames(n.streams.steps),
         // task.events reads a task's events by subject (decision 0022).
         j.msgGet(n.streams.events),
+        // Every client's bucket: ensured before its tasks exist, and the payload broker's uploads and
+        // downloads for clients, which have no JetStream (decision 0021 §4, settled with 0022).
+        ...objectBuckets(n.namespace, clients).flatMap((b) => bucketAccess(j, b, { read: true, write: true, ensure: true })),
       ]),
       subscribe: [`${inboxPrefix}.>`, s.apiAll, `$SRV.*`, `$SRV.*.triad-${n.namespace}`, `$SRV.*.triad-${n.namespace}.>`],
       // API answers to clients in their own accounts go to `_R_.…` subjects: once per request received.
@@ -182,7 +211,7 @@ export function schedulerIdentity(namespace: string, redisDb = 0): Identity {
   };
 }
 
-export function supervisorIdentity(namespace: string, redisDb = 0): Identity {
+export function supervisorIdentity(namespace: string, redisDb = 0, clients: readonly string[] = []): Identity {
   const n = names(namespace);
   const s = n.subjects;
   const j = jsApi(n);
@@ -206,6 +235,10 @@ export function supervisorIdentity(namespace: string, redisDb = 0): Identity {
         ...j.streams.flatMap((st) => [j.streamCreate(st), j.streamUpdate(st), j.streamInfo(st)]),
         // With tracing on, a task's latest event (its trace context) by subject.
         j.msgGet(n.streams.events),
+        // The object GC lists the namespace's buckets (stream names only) and walks their metadata.
+        '$JS.API.STREAM.NAMES',
+        // Retention deletes purged tasks' objects (decision 0021 §4.6).
+        ...objectBuckets(n.namespace, clients).flatMap((b) => bucketAccess(j, b, { read: true, delete: true })),
       ]),
       subscribe: [`${inboxPrefix}.>`],
     },
@@ -213,7 +246,7 @@ export function supervisorIdentity(namespace: string, redisDb = 0): Identity {
   };
 }
 
-export function agentIdentity(namespace: string, agent: string): Identity {
+export function agentIdentity(namespace: string, agent: string, clients: readonly string[] = []): Identity {
   const n = names(namespace);
   const type = NameSchema.parse(agent);
   const s = n.subjects;
@@ -235,6 +268,9 @@ export function agentIdentity(namespace: string, agent: string): Identity {
         j.streamInfo(n.streams.deadLetters),
         // Answers to probes of its own type only (decision 0021 §3.3).
         `${s.probedPrefix(type)}>`,
+        // Inputs and needs read, large outputs written, in every client's bucket; neither create nor delete
+        // (decision 0021 §4.9: the bucket is the smallest unit a permission can name).
+        ...objectBuckets(n.namespace, clients).flatMap((b) => bucketAccess(j, b, { read: true, write: true, info: true })),
       ]),
       subscribe: [`${inboxPrefix}.>`, s.probe(type)],
     },
@@ -318,9 +354,9 @@ export type DeploymentInput = z.input<typeof DeploymentSchema>;
 export function deploymentIdentities(input: DeploymentInput): Identity[] {
   const d = DeploymentSchema.parse(input);
   return [
-    schedulerIdentity(d.namespace, d.redisDb),
-    supervisorIdentity(d.namespace, d.redisDb),
-    ...uniq(d.agents).map((a) => agentIdentity(d.namespace, a)),
+    schedulerIdentity(d.namespace, d.redisDb, d.clients),
+    supervisorIdentity(d.namespace, d.redisDb, d.clients),
+    ...uniq(d.agents).map((a) => agentIdentity(d.namespace, a, d.clients)),
     ...uniq(d.clients).map((c) => clientIdentity(d.namespace, c)),
     operatorIdentity(d.namespace),
   ];

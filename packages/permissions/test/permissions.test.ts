@@ -120,6 +120,8 @@ describe('NATS allow lists', () => {
       'triad.shop.api.client.web.task.stuck',
       'triad.shop.api.client.web.task.events',
       'triad.shop.api.client.web.task.signal',
+      'triad.shop.api.client.web.payload.put',
+      'triad.shop.api.client.web.payload.get',
     ]);
     // A client signals only its own tasks (decision 0019 §3.2): not on the namespace-wide subject.
     expect(may(web, 'publish', n.subjects.api('task.signal'))).toBe(false);
@@ -131,6 +133,33 @@ describe('NATS allow lists', () => {
       expect(may(web, 'publish', n.subjects.api(o)), o).toBe(false);
       expect(may(byName('operator'), 'publish', n.subjects.api(o)), o).toBe(true);
     }
+  });
+
+  it('object store buckets (decision 0021 §4.9): agents read and write every client bucket, never create or purge; clients reach none directly', () => {
+    const web = 'triad_4_shop_web';
+    const op = 'triad_4_shop_operator';
+    const payment = byName('agent-payment');
+    for (const b of [web, op]) {
+      expect(may(payment, 'publish', `$O.${b}.C.abc`), b).toBe(true);
+      expect(may(payment, 'publish', `$O.${b}.M.abc`), b).toBe(true);
+      expect(may(payment, 'publish', `$JS.API.STREAM.MSG.GET.OBJ_${b}`), b).toBe(true);
+      expect(may(payment, 'publish', `$JS.API.STREAM.PURGE.OBJ_${b}`), b).toBe(false);
+      expect(may(payment, 'publish', `$JS.API.STREAM.CREATE.OBJ_${b}`), b).toBe(false);
+      expect(may(payment, 'publish', `$JS.API.CONSUMER.CREATE.OBJ_${b}`), b).toBe(false);
+    }
+    // A bucket of a client auth init does not know: nobody's (its name is one token).
+    expect(may(payment, 'publish', '$O.triad_4_shop_other.C.abc')).toBe(false);
+    // Clients go through the schedulers' payload broker, on their own scoped subjects (no JetStream: 0022).
+    const client = byName('client-web');
+    expect(may(client, 'publish', `$O.${web}.C.abc`)).toBe(false);
+    expect(may(client, 'publish', n.subjects.clientApi('web', 'payload.put'))).toBe(true);
+    expect(may(client, 'publish', n.subjects.clientApi('web', 'payload.get'))).toBe(true);
+    expect(may(client, 'publish', n.subjects.api('payload.get'))).toBe(false);
+    // The scheduler ensures buckets and brokers; the supervisor deletes.
+    expect(may(byName('scheduler'), 'publish', `$JS.API.STREAM.CREATE.OBJ_${web}`)).toBe(true);
+    expect(may(byName('scheduler'), 'publish', `$O.${web}.C.abc`)).toBe(true);
+    expect(may(byName('supervisor'), 'publish', `$JS.API.STREAM.PURGE.OBJ_${web}`)).toBe(true);
+    expect(may(byName('supervisor'), 'publish', `$O.${web}.C.abc`)).toBe(false);
   });
 
   it('the operator may cancel, retry, register, set limits, read alerts and dead letters, and replay submissions and commands', () => {
@@ -210,6 +239,8 @@ describe('NATS accounts (decision 0022)', () => {
       'service triad.shop.api.client.web.task.stuck',
       'service triad.shop.api.client.web.task.events',
       'service triad.shop.api.client.web.task.signal',
+      'service triad.shop.api.client.web.payload.put',
+      'service triad.shop.api.client.web.payload.get',
       'service triad.shop.api.workflow.get',
       'service triad.shop.api.workflow.list',
       'service triad.shop.api.supervisor.status',

@@ -4,6 +4,7 @@
  * error is `{ ok: false, error: { code, message, details } }` for every operation).
  */
 import { z } from 'zod';
+import { PayloadGetReplySchema, PayloadGetRequestSchema, PayloadPutReplySchema, PayloadPutRequestSchema } from './objects.js';
 import { WorkflowDefinitionSchema } from './definition.js';
 import {
   AlertSchema,
@@ -91,6 +92,8 @@ export const API: Record<ApiOp, { request: z.ZodType; reply: z.ZodType; what: st
   'task.list': { request: ListTasksRequestSchema, reply: z.array(TaskSummarySchema), what: 'recent tasks, newest first, optionally of one status' },
   'task.query': { request: TaskQuerySchema, reply: TaskQueryReplySchema, what: 'tasks by tags, status, workflow, client and creation time, newest first, a page at a time (a client: its own, on api.client.<client>.task.query)' },
   'task.count': { request: TaskCountRequestSchema, reply: TaskCountReplySchema, what: 'how many tasks match task.query\'s filters (a client: its own, on api.client.<client>.task.count)' },
+  'payload.put': { request: PayloadPutRequestSchema, reply: PayloadPutReplySchema, what: "one part of a task input's upload to the object store; the last part's reply is the object reference (a client: into its own bucket, on api.client.<client>.payload.put)" },
+  'payload.get': { request: PayloadGetRequestSchema, reply: PayloadGetReplySchema, what: 'one chunk of a stored object (a client: of its own bucket, on api.client.<client>.payload.get)' },
   'task.stuck': { request: TaskStuckRequestSchema, reply: TaskStuckReplySchema, what: "unfinished tasks past their workflow's bound or with a deadline no supervisor acted on, latest first (a client: its own, on api.client.<client>.task.stuck)" },
   'task.events': { request: TaskEventsRequestSchema, reply: TaskEventsReplySchema, what: "a task's stored events, oldest first (a client: its own, on api.client.<client>.task.events)" },
   'task.retry': { request: RetryTaskRequestSchema, reply: RetryTaskReplySchema, what: 'resubmit what stopped a task (operator)' },

@@ -20,6 +20,7 @@ import {
   TaskEventBatchSchema,
 } from './messages.js';
 import { StepResultBatchSchema } from './result-batch.js';
+import { ObjectRefSchema } from './objects.js';
 
 const MESSAGES: Record<string, { schema: z.ZodType; title: string }> = {
   submission: { schema: SubmissionSchema, title: 'A task submission (triad.<ns>.submit.<client>)' },
@@ -35,6 +36,7 @@ const MESSAGES: Record<string, { schema: z.ZodType; title: string }> = {
   'probe-request': { schema: ProbeRequestSchema, title: 'Which agent instance holds this attempt? (triad.<ns>.probe.<agent>, core NATS)' },
   'probe-reply': { schema: ProbeReplySchema, title: 'The holding instance answers (on the probe\'s reply subject, triad.<ns>.probed.<agent>.<nonce>.<n>)' },
   'api-reply': { schema: ApiReplySchema, title: 'The envelope of every API reply' },
+  'object-ref': { schema: ObjectRefSchema, title: 'A reference to a payload stored in the object store (a map whose first key is $triad; docs/protocol.md §12)' },
 };
 
 /** The file name (under docs/protocol/) and JSON Schema of every message and API body. */

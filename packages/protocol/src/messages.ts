@@ -123,6 +123,13 @@ export const StepRequestSchema = z
      * agent must echo `index` as its result's `item` (and put `#<index>` in the result's message id).
      */
     item: optional(z.object({ index: z.number().int().min(0).max(MAX_FOREACH_ITEMS - 1), count: z.number().int().min(1).max(MAX_FOREACH_ITEMS), value: optional(z.unknown()) })),
+    /**
+     * The object store bucket of the task's client (decision 0021 §4.3): an output whose encoding is above
+     * the inline threshold is stored there, under `<taskId>/<step>[#<i>]/<kind>/<attempt>/<nuid>`, and the
+     * result carries the reference (docs/protocol.md §12). `input`, `needs` values and `item.value` may be
+     * references too: an agent resolves them before its handler runs.
+     */
+    bucket: optional(z.string().max(120)),
   });
 export type StepRequest = z.output<typeof StepRequestSchema>;
 

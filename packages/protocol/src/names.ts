@@ -129,15 +129,18 @@ export const API_OPS = [
   'schedule.pause',
   'schedule.resume',
   'schedule.delete',
+  'payload.put',
+  'payload.get',
 ] as const;
 export type ApiOp = (typeof API_OPS)[number];
 
 /**
  * Operations that also exist scoped to one client, `triad.<ns>.api.client.<client>.<op>` (decision 0017):
- * its own tasks' reads, and signals to its own tasks (decision 0019 §3.2).
+ * its own tasks' reads, signals to its own tasks (decision 0019 §3.2), and its own large payloads'
+ * uploads and downloads through the schedulers (decision 0021 §4, settled with 0022).
  * The token `client` after `api.` is reserved: no operation's name starts with it.
  */
-export const CLIENT_SCOPED_OPS = ['task.get', 'task.list', 'task.query', 'task.count', 'task.stuck', 'task.events', 'task.signal'] as const satisfies readonly ApiOp[];
+export const CLIENT_SCOPED_OPS = ['task.get', 'task.list', 'task.query', 'task.count', 'task.stuck', 'task.events', 'task.signal', 'payload.put', 'payload.get'] as const satisfies readonly ApiOp[];
 export type ClientScopedOp = (typeof CLIENT_SCOPED_OPS)[number];
 const CLIENT_API_TOKEN = 'client';
 

@@ -6,7 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { Msg, Subscription } from '@nats-io/nats-core';
-import { PROTOCOL_MAJOR, deadLetter, protocolHeaders, unsupportedVersion, type Bus } from '@triad/bus';
+import { PROTOCOL_MAJOR, deadLetter, protocolHeaders, unsupportedVersion, type Bus, type PayloadStore } from '@triad/bus';
 import { DEFAULT_SUPERVISION, childReferences, childResolver, cronProblems, nextTick, parseEvery, taskBound, unsupportedFeatures, validateDefinition, type ScheduleTiming, type StepFeature } from '@triad/core';
 import {
   ErrorCode,
@@ -34,6 +34,10 @@ import {
   EmptyRequestSchema,
   SetLimitRequestSchema,
   TaskEventsRequestSchema,
+  PayloadPutRequestSchema,
+  PayloadGetRequestSchema,
+  bucketClient,
+  inputObjectName,
   CreateScheduleRequestSchema,
   ScheduleNameRequestSchema,
   DEFAULT_CLIENT_ID,
@@ -89,6 +93,13 @@ function scopedFilter(q: z.output<typeof TaskCountRequestSchema>, client: string
   };
 }
 
+/** Whose bucket a payload request writes: the subject's client; on a namespace-wide subject the body's (or `default`). */
+function payloadOwner(client: string | undefined, named: string | undefined): string {
+  if (client !== undefined && named !== undefined && named !== client) {
+    throw new TriadError(ErrorCode.InvalidMessage, `client "${named}" is not this subject's client ("${client}"): a client uploads into its own bucket only; leave client out`);
+  }
+  return client ?? named ?? DEFAULT_CLIENT_ID;
+}
 /**
  * How long past a deadline `task.stuck` calls it overdue: a sweep interval and a leader change (the default
  * supervision figures, decision 0009) and a second, so a supervisor merely about to act is not listed.
@@ -139,6 +150,7 @@ export class ApiServer {
     private readonly schedulerId: string,
     private readonly withTaskLease: <T>(taskId: string, fn: (lease: LeaseClaim) => Promise<T>) => Promise<T | { nakDelayMs: number }>,
     private readonly log: Logger = silentLogger,
+    private readonly payloads?: PayloadStore,
   ) {
     this.ops = new OpStore(tasks.redis, tasks.namespace);
     this.stats = new Map(endpoints(bus.names.subjects).map((e) => [e.name, { requests: 0, errors: 0, lastError: '', processingNs: 0 }]));
@@ -379,6 +391,29 @@ export class ApiServer {
         const q = req(data, BulkListRequestSchema, 'bulk.list request');
         return this.ops.list(q.limit);
       },
+      'payload.put': async (data, client) => {
+        const q = req(data, PayloadPutRequestSchema, 'payload.put request');
+        // The payload broker (decision 0021 §4, settled with 0022): a client's account has no JetStream,
+        // so its uploads go through here, into its own bucket only — the subject names the client.
+        const owner = payloadOwner(client, q.client);
+        const store = this.payloadStore();
+        const bucket = store.bucketOf(owner);
+        if (q.part === 0) await store.ensureBucket(owner);
+        await store.putPart(bucket, q.upload, q.part, q.data);
+        if (!q.last) return { part: q.part };
+        const ref = await store.commit(bucket, inputObjectName(q.taskId, q.upload), q.upload, q.last.parts, q.last.size, q.last.sha256);
+        this.log.info({ client: owner, taskId: q.taskId, object: ref.name, size: ref.size }, 'input object stored');
+        return { part: q.part, ref };
+      },
+      'payload.get': async (data, client) => {
+        const q = req(data, PayloadGetRequestSchema, 'payload.get request');
+        const ns = this.bus.names.namespace;
+        const owner = bucketClient(ns, q.bucket);
+        if (owner === undefined) throw new TriadError(ErrorCode.InvalidMessage, `bucket ${q.bucket} is not an object store bucket of namespace ${ns}: use the bucket of an object reference`);
+        // A client reads its own bucket only (decision 0017's guarantee, for payloads).
+        if (client !== undefined && owner !== client) throw new TriadError(ErrorCode.InvalidMessage, `bucket ${q.bucket} is client ${owner}'s, not this subject's client ("${client}"): a client reads only its own tasks' payloads`);
+        return this.payloadStore().readChunk(q.bucket, q.name, q.nuid !== undefined && q.from !== undefined ? { nuid: q.nuid, from: q.from } : undefined);
+      },
       'task.events': async (data, client) => {
         const q = req(data, TaskEventsRequestSchema, 'task.events request');
         // A client's subject holds only its own tasks' events: the subject is the ownership check.
@@ -455,6 +490,11 @@ export class ApiServer {
         return { name, deleted: true };
       },
     };
+  }
+
+  private payloadStore(): PayloadStore {
+    if (!this.payloads) throw new TriadError(ErrorCode.Unavailable, 'this scheduler serves no payloads: it was started without an object store');
+    return this.payloads;
   }
 
   private async schedule(name: string): Promise<Schedule> {

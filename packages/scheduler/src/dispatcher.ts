@@ -6,7 +6,7 @@
  */
 import { publishDurable, sendTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
-import { RawMsgpack, encodeMap, isAbsentValue, type RegisteredWorkflow, type StepKind } from '@triad/protocol';
+import { RawMsgpack, encodeMap, isAbsentValue, objectBucket, type RegisteredWorkflow, type StepKind } from '@triad/protocol';
 import { countTaskEnd } from '@triad/telemetry';
 import { elementOutputKey, elementValueKey, toTaskEvent, type Dispatch, type Transition } from '@triad/store';
 
@@ -74,6 +74,8 @@ export function stepRequestMessages(namespace: string, taskId: string, wf: Regis
       ['undoes', d.kind === 'compensate' ? idempotencyKey(namespace, taskId, d.step, 'run', d.item) : undefined],
       ['effect', d.kind === 'compensate' ? (d.effect ?? 'unknown') : undefined],
       ['item', item],
+      // Where an output above the inline threshold goes: the task's client's bucket (decision 0021 §4.3).
+      ['bucket', objectBucket(namespace, t.client)],
     ]);
     return { agent: d.agent, step: d.step, kind: d.kind, attempt: d.attempt, messageId: stepMessageId(taskId, d.step, d.kind, d.attempt, d.item), bytes };
   });

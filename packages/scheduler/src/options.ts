@@ -3,7 +3,7 @@
  * scheduler uses, every default applied here and nowhere else.
  */
 import { z } from 'zod';
-import { ErrorCode, TriadError } from '@triad/protocol';
+import { DEFAULT_MAX_OBJECT_BYTES, ErrorCode, TriadError } from '@triad/protocol';
 
 export const SchedulerSettingsSchema = z.object({
   /** Messages handled at once per consumer (submissions, results, commands). */
@@ -14,6 +14,8 @@ export const SchedulerSettingsSchema = z.object({
    * one (a slow handler's message is merely redelivered, and applied once).
    */
   ackWaitMs: z.number().int().min(100).default(5_000),
+  /** The largest object the payload broker stores or serves (TRIAD_MAX_OBJECT_BYTES; decision 0021 §4.1). */
+  maxObjectBytes: z.number().int().min(1024).default(DEFAULT_MAX_OBJECT_BYTES),
 });
 
 export type SchedulerSettings = z.input<typeof SchedulerSettingsSchema>;

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import {
   deadLetter,
+  PayloadStore,
   ensureConsumer,
   ensureStreams,
   publishDurable,
@@ -34,6 +35,16 @@ import {
   isTerminal,
   msgpackField,
   unpackLeading,
+  unpackTrusted,
+  isObjectRef,
+  isTriadValue,
+  ObjectRefSchema,
+  bucketClient,
+  isInputObjectOf,
+  isOutputObjectOf,
+  objectBucket,
+  outputObjectPrefix,
+  type ObjectRef,
   type RegisteredWorkflow,
   type ResultItem,
   type SupervisorCommand,
@@ -78,11 +89,14 @@ export class Scheduler {
   private readonly handleSubmission: Next<SubmissionInput, SubmissionOutcome>;
   private readonly handleResult: Next<ResultInput, ResultOutcome>;
   private readonly handleCommand: Next<CommandInput, Disposition>;
+  /** Large payloads (decision 0021 §4): client buckets ensured here, and the payload broker's store. */
+  readonly payloads: PayloadStore;
 
   constructor(private readonly o: SchedulerOptions) {
     this.settings = resolveSchedulerSettings(o);
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
+    this.payloads = new PayloadStore(o.bus, { maxObjectBytes: this.settings.maxObjectBytes, ...(o.topology?.replicas !== undefined ? { replicas: o.topology.replicas } : {}) });
     this.dispatcher = new Dispatcher(o.bus);
     this.intake = o.intake ?? new IntakeStore(o.tasks.redis, o.bus.names.namespace, this.log);
     const ns = o.bus.names.namespace;
@@ -92,7 +106,7 @@ export class Scheduler {
     this.handleCommand = intercept((i) => this.runCommand(i.command), traceCommand(ns));
     const children = new ChildOperations(o.tasks, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), (taskId, wf, t, now) => this.dispatcher.publish(taskId, wf, t, now), this.log);
     this.dispatcher.onChildOperation((taskId, wf, t, d) => children.apply(taskId, wf, t, d));
-    this.api = new ApiServer(o.bus, o.tasks, o.tasks.workflows, this.intake, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log);
+    this.api = new ApiServer(o.bus, o.tasks, o.tasks.workflows, this.intake, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.log, this.payloads);
   }
 
   async start(): Promise<void> {
@@ -168,6 +182,16 @@ export class Scheduler {
     const wf = compiled.workflow;
     // The input as the submission carries it (validated with it): stored and sent on as bytes, never encoded again.
     const input = payloadBytes(data, 'input');
+    // An input in the object store (decision 0021 §4.5): it must be this client's upload for this task.
+    let objects: string[] | undefined;
+    if (isObjectRef(input)) {
+      const checked = this.inputReference(input, client, sub.taskId);
+      if (checked instanceof TriadError) return refuse(checked, { answerReplyTo: true, reason: 'reference' });
+      objects = [checked.name];
+    }
+    // The client's bucket exists before its task does: an agent writing a large output finds it (agents
+    // never create streams). Once per client and process; a failure is logged, not the submission's.
+    await this.payloads.ensureBucket(client).catch((e: unknown) => this.log.warn({ client, err: errorMessage(e) }, 'object store bucket not ensured'));
     const done = await this.withTaskLease(sub.taskId, async (lease): Promise<SubmissionOutcome> => {
       const now = Date.now();
       const created = await this.o.tasks.createTask({
@@ -186,6 +210,7 @@ export class Scheduler {
         schedulerId: this.id,
         ...(sub.replyTo ? { replyTo: sub.replyTo } : {}),
         ...(sub.tags && Object.keys(sub.tags).length > 0 ? { tags: sub.tags } : {}),
+        ...(objects ? { objects } : {}),
       });
       if (!created.created) {
         if (created.client !== client) {
@@ -202,6 +227,20 @@ export class Scheduler {
       return { ...seen, outcome: 'accepted', disposition: 'ack' };
     });
     return 'nakDelayMs' in done ? { ...seen, outcome: 'busy', disposition: done } : done;
+  }
+
+  /** A submission's input reference, checked: this client's bucket, this task's input name (§4.5). */
+  private inputReference(bytes: Uint8Array, client: string, taskId: string): ObjectRef | TriadError {
+    const ref = parseReference(bytes, `submission ${taskId}: the input`);
+    if (ref instanceof TriadError) return ref;
+    const bucket = objectBucket(this.o.bus.names.namespace, client);
+    if (ref.bucket !== bucket || !isInputObjectOf(ref.name, taskId)) {
+      return new TriadError(
+        ErrorCode.InvalidMessage,
+        `submission ${taskId}: the input reference points to bucket ${ref.bucket} / object ${ref.name}, not this client's bucket ${bucket} under ${taskId}/in/: upload the input as the SDK does`,
+      );
+    }
+    return ref;
   }
 
   /** 0 when the client's rate limit (if any) lets this submission through now, else how long to put it back. */
@@ -304,6 +343,26 @@ export class Scheduler {
 
   /** `bytes`: the result as the agent encoded it; its output is stored as those bytes, not encoded again. */
   private async applyResult({ result: r, bytes, agentType, deliveryCount }: ResultInput): Promise<ResultOutcome> {
+    // An output in the object store (decision 0021 §4.5): the object must be this very attempt's upload,
+    // in a bucket of this namespace; the script checks the bucket is the task's client's.
+    const output = r.ok ? payloadBytes(bytes, 'output') : undefined;
+    let outputObject: { client: string; name: string } | undefined;
+    if (output && isObjectRef(output)) {
+      const ns = this.o.bus.names.namespace;
+      const where = `result for ${r.taskId}/${r.step} attempt ${r.attempt}: the output`;
+      const ref = parseReference(output, where);
+      const prefix = outputObjectPrefix(r.taskId, r.step, r.kind, r.attempt, r.item);
+      const refClient = ref instanceof TriadError ? undefined : bucketClient(ns, ref.bucket);
+      if (ref instanceof TriadError || refClient === undefined || !isOutputObjectOf(ref.name, prefix)) {
+        const reason =
+          ref instanceof TriadError
+            ? ref.message
+            : `${where} refers to bucket ${ref.bucket} / object ${ref.name}, not a bucket of namespace ${ns} under ${prefix}: an agent uploads its output under its own step attempt`;
+        this.log.warn({ taskId: r.taskId, step: r.step, attempt: r.attempt, agentType, reason }, 'output reference refused');
+        return { result: 'forged', disposition: { deadLetter: `refused reference: ${reason}` } };
+      }
+      outputObject = { client: refClient, name: ref.name };
+    }
     const done = await this.withTaskLease(r.taskId, async (lease): Promise<ResultOutcome> => {
       const now = Date.now();
       const outcome = await this.o.tasks
@@ -318,8 +377,9 @@ export class Scheduler {
           agentId: r.agentId,
           agentType,
           ...(r.item !== undefined ? { item: r.item } : {}),
+          ...(outputObject ? { outputObject } : {}),
           outcome: r.ok
-            ? { ok: true, output: payloadBytes(bytes, 'output') }
+            ? { ok: true, output: output ?? payloadBytes(bytes, 'output') }
             : {
                 ok: false,
                 message: r.error.message,
@@ -436,6 +496,21 @@ export class Scheduler {
     const ev: TaskEvent = { taskId, seq: 0, type: 'rejected', at: Date.now(), reason: err.message, error: err.toWire() };
     await publishTaskEvents(this.o.bus, client, taskId, [ev], replyTo);
   }
+}
+
+/** An object reference's bytes decoded and validated (only the reference is decoded, never a payload). */
+function parseReference(bytes: Uint8Array, what: string): ObjectRef | TriadError {
+  let value: unknown;
+  try {
+    value = unpackTrusted(bytes);
+  } catch (e) {
+    return new TriadError(ErrorCode.InvalidMessage, `${what} is not valid msgpack (${errorMessage(e)})`);
+  }
+  if (!isTriadValue(value)) return new TriadError(ErrorCode.InvalidMessage, `${what} is not an object reference`);
+  if (value.$triad !== 'object') return new TriadError(ErrorCode.InvalidMessage, `${what} is an unknown Triad value "${String(value.$triad)}": this scheduler is older than its writer`);
+  const p = ObjectRefSchema.safeParse(value);
+  if (!p.success) return new TriadError(ErrorCode.InvalidMessage, `${what} is an invalid object reference: ${p.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return p.data;
 }
 
 /**

@@ -58,6 +58,8 @@ describe('stepRequestMessages', () => {
       needs: { reserve: { reservationId: 'r-7' } },
       dispatchedAt: NOW,
       retry: wf.steps[1]!.retry,
+      // Where a large output goes: the task's client's object store bucket (decision 0021 §4.3).
+      bucket: 'triad_4_shop_c1',
     });
     // The payload bytes themselves are in the message, untouched.
     expect(Buffer.from(m!.bytes).includes(Buffer.from(input))).toBe(true);

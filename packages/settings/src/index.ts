@@ -33,3 +33,4 @@ export {
   type SettingProblem,
 } from './connection-settings.js';
 export { errorCodes, explainTlsFailure, tlsDetail, tlsFailure, unreadableSettingFile, type TlsContext, type TlsFailure } from './connection-errors.js';
+export { payloadSettingsFromEnv, type PayloadSettings } from './payloads.js';

@@ -16,6 +16,9 @@
   ARGV[15] the agent type whose result subject the result came on (decision 0010)
   ARGV[16] the fan-out element the result is for ('' = none; decision 0019 §4)
   ARGV[17] throttled: the service's retry-after ms ('' = not throttled; decision 0020 §5)
+  ARGV[18] the name of the object the output refers to ('' = an inline output; decision 0021 §4.5)
+  ARGV[19] the client whose bucket that object is in (parsed from the reference by the scheduler, which
+  also checked the name is this result's own step attempt)
 
   Outcomes (decision 0009), the same for a run and a compensation phase:
     ok                 → run: processed (and ready steps start, or the task completes);
@@ -34,6 +37,9 @@
   (compensated later, in order); a failure → abandoned; then the undo goes on.
   A result from another agent type than the one the step's plan names for that phase is FORGED: nothing
   changes but the task's forgedResults count.
+  An output referring to an object (ARGV[18]) in another client's bucket than the task's is FORGED too,
+  counted in refusedRefs; otherwise the task owns the object from now on (`objs`), whatever the fence
+  then decides: a stale attempt's upload is deleted with the task as well.
   Fan-out (decision 0019 R12, R13, U5, U6): a result names its element (ARGV[16]) and is fenced by that
   element's own attempt and status; the outcomes above apply to the element's phase, and an element
   that gives up gives its step up. A result for a fan-out step that names no element is STALE with the
@@ -50,6 +56,16 @@ local ok, message, kind = ARGV[4] == '1', ARGV[5], ARGV[12]
 
 if not take_lease(KEYS[4], ARGV[11], ARGV[13], true) then return { LEASE_BUSY, '{}' } end
 if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
+if (ARGV[18] or '') ~= '' then
+  local owner = redis.call('HMGET', taskKey, 'client', 'objs')
+  if (owner[1] or 'default') ~= ARGV[19] then
+    redis.call('HINCRBY', taskKey, 'refusedRefs', 1)
+    return { FORGED, cjson.encode({ reason = 'the output refers to an object in client ' .. ARGV[19] .. "'s bucket, not the task's client " .. (owner[1] or 'default') .. "'s" }) }
+  end
+  local objs = owner[2] and cjson.decode(owner[2]) or {}
+  objs[#objs + 1] = ARGV[18]
+  redis.call('HSET', taskKey, 'objs', cjson.encode(objs))
+end
 local rec = decode_step(redis.call('HGET', taskKey, 's:' .. stepName))
 if not rec then
   -- A late result for a task retention has compacted (compactFinished.lua): stale, not unknown.

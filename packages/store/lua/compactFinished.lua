@@ -34,7 +34,7 @@
 --@include _common
 
 local COMPACTABLE = { completed = true, compensated = true, cancelled = true }
-local KEEP = { 'id', 'workflow', 'version', 'status', 'seq', 'createdAt', 'finishedAt', 'error', 'staleResults', 'client', 'tags' }
+local KEEP = { 'id', 'workflow', 'version', 'status', 'seq', 'createdAt', 'finishedAt', 'error', 'staleResults', 'client', 'tags', 'objs' }
 
 -- A whole number as text ('' when absent): cjson decodes numbers as doubles, and tostring would print
 -- large ones in exponent form.

@@ -11,6 +11,8 @@
   ARGV[14] the submission's priority, 1–5 ('' = the default 3: nothing stored, decision 0020)
   KEYS[9] the bucket's search index   ARGV[15] the task's tags, canonical JSON ('' = none; decision 0021):
   a tagged task's members (each tag, its status, workflow and client) enter the search index
+  ARGV[16] the object names the task owns from the start, JSON array ('' = none: its input is inline;
+  decision 0021 §4.6): stored as `objs`, which retention returns so the objects go with the task
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
           { EXISTS, json{status, client} } when the task id was already submitted (a duplicate is harmless;
@@ -39,6 +41,7 @@ local fields = { 'id', taskId, 'workflow', ARGV[2], 'version', ARGV[3], 'input',
   'plan', ARGV[6], 'status', 'running', 'lockedBy', ARGV[8], 'lockEpoch', 1, 'seq', 0,
   'createdAt', now, 'updatedAt', now, 'onFailure', ARGV[9], 'client', ARGV[13] }
 if ARGV[14] ~= '' then fields[#fields + 1], fields[#fields + 2] = 'priority', ARGV[14] end
+if (ARGV[16] or '') ~= '' then fields[#fields + 1], fields[#fields + 2] = 'objs', ARGV[16] end
 local tagsJson = ARGV[15] or ''
 if tagsJson ~= '' then
   fields[#fields + 1], fields[#fields + 2] = 'tags', tagsJson

@@ -7,7 +7,7 @@ export { keys, bucketOf, BUCKETS, LIMITER_PARTS, parseDeadlineMember, TASK_DEADL
 export { ScriptCode, scriptError, isLeaseBusy, LeaseBusyError, AlreadyAppliedError, isAlreadyApplied } from './codes.js';
 export { OpStore, unknownOp, type StartOpArgs, type OpCounts } from './ops-store.js';
 export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts.js';
-export { TaskStore, requireTask, type PendingAlert, type StoreOptions, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type ApplyOutcome, type BulkFence, type ChildLink, type StartChildArgs, type ChildOutcome, type NoticeDelivery } from './task-store.js';
+export { TaskStore, requireTask, type PendingAlert, type StoreOptions, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type PurgedObjects, type ApplyOutcome, type BulkFence, type ChildLink, type StartChildArgs, type ChildOutcome, type NoticeDelivery } from './task-store.js';
 export { findStuck, type StuckQuery, type StuckResult } from './stuck.js';
 export { TaskSearch, canonicalTags, encodeCursor, decodeCursor, type TaskFilter, type QueryResult, type CountResult } from './search.js';
 export { WorkflowStore, type CompiledWorkflow, type WorkflowSummary } from './workflow-store.js';

@@ -64,6 +64,8 @@ export interface Keys {
   /** The epoch counter the election increments (the `sup` slot); buckets keep their own fences. */
   readonly supervisorEpoch: string;
   readonly supervisorStatus: string;
+  /** The object GC's checkpoints (hash: bucket → last stream sequence walked; decision 0021 §4.6). */
+  readonly objectGc: string;
   /** A Redlock lease on part of a task (`task`: a scheduler's operation), in the task's bucket. */
   lease(taskId: string, what: string): string;
   /** The submission rate limits an operator set (hash: client id or `*` → JSON), in the `{<ns>:intake}` slot (decision 0022). */
@@ -174,6 +176,7 @@ export function keys(namespace: string): Keys {
     supervisorLock: `${sup}:lock`,
     supervisorEpoch: `${sup}:epoch`,
     supervisorStatus: `${sup}:status`,
+    objectGc: `${sup}:objgc`,
     lease: (taskId, what) => `${prefix}:${forTask(taskId).tag}:lease:${taskId}:${what}`,
     intakeLimits: `${intake}:limits`,
     intakeState: (client) => `${intake}:client:${client}`,

@@ -43,12 +43,20 @@ export interface CreateTaskArgs {
   priority?: number;
   /** Search attributes (decision 0021), validated by the caller; a task with none is not indexed. */
   tags?: Readonly<Record<string, string>>;
+  /** The objects the task owns from the start (its input's, decision 0021 §4.6): deleted with the task. */
+  objects?: readonly string[];
   now: number;
   schedulerId: string;
 }
 
 /** Not created: the id exists, with this status, submitted by `client`. */
 export type CreateOutcome = { created: true; transition: Transition } | { created: false; status: TaskStatus; client: string };
+
+/** The objects a purged task owned, in its client's bucket (decision 0021 §4.6). */
+export interface PurgedObjects {
+  client: string;
+  names: string[];
+}
 
 export interface ApplyResultArgs {
   lease: LeaseClaim;
@@ -64,6 +72,11 @@ export interface ApplyResultArgs {
   agentType: string;
   /** The fan-out element the result is for (the result's `item`; decision 0019 §4). */
   item?: number;
+  /**
+   * The object an output reference points to (decision 0021 §4.5), its name checked by the caller against
+   * this result's step attempt; the script checks the client is the task's and records it in `objs`.
+   */
+  outputObject?: { client: string; name: string };
   outcome:
     | { ok: true; output: Uint8Array }
     | {
@@ -199,7 +212,7 @@ export class TaskStore {
       this.redis,
       'createTask',
       [k.task(a.taskId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search],
-      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client, a.priority === undefined || a.priority === DEFAULT_PRIORITY ? '' : a.priority, canonicalTags(a.tags)],
+      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client, a.priority === undefined || a.priority === DEFAULT_PRIORITY ? '' : a.priority, canonicalTags(a.tags), a.objects && a.objects.length > 0 ? JSON.stringify(a.objects) : ''],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok && code !== ScriptCode.Exists) throw scriptError(code, `create task ${a.taskId}`);
@@ -239,6 +252,8 @@ export class TaskStore {
         a.agentType,
         a.item ?? '',
         !o.ok && o.throttledRetryAfterMs !== undefined ? o.throttledRetryAfterMs : '',
+        a.outputObject?.name ?? '',
+        a.outputObject?.client ?? '',
       ],
     )) as unknown[];
     const code = Number(reply[0]);
@@ -574,18 +589,46 @@ export class TaskStore {
    * start (decision 0015), the oldest `limit` due chosen, and the purge script runs only in the buckets
    * that hold them, each with its count: O(buckets + due), one slot per script.
    */
-  async purgeFinishedBuckets(cutoff: number, limit: number, epoch: number): Promise<{ removed: number; full: boolean }> {
+  async purgeFinishedBuckets(cutoff: number, limit: number, epoch: number): Promise<{ removed: number; full: boolean; objects: PurgedObjects[] }> {
     const { counts, full } = await this.dueByBucket('finished', cutoff, limit);
     const replies = await Promise.all(
       counts.map(async ([b, n]) => (await runScript(this.redis, 'purgeFinished', [b.finished, b.tasks, b.epoch, b.compact, b.search], [b.taskPrefix, cutoff, n, epoch])) as unknown[]),
     );
     let removed = 0;
+    const objects: PurgedObjects[] = [];
     for (const reply of replies) {
       const code = Number(reply[0]);
       if (code !== ScriptCode.Ok) throw scriptError(code, 'purge finished tasks');
       removed += Number(reply[1]);
+      const owned = typeof reply[2] === 'string' ? (JSON.parse(reply[2]) as unknown) : reply[2] instanceof Buffer ? (JSON.parse(reply[2].toString()) as unknown) : [];
+      if (Array.isArray(owned)) {
+        for (const o of owned as unknown[]) {
+          if (Array.isArray(o) && typeof o[0] === 'string' && Array.isArray(o[1])) objects.push({ client: o[0], names: (o[1] as unknown[]).filter((n): n is string => typeof n === 'string') });
+        }
+      }
     }
-    return { removed, full };
+    return { removed, full, objects };
+  }
+
+  /**
+   * The object GC's attach (attachObjects.lua): makes `name`, found in `client`'s bucket, task `taskId`'s
+   * own. 'none': no such task; 'other': another client's task. Fenced by the supervisor epoch.
+   */
+  async attachObject(taskId: string, client: string, name: string, epoch: number): Promise<'none' | 'other' | 'owned' | 'attached'> {
+    const b = this.keys.forTask(taskId);
+    const reply = (await runScript(this.redis, 'attachObjects', [this.keys.task(taskId), b.epoch], [client, name, epoch])) as unknown[];
+    const code = Number(reply[0]);
+    if (code !== ScriptCode.Ok) throw scriptError(code, `attach object ${name} to task ${taskId}`);
+    return String(reply[1]) as 'none' | 'other' | 'owned' | 'attached';
+  }
+
+  /** The object GC's checkpoint of a bucket: the last stream sequence walked (0: none). */
+  async objectGcCheckpoint(bucket: string): Promise<number> {
+    return Number((await this.redis.hget(this.keys.objectGc, bucket)) ?? 0);
+  }
+
+  async setObjectGcCheckpoint(bucket: string, seq: number): Promise<void> {
+    await this.redis.hset(this.keys.objectGc, bucket, String(seq));
   }
 
   /**

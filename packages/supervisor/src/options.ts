@@ -25,6 +25,11 @@ export const SupervisorSettingsSchema = z.object({
    * 0 = on the next sweep). Decision 0007.
    */
   compactAfterMs: ms(0).default(600_000),
+  /**
+   * The object GC (decision 0021 §4.6) looks at an object only once it is this old (TRIAD_OBJECT_GC_GRACE_MS;
+   * 15 min): an upload whose submission or result is still on its way is never taken for an orphan.
+   */
+  objectGcGraceMs: ms(0).default(900_000),
   /** Replicas that must hold an election before the winner leads (TRIAD_REDIS_WAIT_REPLICAS, decision 0015). */
   waitReplicas: z.number().int().min(0).max(16).default(0),
 });

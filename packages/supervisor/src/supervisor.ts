@@ -9,10 +9,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
-import { encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
+import { PayloadStore, ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
+import { TASK_ID_PATTERN, bucketClient, encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
-import { Leadership, PARENT_NOTICE_STEP, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type LeadershipState, type PendingAlert, type RedisClient, type TaskStore } from '@triad/store';
+import { Leadership, PARENT_NOTICE_STEP, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type LeadershipState, type PendingAlert, type PurgedObjects, type RedisClient, type TaskStore } from '@triad/store';
 import { countTaskEnd, intercept, type Next } from '@triad/telemetry';
 import { resolveSupervisorSettings, type ResolvedSupervisorSettings, type SupervisorSettings } from './options.js';
 import { ScheduleFiring, catchUpWindowMs } from './schedules.js';
@@ -79,12 +79,17 @@ export class Supervisor {
   /** More schedule ticks were due than one pass fires: fire on at the next sweep without waiting. */
   private schedulesBehind = false;
   private readonly schedules: ScheduleFiring;
+  /** Purged tasks' objects are deleted through it (decision 0021 §4.6). */
+  private readonly payloads: PayloadStore;
+  /** Objects of purged tasks deleted by this process. */
+  objectsDeleted = 0;
 
   constructor(private readonly o: SupervisorOptions) {
     this.id = o.id ?? `supervisor-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
     this.settings = resolveSupervisorSettings(o);
     this.metrics = supervisorMetrics(o.bus.names.namespace);
+    this.payloads = new PayloadStore(o.bus);
     this.handleAction = intercept((i) => this.act(i), traceAction(o.bus, this.log), countAction(this.metrics));
     this.handleSweep = intercept((now) => this.sweepExpired(now), countSweep(this.metrics));
     this.schedules = new ScheduleFiring(o.schedules ?? new ScheduleStore(o.tasks.redis, o.bus.names.namespace), o.bus, this.log, this.metrics);
@@ -221,7 +226,11 @@ export class Supervisor {
         const r = await this.o.tasks.purgeFinishedBuckets(now - (this.settings.retentionMs), batch, epoch);
         this.health.purged += r.removed;
         behind ||= r.full;
+        // The objects the removed tasks owned go with them (decision 0021 §4.6): after the purge, so a
+        // crash in between leaves unreferenced objects (the GC backstop's), never a task without its payload.
+        await this.deleteObjects(r.objects);
       });
+      await this.retention('objects', () => this.collectObjects(now, epoch));
       await this.retention('compaction', async () => {
         const r = await this.o.tasks.compactFinishedBuckets(now - (this.settings.compactAfterMs), batch, epoch);
         this.health.compacted += r.compacted;
@@ -307,8 +316,67 @@ export class Supervisor {
     }
   }
 
+  /** Deletes purged tasks' objects, 32 at a time; a failure is logged (the object is left for a later pass). */
+  private async deleteObjects(owned: readonly PurgedObjects[]): Promise<void> {
+    const all = owned.flatMap((o) => o.names.map((name) => ({ client: o.client, name })));
+    for (let i = 0; i < all.length; i += 32) {
+      await Promise.all(
+        all.slice(i, i + 32).map(async ({ client, name }) => {
+          const bucket = this.payloads.bucketOf(client);
+          try {
+            if (await this.payloads.delete(bucket, name)) this.objectsDeleted++;
+          } catch (e) {
+            this.log.warn({ bucket, object: name, err: errorMessage(e) }, 'object of a purged task not deleted');
+          }
+        }),
+      );
+    }
+  }
+
+  /**
+   * The object GC (decision 0021 §4.6, the backstop): walks each client bucket's metadata in stream order
+   * from its checkpoint, each object once, once older than the grace: an object whose task exists becomes
+   * the task's (retention deletes it later); one whose task does not exist is deleted — unless submissions
+   * wait in SUBMIT from before it was stored + 60 s (its submission may be among them: the walk stops there
+   * until the next pass). At most 1,000 metadata messages per bucket and pass.
+   */
+  private async collectObjects(now: number, epoch: number): Promise<void> {
+    const grace = this.settings.objectGcGraceMs;
+    const ns = this.o.bus.names.namespace;
+    let backlogSince: number | undefined | null = null;
+    const oldestWaitingSubmission = async (): Promise<number | undefined> => {
+      if (backlogSince === null) {
+        const si = await this.o.bus.jsm.streams.info(this.o.bus.names.streams.submit);
+        backlogSince = si.state.messages > 0 ? Date.parse(si.state.first_ts) : undefined;
+      }
+      return backlogSince;
+    };
+    for (const bucket of await this.payloads.buckets()) {
+      const client = bucketClient(ns, bucket);
+      if (client === undefined) continue;
+      const start = await this.o.tasks.objectGcCheckpoint(bucket);
+      let at = start;
+      for (let n = 0; n < 1_000; n++) {
+        const m = await this.payloads.metaAfter(bucket, at);
+        if (!m || m.mtime > now - grace) break;
+        if (!m.deleted && m.name !== '') {
+          const taskId = m.name.split('/')[0] ?? '';
+          const owner = TASK_ID_PATTERN.test(taskId) ? await this.o.tasks.attachObject(taskId, client, m.name, epoch) : 'none';
+          if (owner === 'none' || owner === 'other') {
+            const waiting = owner === 'none' ? await oldestWaitingSubmission() : undefined;
+            if (waiting !== undefined && waiting <= m.mtime + 60_000) break;
+            if (await this.payloads.delete(bucket, m.name)) this.objectsDeleted++;
+            this.log.info({ bucket, object: m.name, reason: owner === 'none' ? 'no task' : "another client's task" }, 'unreferenced object deleted');
+          }
+        }
+        at = m.seq;
+      }
+      if (at !== start) await this.o.tasks.setObjectGcCheckpoint(bucket, at);
+    }
+  }
+
   /** One retention stage, leader only, fenced by the epoch; a failure waits for the next pass. */
-  private async retention(stage: 'purge' | 'compaction', run: () => Promise<void>): Promise<void> {
+  private async retention(stage: 'purge' | 'compaction' | 'objects', run: () => Promise<void>): Promise<void> {
     if (this.stopped || !this.leadership.isLeader()) return;
     try {
       await run();

@@ -12,6 +12,7 @@ import * as dlq from './dlq.js';
 import * as intake from './intake.js';
 import * as list from './list.js';
 import * as ops from './ops.js';
+import * as payload from './payload.js';
 import * as retry from './retry.js';
 import * as schedules from './schedules.js';
 import * as signal from './signal.js';
@@ -26,4 +27,4 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
-export const commands: readonly CommandModule[] = [submit, status, stuck, watch, list, count, workflows, signal, cancel, retry, ops, schedules, alerts, dlq, intake, supervisor, dashboard, auth];
+export const commands: readonly CommandModule[] = [submit, status, stuck, payload, watch, list, count, workflows, signal, cancel, retry, ops, schedules, alerts, dlq, intake, supervisor, dashboard, auth];

@@ -47,8 +47,13 @@ export interface Effect {
   idempotencyKey: string;
   /** The action applied; null for a tombstone. */
   action: string | null;
-  /** The payload as sent, or null when none was sent (or for a tombstone). */
+  /** The payload as sent (without its `document`, see below), or null when none was sent (or for a tombstone). */
   payload: unknown;
+  /**
+   * A large `document` string in the payload (decision 0021 §4: an order with a 20 MB attachment): kept
+   * as its size in bytes (UTF-8) and SHA-256 instead of the text. Null when the payload had none.
+   */
+  document: { bytes: number; sha256: string } | null;
   /** False for a tombstone: nothing was ever applied under this key. */
   applied: boolean;
   tombstone: boolean;
@@ -104,7 +109,7 @@ export interface RemoteService {
 }
 
 /** Request bodies above this size get 413. */
-export const MAX_BODY_BYTES = 1024 * 1024;
+export const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
 export const NO_FAULTS: Readonly<Faults> = Object.freeze({ failRate: 0, hangRate: 0, latencyMs: 0, rateLimit: 0 });
 
@@ -192,8 +197,12 @@ function applyResult(service: string, idempotencyKey: string, payload: unknown):
       return { reservationId: `res_${id}`, items: reservedLines(payload) };
     case 'payment':
       return { chargeId: `ch_${id}`, amount: paymentAmount(payload) };
-    case 'shipping':
-      return { trackingNumber: `TRK${BigInt(`0x${id}`).toString().padStart(20, '0').slice(-12)}` };
+    case 'shipping': {
+      // `labelBytes`: a shipping label of that many bytes comes back (the example's large output).
+      const labelBytes = typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>)['labelBytes'] : undefined;
+      const label = typeof labelBytes === 'number' && Number.isSafeInteger(labelBytes) && labelBytes > 0 ? { label: 'L'.repeat(Math.min(labelBytes, MAX_BODY_BYTES)) } : {};
+      return { trackingNumber: `TRK${BigInt(`0x${id}`).toString().padStart(20, '0').slice(-12)}`, ...label };
+    }
     default:
       return { ref: `${envPrefix(service).toLowerCase()}_${id}` };
   }
@@ -385,12 +394,20 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
       existing.calls += 1;
       return { applied: true, duplicate: true, result: structuredClone(existing.result) };
     }
-    const payload = body['payload'] === undefined ? null : body['payload'];
-    const result = applyResult(name, idempotencyKey, payload);
+    const sent = body['payload'] === undefined ? null : body['payload'];
+    const result = applyResult(name, idempotencyKey, sent);
+    let payload = sent;
+    let document: Effect['document'] = null;
+    if (typeof sent === 'object' && sent !== null && typeof (sent as Record<string, unknown>)['document'] === 'string') {
+      const { document: text, ...rest } = sent as Record<string, unknown> & { document: string };
+      document = { bytes: Buffer.byteLength(text, 'utf8'), sha256: createHash('sha256').update(text, 'utf8').digest('hex') };
+      payload = rest;
+    }
     effects.set(idempotencyKey, {
       idempotencyKey,
       action,
       payload,
+      document,
       applied: true,
       tombstone: false,
       appliedAt: new Date().toISOString(),
@@ -425,6 +442,7 @@ export async function startRemoteService(opts: RemoteServiceOptions): Promise<Re
         idempotencyKey: of,
         action: null,
         payload: null,
+        document: null,
         applied: false,
         tombstone: true,
         appliedAt: null,
