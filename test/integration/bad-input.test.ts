@@ -144,16 +144,19 @@ describe('bad input', () => {
   });
 
   // Decision 0019 §10: a kind of step is registered only once this scheduler can run it, so a half-built
-  // kind never runs. Conditions (`when`), sleeps, waits and fan-out run; child steps are refused; the definition itself is valid.
-  it('refuses a definition that uses a step feature this scheduler does not run yet, naming each; registers the 0019 example, which uses only built ones', async () => {
+  // kind never runs; every kind is built now (increment 7 added child steps), and registration checks
+  // the other workflows a child step starts (§1.5): one not registered is a warning, a cycle a refusal.
+  it('registers the 0019 example and child steps; warns of a child workflow not registered; refuses a cycle of child workflows', async () => {
     const example = JSON.parse(readFileSync(new URL('../../docs/decisions/0019-example.workflow.json', import.meta.url), 'utf8')) as Parameters<typeof triad.client.registerWorkflow>[0];
     expect((await triad.client.registerWorkflow(example)).version).toBeGreaterThanOrEqual(1);
-    const child = await triad.client.registerWorkflow({ name: 'parent', steps: [{ name: 'go', child: { workflow: 'orders' } }] }).catch((e: unknown) => e);
-    expect(child).toBeInstanceOf(TriadError);
-    expect((child as TriadError).code).toBe(ErrorCode.InvalidDefinition);
-    expect((child as TriadError).details).toEqual(['step "go" uses child, which this scheduler does not support yet']);
-    expect((child as TriadError).message).toMatch(/^workflow "parent" cannot be registered: step "go" uses child/);
-    expect((await triad.client.listWorkflows()).map((w) => w.name)).not.toContain('parent');
+    const lone = await triad.client.registerWorkflow({ name: 'parent', steps: [{ name: 'go', child: { workflow: 'nowhere' } }] });
+    expect(lone.warnings).toEqual(['step "go" starts workflow "nowhere", which is not registered yet: the step fails when it starts until it is']);
+    await triad.client.registerWorkflow({ name: 'loop-a', steps: [{ name: 'down', child: { workflow: 'loop-b' } }] });
+    const cycle = await triad.client.registerWorkflow({ name: 'loop-b', steps: [{ name: 'up', child: { workflow: 'loop-a' } }] }).catch((e: unknown) => e);
+    expect(cycle).toBeInstanceOf(TriadError);
+    expect((cycle as TriadError).code).toBe(ErrorCode.InvalidDefinition);
+    expect((cycle as TriadError).message).toBe('workflow "loop-b" cannot be registered: child workflows form a cycle: loop-b -> loop-a -> loop-b; a workflow may not start itself through its children');
+    expect((await triad.client.listWorkflows()).map((w) => w.name)).not.toContain('loop-b');
   });
 });
 

@@ -162,6 +162,25 @@ describe('the dashboard in a browser', () => {
     expect(bad.status()).toBe(400);
   });
 
+  it('links a child step to its child task and back (decision 0019 §7): the parent completes when its child does', async () => {
+    await triad.client.registerWorkflow({ name: 'dash-inner', steps: [{ name: 'approval', waitFor: { signal: 'approved', timeoutMs: 120_000 } }] });
+    await triad.client.registerWorkflow({ name: 'dash-outer', steps: [{ name: 'sub', child: { workflow: 'dash-inner' } }] });
+    const { taskId } = await triad.client.submit('dash-outer', {});
+    const childId = `${taskId}:sub:1`;
+    const page = await open(`${operatorUrl}/#/tasks/${taskId}`);
+    await page.locator('#steps tr[data-step="sub"][data-status="waiting"]').waitFor();
+    expect(await page.locator('#steps tr[data-step="sub"] td.detail').textContent()).toBe(`waiting for child task ${childId} (dash-inner) open`);
+    await page.locator('#steps tr[data-step="sub"] a.child-link').click();
+    await page.locator('#parent-link', { hasText: taskId }).waitFor();
+    await page.locator('#steps tr[data-step="approval"][data-status="waiting"]').waitFor();
+    await triad.client.signal(childId, 'approved', { by: 'dashboard test' });
+    await page.locator('#task-status', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
+    await page.locator('#parent-link').click();
+    await page.locator('#task-status', { hasText: 'completed' }).waitFor({ timeout: 30_000 });
+    expect(await page.locator('#steps tr[data-step="sub"] td.detail').textContent()).toBe(`child task ${childId} (dash-inner) completed open`);
+    expect((await triad.client.getTask(taskId)).steps[0]?.output).toEqual({ approval: { by: 'dashboard test' } });
+  });
+
   it('retries a failed step from the alerts page; the task then completes', async () => {
     triad.services.shipping.setFaults({ failRate: 1 });
     const { taskId } = await triad.client.submit('orders-strict', { orderId: 'dash-alert', amount: 8 });

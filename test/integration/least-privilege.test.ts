@@ -67,6 +67,18 @@ describe('the example with every actor on its own identity', () => {
     // ACL LOG lists every command or key Redis refused: the role's lists must cover what the actors do.
     expect(await t.redis.call('ACL', 'LOG')).toEqual([]);
   });
+
+  it("a child task (decision 0019 §5) runs under the actors' own identities and is its parent's client's to read", async () => {
+    await t.client.registerWorkflow({ name: 'lp-parent', steps: [{ name: 'order', child: { workflow: 'orders' } }] });
+    const web = await clientAs(nsA, 'client-web');
+    const done = await web.run('lp-parent', { orderId: 'lp-child', amount: 5 }, { timeoutMs: 60_000 });
+    expect(done.status).toBe('completed');
+    const child = await web.getTask(`${done.taskId}:order:1`);
+    expect(child).toMatchObject({ status: 'completed', workflow: 'orders', client: done.client, parent: { taskId: done.taskId, step: 'order' } });
+    expect(done.steps[0]?.output).toEqual(child.output);
+    // The schedulers' startChild and the leader's notice scripts ran within their roles' commands.
+    expect(await t.redis.call('ACL', 'LOG')).toEqual([]);
+  });
 });
 
 describe('large payloads under auth init\'s identities (decision 0021 §4, 0022)', () => {

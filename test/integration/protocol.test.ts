@@ -156,8 +156,8 @@ describe('the API is a NATS service', () => {
     const name = `triad-${t.namespace}`;
     const json = (b: Uint8Array): Record<string, unknown> => JSON.parse(new TextDecoder().decode(b)) as Record<string, unknown>;
     const ping = json((await nc.request(`$SRV.PING.${name}`, new Uint8Array(), { timeout: 5_000 })).data);
-    // features: the step features of decision 0019 this scheduler runs (each increment adds its own; child is not built yet).
-    expect(ping).toMatchObject({ type: 'io.nats.micro.v1.ping_response', name, version: '1.0.0', metadata: { namespace: t.namespace, protocol: '1', features: 'when,sleep,waitFor,forEach' } });
+    // features: the step features of decision 0019 this scheduler runs (every kind is built since increment 7).
+    expect(ping).toMatchObject({ type: 'io.nats.micro.v1.ping_response', name, version: '1.0.0', metadata: { namespace: t.namespace, protocol: '1', features: 'when,sleep,waitFor,forEach,child' } });
     const info = json((await nc.request(`$SRV.INFO.${name}.${String(ping['id'])}`, new Uint8Array(), { timeout: 5_000 })).data);
     expect(info['type']).toBe('io.nats.micro.v1.info_response');
     expect((info['endpoints'] as { name: string; subject: string }[]).find((e) => e.name === 'task_get')).toMatchObject({ subject: t.client.bus.names.subjects.api('task.get') });

@@ -1,30 +1,12 @@
 /** `triad workflows show`: a definition's steps with how long each can take before it escalates, as text (decisions 0009, 0019). */
-import { childReferences, describePredicate, fanOutWaves, formatBound, formatMs, stepKind, valueReference, referenceText, type ChildResolver, type Supervision, type TaskBound } from '@triad/core';
-import { DEFAULT_MAX_ITEMS, DEFAULT_MAX_PARALLEL, LadderSchema, type Ladder, type RegisteredWorkflow, type StepDefinition, type WorkflowDefinition } from '@triad/protocol';
+import { childResolver, describePredicate, fanOutWaves, formatBound, formatMs, stepKind, valueReference, referenceText, type Supervision, type TaskBound } from '@triad/core';
+import { DEFAULT_MAX_ITEMS, DEFAULT_MAX_PARALLEL, LadderSchema, type Ladder, type RegisteredWorkflow, type StepDefinition } from '@triad/protocol';
 import { table } from './format.js';
 
 const DEFAULT_LADDER = LadderSchema.parse({});
 
-/** The most child workflows `workflows show` looks up (a chain or a tree of them). */
-const MAX_CHILD_LOOKUPS = 50;
-
-/**
- * The workflows a definition's child steps start, looked up (transitively) with `get`, as the resolver
- * `taskBound` takes: undefined for one that is not registered.
- */
-export async function childResolver(def: WorkflowDefinition, get: (name: string, version?: number) => Promise<WorkflowDefinition | undefined>): Promise<ChildResolver> {
-  const found = new Map<string, WorkflowDefinition | undefined>();
-  const key = (name: string, version?: number): string => `${name}@${version ?? 'latest'}`;
-  const queue = childReferences(def);
-  for (let next = queue.shift(); next !== undefined && found.size < MAX_CHILD_LOOKUPS; next = queue.shift()) {
-    const k = key(next.workflow, next.version);
-    if (found.has(k)) continue;
-    const child = await get(next.workflow, next.version);
-    found.set(k, child);
-    if (child) queue.push(...childReferences(child));
-  }
-  return (name, version) => found.get(key(name, version));
-}
+/** The workflows a definition's child steps start (core's childResolver; re-exported for the commands). */
+export { childResolver };
 
 /** What a step does, for the AGENT / KIND column. */
 function kindText(step: StepDefinition): string {

@@ -95,6 +95,8 @@ export function taskHeader(t: TaskState, now: number = Date.now(), waiting?: str
     ['task', t.taskId],
     ['workflow', `${t.workflow}@${t.version}`],
     ['status', t.status],
+    // A child task (decision 0019 §5.1): the task and the step that started it.
+    ['parent', t.parent ? `${t.parent.taskId} (step ${t.parent.step})` : undefined],
     // The task-level reason (decision 0021 §3.5): the first step that waits, and for what.
     ['waiting', waiting],
     // Only a priority other than the default 3 is stored (decision 0020).
@@ -185,7 +187,10 @@ export function taskJson(t: TaskState): Record<string, unknown> {
       // Only where they apply: the kind of a step that does not call an agent, a fan-out step's elements.
       ...(s.kind !== undefined ? { kind: s.kind } : {}),
       ...(s.items !== undefined ? { items: s.items } : {}),
+      ...(s.child !== undefined ? { child: s.child } : {}),
     })),
     error: t.error ?? null,
+    // A child task's parent and output (decision 0019 §5), only for a child.
+    ...(t.parent !== undefined ? { parent: t.parent, output: t.output ?? null } : {}),
   };
 }

@@ -65,7 +65,9 @@ export type WaitReason =
   | { kind: 'signal'; name: string; until: number }
   | { kind: 'items'; count: number; pending: number; running: number; done: number; failed: number }
   /** Waiting for its agent type's dispatch limit, or put back in line by a throttle (decision 0020 §6). */
-  | { kind: 'limit'; phase: Phase; agent: string; key?: string; priority: number; since: number; why: string };
+  | { kind: 'limit'; phase: Phase; agent: string; key?: string; priority: number; since: number; why: string }
+  /** A child step (decision 0019 §5): its child task runs, is being cancelled, or undone. */
+  | { kind: 'child'; op: 'start' | 'cancel' | 'undo'; taskId: string; workflow: string; version?: number; until?: number };
 
 /** The key of a probe's answer in `WaitContext.probes`. */
 export const probeKey = (phase: Phase, step: string, attempt: number): string => `${phase}|${step}|${attempt}`;
@@ -80,6 +82,12 @@ export function waitReason(t: Pick<TaskState, 'status' | 'steps'>, s: StepState,
   // Waiting for a dispatch limit (decision 0020): the run, or (during an undo) the compensation.
   if (undoing && c && s.status === 'compensating' && c.queue) return limitReason('compensate', c.queue);
   if (s.status === 'queued' && s.queue) return limitReason('run', s.queue);
+  // A child step waits for its child's end, whatever it asked of it (decision 0019 §5.3).
+  const ch = s.child;
+  if (ch && ch.ended === undefined && (s.status === 'waiting' || s.status === 'compensating' || (s.status === 'abandoned' && ch.op === 'cancel'))) {
+    const op: 'start' | 'cancel' | 'undo' = ch.op === 'cancel' ? 'cancel' : ch.op === 'undo' ? 'undo' : 'start';
+    return { kind: 'child', op, taskId: ch.taskId, workflow: ch.workflow, ...(ch.version !== undefined ? { version: ch.version } : {}), ...(s.until !== undefined && op === 'start' ? { until: s.until } : {}) };
+  }
   // The compensation phase first: it is what moves while a task is undone.
   if (undoing && c && s.status === 'compensating') {
     if (c.parked && c.completeBy !== undefined) return parkedReason('compensate', c.agent, c, now, ctx);
@@ -192,6 +200,12 @@ export function waitingText(r: WaitReason, now: number): string {
       return elementsDetail(r);
     case 'limit':
       return `${pre}${r.why === 'throttled' ? `throttled by ${r.agent}: back in line` : `waits for a limit of ${r.agent}`} (${r.key ? `key ${r.key}, ` : ''}priority ${r.priority}, ${duration(Math.max(0, now - r.since))} so far)`;
+    case 'child': {
+      const which = `child task ${r.taskId} (${r.workflow}${r.version !== undefined ? `@${r.version}` : ''})`;
+      if (r.op === 'undo') return `undoing ${which}`;
+      if (r.op === 'cancel') return `cancelling ${which}`;
+      return `waiting for ${which}${r.until !== undefined ? ` until ${at(r.until)}` : ''}`;
+    }
   }
 }
 
@@ -206,8 +220,10 @@ export function elementsDetail(items: NonNullable<StepState['items']>): string {
  * wake time, a signal's timeout or the one it received, a fan-out step's elements. `stepWaiting` says more
  * when the task is at hand.
  */
-export function stepDetail(s: Pick<StepState, 'status' | 'reason' | 'until' | 'signal' | 'signalId' | 'items'>, now: number = Date.now()): string | undefined {
+export function stepDetail(s: Pick<StepState, 'status' | 'reason' | 'until' | 'signal' | 'signalId' | 'items' | 'child'>, now: number = Date.now()): string | undefined {
   if (s.items) return elementsDetail(s.items);
+  // A child step whose child ended: how (decision 0019 §7); one still waiting has a reason (waitReason).
+  if (s.child) return s.child.ended !== undefined ? `child task ${s.child.taskId} (${s.child.workflow}${s.child.version !== undefined ? `@${s.child.version}` : ''}) ${s.child.ended}` : undefined;
   if (s.status === 'skipped') return s.reason ? `skipped: ${s.reason}` : 'skipped';
   if (s.status === 'sleeping' && s.until !== undefined) return waitingText({ kind: 'sleep', until: s.until }, now);
   if (s.status === 'waiting' && s.until !== undefined) return waitingText({ kind: 'signal', name: s.signal ?? '?', until: s.until }, now);

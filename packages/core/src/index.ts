@@ -5,7 +5,7 @@
  */
 export { validateDefinition, definitionProblems, canonicalJson, type ValidateOptions } from './definition.js';
 export { compilePlan, idempotencyKey, type PlanStep, type PlanLadder } from './plan.js';
-export { stepKind, stepFeatures, unsupportedFeatures, childReferences, STEP_KINDS, STEP_FEATURES, type StepKindName, type StepFeature } from './kinds.js';
+export { stepKind, stepFeatures, unsupportedFeatures, childReferences, childResolver, MAX_CHILD_LOOKUPS, STEP_KINDS, STEP_FEATURES, type StepKindName, type StepFeature } from './kinds.js';
 export { compilePredicate, describePredicate, predicateSize, predicateOutputs, type PlanPredicate } from './predicate.js';
 export { evaluate, resolve, render, formatNumber, cutUtf8, MAX_REASON_BYTES, MAX_SHOWN_STRING_BYTES, type Evaluation } from './evaluate.js';
 export { valueReference, inputReference, outputReference, referenceText, type Reference } from './references.js';

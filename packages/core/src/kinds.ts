@@ -146,3 +146,27 @@ function issues(r: z.ZodSafeParseResult<unknown>, name: string, field: string): 
 export function childReferences(def: WorkflowDefinition): { step: string; workflow: string; version?: number }[] {
   return def.steps.flatMap((s) => (s.child ? [{ step: s.name, workflow: s.child.workflow, ...(s.child.version !== undefined ? { version: s.child.version } : {}) }] : []));
 }
+
+/** The most child workflows childResolver looks up (a chain or a tree of them). */
+export const MAX_CHILD_LOOKUPS = 50;
+
+/**
+ * The workflows a definition's child steps start, looked up (transitively, at most MAX_CHILD_LOOKUPS)
+ * with `get`, as the resolver `taskBound` takes: undefined for one that is not registered.
+ */
+export async function childResolver(
+  def: WorkflowDefinition,
+  get: (name: string, version?: number) => Promise<WorkflowDefinition | undefined>,
+): Promise<(name: string, version?: number) => WorkflowDefinition | undefined> {
+  const found = new Map<string, WorkflowDefinition | undefined>();
+  const key = (name: string, version?: number): string => `${name}@${version ?? 'latest'}`;
+  const queue = childReferences(def);
+  for (let next = queue.shift(); next !== undefined && found.size < MAX_CHILD_LOOKUPS; next = queue.shift()) {
+    const k = key(next.workflow, next.version);
+    if (found.has(k)) continue;
+    const child = await get(next.workflow, next.version);
+    found.set(k, child);
+    if (child) queue.push(...childReferences(child));
+  }
+  return (name, version) => found.get(key(name, version));
+}

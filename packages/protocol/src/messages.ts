@@ -491,6 +491,20 @@ export const StepStateSchema = z.object({
   /** The signal a waitFor step waits for; `signalId`: the one it consumed. */
   signal: optional(z.string()),
   signalId: optional(z.string()),
+  /**
+   * A child step's child task (decision 0019 §7): its id, its workflow (and pinned version), and the
+   * operation the step last asked of it (`start`, `cancel` or `undo`); `ended`: how the child ended, once
+   * the parent heard of it.
+   */
+  child: optional(
+    z.object({
+      taskId: z.string(),
+      workflow: z.string(),
+      version: optional(z.number().int()),
+      op: tolerant(z.enum(['start', 'cancel', 'undo'])),
+      ended: optional(z.string()),
+    }),
+  ),
   /** A fan-out step's elements (decision 0019 §7): how many, and how many are pending, running (started, not ended), done (processed) and failed (failed or given up). */
   items: optional(
     z.object({
@@ -566,6 +580,10 @@ export const TaskStateSchema = z.object({
   compacted: optional(z.boolean()),
   /** Signals accepted and kept until a step waits for them, oldest first (decision 0019 §3.3). */
   signals: optional(z.array(z.object({ name: z.string(), signalId: z.string(), at: z.number(), by: z.string() }))),
+  /** A child task's parent (decision 0019 §5.1): the task and the step that started it. */
+  parent: optional(z.object({ taskId: z.string(), step: z.string() })),
+  /** A child task's output, once it completed: the map of its last steps' outputs (decision 0019 §5.5). */
+  output: optional(z.unknown()),
   /** Its search attributes (decision 0021), as submitted. */
   tags: optional(StoredTagsSchema),
 });

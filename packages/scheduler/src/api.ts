@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Msg, Subscription } from '@nats-io/nats-core';
 import { PROTOCOL_MAJOR, deadLetter, protocolHeaders, unsupportedVersion, type Bus, type PayloadStore } from '@triad/bus';
-import { DEFAULT_SUPERVISION, childReferences, cronProblems, nextTick, parseEvery, taskBound, unsupportedFeatures, validateDefinition, type ScheduleTiming, type StepFeature } from '@triad/core';
+import { DEFAULT_SUPERVISION, childReferences, childResolver, cronProblems, nextTick, parseEvery, taskBound, unsupportedFeatures, validateDefinition, type ScheduleTiming, type StepFeature } from '@triad/core';
 import {
   ErrorCode,
   AgentLimitSchema,
@@ -76,7 +76,7 @@ import type { z } from 'zod';
  * (`features`). A definition that uses another is refused at registration, so a half-built kind can
  * never run; each increment of 0019 §10 adds its feature here with the transitions that run it.
  */
-export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>(['when', 'sleep', 'waitFor', 'forEach']);
+export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>(['when', 'sleep', 'waitFor', 'forEach', 'child']);
 
 /**
  * A query's filter; on a client-scoped subject (decision 0021 §1.4) always that client's tasks, and a
@@ -215,8 +215,9 @@ export class ApiServer {
         if (unsupported.length > 0) {
           throw new TriadError(ErrorCode.InvalidDefinition, `workflow "${def.name}" cannot be registered: ${unsupported.join('; ')}`, { details: unsupported });
         }
+        const childWarnings = await this.childProblems(def);
         const r = await this.workflows.register(def, Date.now());
-        const warnings = await this.agentWarnings(def);
+        const warnings = [...(await this.agentWarnings(def)), ...childWarnings];
         this.log.info({ workflow: def.name, version: r.version, created: r.created, warnings }, 'workflow registered');
         return { name: def.name, ...r, warnings };
       },
@@ -522,6 +523,24 @@ export class ApiServer {
       await new Promise((r) => setTimeout(r, done.nakDelayMs));
     }
     throw new TriadError(ErrorCode.Unavailable, `task ${taskId} is being worked on by another scheduler right now; try again`);
+  }
+
+  /**
+   * What registration checks in other workflows (decision 0019 §1.5): a child workflow that is not
+   * registered is a warning (it may be registered later; a child step whose workflow is still unknown
+   * fails when it starts); a cycle of child workflows, through the latest or the pinned versions, is
+   * refused (each task would start another without end).
+   */
+  private async childProblems(def: WorkflowDefinition): Promise<string[]> {
+    if (childReferences(def).length === 0) return [];
+    // The definition being registered is what its own name resolves to (its latest version from now on).
+    const resolve = await childResolver(def, async (name, version) => (name === def.name && version === undefined ? def : this.workflows.get(name, version)));
+    const unknown = taskBound(def, DEFAULT_SUPERVISION, resolve).unknown ?? [];
+    const cycle = unknown.map((u) => /child workflows form a cycle: [^)]*/.exec(u)?.[0]).find((c) => c !== undefined);
+    if (cycle) throw new TriadError(ErrorCode.InvalidDefinition, `workflow "${def.name}" cannot be registered: ${cycle}; a workflow may not start itself through its children`, { details: [cycle] });
+    return childReferences(def)
+      .filter((c) => resolve(c.workflow, c.version) === undefined)
+      .map((c) => `step "${c.step}" starts workflow "${c.workflow}"${c.version !== undefined ? ` version ${c.version}` : ''}, which is not registered yet: the step fails when it starts until it is`);
   }
 
   /**

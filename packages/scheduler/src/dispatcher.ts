@@ -8,7 +8,7 @@ import { sendTaskEvents, type Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
 import { RawMsgpack, encodeMap, isAbsentValue, objectBucket, type RegisteredWorkflow, type StepKind } from '@triad/protocol';
 import { countTaskEnd, type Logger } from '@triad/telemetry';
-import { elementOutputKey, elementValueKey, toTaskEvent, type LimiterRequests, type Transition } from '@triad/store';
+import { elementOutputKey, elementValueKey, toTaskEvent, type Dispatch, type LimiterRequests, type Transition } from '@triad/store';
 import { BatchTakers, StepSender } from './step-batches.js';
 
 /** A step request's message id; a fan-out element's names it (`<step>#<i>`, decision 0019 §4). */
@@ -35,7 +35,8 @@ export interface StepRequestMessage {
 export function stepRequestMessages(namespace: string, taskId: string, wf: RegisteredWorkflow, t: Transition, now: number): StepRequestMessage[] {
   if (t.dispatch.length === 0) return [];
   const input = isAbsentValue(t.input) ? undefined : new RawMsgpack(t.input as Uint8Array);
-  return t.dispatch.map((d) => {
+  // A child step's operations go to its child task, not to an agent (ChildOperations).
+  return t.dispatch.filter((d) => d.child === undefined).map((d) => {
     const def = wf.steps.find((s) => s.name === d.step);
     const retry = (d.kind === 'compensate' ? def?.compensate?.retry : def?.retry) ?? wf.defaults.retry;
     const needs: [string, RawMsgpack][] = [];
@@ -87,11 +88,15 @@ export interface DispatcherOptions {
   logger?: Logger;
 }
 
+/** Applies a child step's operation on its child task (decision 0019 §5.2). */
+export type ChildOperation = (taskId: string, wf: RegisteredWorkflow, t: Transition, d: Dispatch) => Promise<void>;
+
 export class Dispatcher {
   /** Sends step requests: alone, or in batches to agent types that take them (decision 0023). */
   readonly steps: StepSender;
   /** Where a transition's limiter requests go once its messages are out (the scheduler's FlowControl; decision 0020). */
   onLimiter: ((requests: LimiterRequests) => Promise<void>) | undefined;
+  private child: ChildOperation | undefined;
 
   constructor(
     private readonly bus: Bus,
@@ -99,6 +104,11 @@ export class Dispatcher {
   ) {
     const max = o.stepBatchMax ?? 1;
     this.steps = new StepSender(bus, max > 1 ? new BatchTakers(bus, o.logger) : undefined, max);
+  }
+
+  /** Who applies child operations (the scheduler's ChildOperations); without one they are left to the parent's check. */
+  onChildOperation(fn: ChildOperation): void {
+    this.child = fn;
   }
 
   /** Sends the step requests and events of one transition; resolves when JetStream has stored them all. */
@@ -112,6 +122,9 @@ export class Dispatcher {
     // Events are history, not state (decision 0001): sent without asking for JetStream's ack. Publishes
     // on one connection keep their order in the stream.
     sendTaskEvents(this.bus, t.client, taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo);
+    // Child operations after the parent's events, so a watcher sees the step wait before its child begins.
+    const child = this.child;
+    if (child) for (const d of t.dispatch) if (d.child !== undefined) work.push(child(taskId, wf, t, d));
     await Promise.all(work);
     // Queued, released and dequeued tickets reach their limiters before the caller acknowledges its message.
     if (t.limiter && this.onLimiter) await this.onLimiter(t.limiter);

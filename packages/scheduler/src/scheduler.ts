@@ -59,6 +59,7 @@ import { countResult, countSubmission, schedulerMetrics, traceCommand, traceResu
 import { ApiServer, unknownWorkflow } from './api.js';
 import { Dispatcher } from './dispatcher.js';
 import { FlowControl } from './flow-control.js';
+import { ChildOperations } from './children.js';
 
 export interface SchedulerOptions extends SchedulerSettings {
   bus: Bus;
@@ -106,6 +107,8 @@ export class Scheduler {
     this.handleSubmission = intercept((i) => this.receive(i), traceSubmission(ns), countSubmission(this.metrics));
     this.handleResult = intercept((i) => this.applyResult(i), traceResult(ns), countResult(this.metrics));
     this.handleCommand = intercept((i) => this.runCommand(i.command), traceCommand(ns));
+    const children = new ChildOperations(o.tasks, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), (taskId, wf, t, now) => this.dispatcher.publish(taskId, wf, t, now), this.log);
+    this.dispatcher.onChildOperation((taskId, wf, t, d) => children.apply(taskId, wf, t, d));
     this.flow = new FlowControl({
       tasks: o.tasks,
       limits: o.tasks.limits?.store ?? new LimitStore(o.tasks.redis, ns),

@@ -191,6 +191,36 @@ local function record_alert(ctx, kind, step, failureCount, lastError, attempt)
   redis.call('ZADD', ctx.outboxKey, ctx.now, json)
 end
 
+-- A msgpack string header for `n` bytes.
+local function mp_str_header(n)
+  if n < 32 then return string.char(0xa0 + n) end
+  if n < 256 then return string.char(0xd9, n) end
+  return string.char(0xda) .. struct.pack('>I2', n)
+end
+
+-- A task's output (decision 0019 §5.5): the map { <step>: <output> } of its processed sink steps (those
+-- no other step depends on), assembled from the stored bytes, never decoded (nil for a step without one).
+local function task_output(ctx)
+  local plan = ctx.plan or cjson.decode(redis.call('HGET', ctx.taskKey, 'plan'))
+  local inner = {}
+  for _, s in ipairs(plan) do for _, d in ipairs(s.d) do inner[d] = true end end
+  local parts, count = {}, 0
+  for _, s in ipairs(plan) do
+    if not inner[s.n] then
+      local rec = ctx.recs and ctx.recs[s.n] or decode_step(redis.call('HGET', ctx.taskKey, 's:' .. s.n))
+      if rec and rec.status == 'processed' then
+        local out = redis.call('HGET', ctx.taskKey, 'o:' .. s.n)
+        if not out or out == '' then out = string.char(0xc0) end
+        parts[#parts + 1] = mp_str_header(#s.n) .. s.n .. out
+        count = count + 1
+      end
+    end
+  end
+  local header
+  if count < 16 then header = string.char(0x80 + count) else header = string.char(0xde) .. struct.pack('>I2', count) end
+  return header .. table.concat(parts)
+end
+
 ---------------------------------------------------------------------------------------------------
 -- The search index (decision 0021 §1.2): one lexicographic sorted set per bucket (`ctx.finished.search`),
 -- members `<kind>\31<value>\31<createdAt, 13 digits>\31<taskId>` of score 0, kinds t (tag `k=v`),
@@ -258,11 +288,32 @@ local function sync_search(ctx, tagsJson, createdAt)
   redis.call('ZADD', searchKey, 0, search_member('s', status, createdAt, ctx.taskId))
 end
 
--- sync_search for a transition that does not end with reply(): reads the two fields only when the status changed.
+-- A child task that finished in this transition tells its parent (decision 0019 §5.3): its output (when
+-- completed) is assembled as `out`, it stays in the finished and compaction indexes until `holdUntil` (its
+-- parent may undo it until then), and the notice member `<taskId>|#parent` enters its deadline index, due
+-- now, atomically with the end; the leader supervisor delivers it. `parent`, `holdUntil`: the task's
+-- fields, read by the caller with what it reads anyway (a plain task costs no call more).
+local PARENT_NOTICE = '#parent'
+local function notify_parent(ctx, parent, holdUntil)
+  local ended = ctx.finishedNow
+  if not ended or not parent or parent == '' then return end
+  ctx.finishedNow = nil
+  if ended == 'completed' then redis.call('HSET', ctx.taskKey, 'out', task_output(ctx)) end
+  local hold = tonumber(holdUntil)
+  if hold and hold > ctx.now then
+    redis.call('ZADD', ctx.finished.zset, 'XX', hold, ctx.taskId)
+    redis.call('ZADD', ctx.finished.compact, 'XX', hold, ctx.taskId)
+  end
+  redis.call('ZADD', ctx.deadlinesKey, ctx.now, ctx.taskId .. '|' .. PARENT_NOTICE)
+end
+
+-- sync_search for a transition that does not end with reply(): reads the fields only when the status
+-- changed (and, for a child task that finished now, tells its parent).
 local function sync_search_read(ctx)
   if not ctx.newStatus then return end
-  local v = redis.call('HMGET', ctx.taskKey, 'tags', 'createdAt')
+  local v = redis.call('HMGET', ctx.taskKey, 'tags', 'createdAt', 'parent', 'holdUntil')
   sync_search(ctx, v[1], v[2])
+  notify_parent(ctx, v[3], v[4])
 end
 
 -- Marks the task finished and files it for retention: in the finished index, and, when it can never
@@ -273,6 +324,7 @@ local function finish_task(ctx, status, reason)
   local now = ctx.now
   redis.call('HSET', ctx.taskKey, 'status', status, 'finishedAt', now, 'updatedAt', now)
   note_status(ctx, status)
+  ctx.finishedNow = status
   if reason then redis.call('HSET', ctx.taskKey, 'error', reason) end
   redis.call('ZADD', ctx.finished.zset, now, ctx.taskId)
   if status == 'completed' or status == 'compensated' or status == 'cancelled' then
@@ -753,6 +805,65 @@ local function fe_stop_idle(ctx, spec, srec, why, all)
   end
 end
 
+---------------------------------------------------------------------------------------------------
+-- Child tasks (decision 0019 §5): a child step's phases are operations on another task — `start` (its
+-- run), `cancel` (the run stopped: the parent is undone or fails, or its timeout passed), `undo` (its
+-- compensation) — which the caller applies to the child's bucket (startChild, cancelChild, undoChild);
+-- their dispatch carries `child` (the operation), `childId` and `sent` (how many times the step's
+-- operations were sent: the message ids of re-sends differ). The step's record keeps
+-- `child = { id, op, sent, next, timeoutAt, timedOut, ended }`; its member `<task>|<step>` is the check
+-- that re-sends the current operation (first after 5 s, then every 60 s) until the child's notice
+-- arrives (childEnded.lua), or a declared timeout cancels the child.
+---------------------------------------------------------------------------------------------------
+local CHILD_FIRST_CHECK_MS, CHILD_CHECK_MS = 5000, 60000
+
+-- What the parent step's run may have done, by how its child ended (decision 0019 §5.4).
+local CHILD_EFFECT = { completed = 'applied', failed = 'unknown', compensation_failed = 'unknown', cancelled = 'none', compensated = 'none' }
+
+-- The check member at now + delay (never after a declared timeout that has not fired).
+local function child_check(ctx, spec, rec, delay)
+  local c = rec.child
+  c.next = ctx.now + delay
+  local at = c.next
+  if c.op == 'start' and c.timeoutAt and not c.timedOut and c.timeoutAt < at then at = c.timeoutAt end
+  redis.call('ZADD', ctx.deadlinesKey, at, deadline_member(ctx.taskId, spec.n))
+  touch(ctx, spec.n)
+end
+
+-- Asks the caller to apply the step's current operation to its child task.
+local function child_dispatch(ctx, spec, rec, kind)
+  local c = rec.child
+  c.sent = (c.sent or 0) + 1
+  local attempt = rec.attempt
+  if kind == 'compensate' then attempt = rec.comp.attempt end
+  ctx.dispatch[#ctx.dispatch + 1] = { step = spec.n, agent = '', kind = kind, attempt = attempt, completeBy = 0, needs = {},
+    child = c.op, childId = c.id, sent = c.sent }
+  touch(ctx, spec.n)
+end
+
+-- A running child is cancelled (the parent is undone or fails): the step keeps waiting for its notice.
+local function child_cancel(ctx, spec, rec)
+  if rec.child.op ~= 'start' then return false end
+  rec.child.op = 'cancel'
+  child_check(ctx, spec, rec, CHILD_FIRST_CHECK_MS)
+  child_dispatch(ctx, spec, rec, 'run')
+  return true
+end
+
+-- A child step's turn in the undo (U7): its child is undone; the step is compensating until the notice.
+local function child_undo_begin(ctx, spec, rec)
+  local comp = phase(rec, 'compensate')
+  comp.attempt = comp.attempt + 1
+  comp.startedAt = ctx.now
+  comp.finishedAt, comp.error = nil, nil
+  rec.status = 'compensating'
+  rec.child.op = 'undo'
+  rec.child.ended = nil
+  child_check(ctx, spec, rec, CHILD_FIRST_CHECK_MS)
+  child_dispatch(ctx, spec, rec, 'compensate')
+  push_event(ctx, 'compensation_started', spec.n, comp.attempt, 'undoing child task ' .. rec.child.id)
+end
+
 -- Drives an undo one step further: while a step is in flight nothing starts (its result or its
 -- complete-by comes first); then the compensation of the next step that may have taken effect
 -- starts, or, when none is left, the task ends as `endAs` (compensated | cancelled).
@@ -764,7 +875,9 @@ local function next_compensation(ctx)
     if rec.status == 'processing' or rec.status == 'compensating' then return end
     -- A fan-out step's elements still in flight (a drain) are waited for too, whatever the step's status.
     if rec.fe and #rec.fe.live > 0 then return end
-    if type(s.c) == 'table' and UNDOABLE[rec.status] and (rec.effect or 'none') ~= 'none' then
+    -- A child step still waiting is having its child cancelled: its notice comes first (U2).
+    if rec.status == 'waiting' and s.k == 'c' then return end
+    if (type(s.c) == 'table' or s.k == 'c') and UNDOABLE[rec.status] and (rec.effect or 'none') ~= 'none' then
       if not best or undo_before(rec, bestRec) then best, bestRec = s, rec end
     end
   end
@@ -774,6 +887,10 @@ local function next_compensation(ctx)
   end
   if best.fe then
     fe_comp_begin(ctx, best, bestRec)
+    return
+  end
+  if best.k == 'c' then
+    child_undo_begin(ctx, best, bestRec)
     return
   end
   if maybe_queue(ctx, best, bestRec, 'compensate', 'compensation_started') then return end
@@ -793,7 +910,10 @@ local function begin_undo(ctx, endAs, reason)
   local recs = recs_of(ctx)
   for _, s in ipairs(plan_of(ctx)) do
     local rec = recs[s.n]
-    if rec.status == 'sleeping' or rec.status == 'waiting' then
+    if rec.status == 'waiting' and s.k == 'c' then
+      -- A running child is cancelled, and the undo waits for its notice (U2).
+      if child_cancel(ctx, s, rec) then push_event(ctx, 'step_waiting', s.n, rec.attempt, 'cancelling child task ' .. rec.child.id .. ': the task is being undone') end
+    elseif rec.status == 'sleeping' or rec.status == 'waiting' then
       -- A sleep or a wait stops at once (decision 0019 U1): nothing ran, nothing to undo (effect none).
       local what = rec.status == 'sleeping' and 'stopped sleeping' or 'stopped waiting for signal ' .. s.ws.s
       rec.status = 'abandoned'
@@ -850,7 +970,16 @@ local function abandon_in_flight(ctx, reason)
     local rec = recs[s.n]
     -- A fan-out step's elements in flight or parked are abandoned with it (the step that gave up too).
     if rec.fe and #rec.fe.live > 0 then fe_stop_idle(ctx, s, rec, reason, true) end
-    if rec.status == 'processing' or rec.status == 'parked' or rec.status == 'sleeping' or rec.status == 'waiting' or rec.status == 'queued' then
+    if rec.status == 'waiting' and s.k == 'c' then
+      -- A running child is cancelled too (decision 0019 §2.7): the step is abandoned, its check stays
+      -- until the child's notice says how it ended (and so what the step may have done).
+      child_cancel(ctx, s, rec)
+      rec.status = 'abandoned'
+      rec.finishedAt = ctx.now
+      note_effect(rec, 'unknown')
+      push_event(ctx, 'step_abandoned', s.n, rec.attempt, 'cancelling child task ' .. rec.child.id .. ': ' .. reason)
+      touch(ctx, s.n)
+    elseif rec.status == 'processing' or rec.status == 'parked' or rec.status == 'sleeping' or rec.status == 'waiting' or rec.status == 'queued' then
       if rec.status == 'processing' and not rec.reported and not rec.fe then note_effect(rec, 'unknown') end
       local why = reason
       if rec.status == 'queued' then
@@ -1130,6 +1259,46 @@ local function sleep_until(ctx, spec)
   return math.floor(v)
 end
 
+-- A child task's id (decision 0019 §5.1): `<parentId>:<step>:<attempt>`, or a digest when that is too long.
+local function child_id(taskId, step, attempt)
+  local id = taskId .. ':' .. step .. ':' .. attempt
+  if #id <= 128 then return id end
+  return 'child:' .. redis.sha1hex(taskId .. '/' .. step .. '/' .. attempt)
+end
+
+-- A child step's input (R14): nil for the parent's whole input (the caller sends it anyway); else the
+-- bytes at the reference ('' when absent: the child gets no input); or nil and why the bytes cannot be read.
+local function child_input(ctx, spec)
+  local ch = spec.ch
+  if ch.s == '' and not ch.p then return nil end
+  local bytes, what
+  if ch.s == '' then
+    bytes, what = task_input(ctx), 'the task input'
+  else
+    bytes, what = redis.call('HGET', ctx.taskKey, 'o:' .. ch.s), 'the output of ' .. ch.s
+  end
+  if not bytes or bytes == '' then return '' end
+  if not ch.p then return bytes end
+  local pos, stop = mp_locate(bytes, 1, ch.p)
+  if pos == nil then return nil, what .. ' is not valid msgpack at ' .. table.concat(ch.p, '.') .. ' (' .. stop .. ')' end
+  if not pos then return '' end
+  return string.sub(bytes, pos, stop - 1)
+end
+
+-- A ready child step starts (R14): a new attempt names a new child, which the caller creates.
+local function child_start(ctx, spec, rec, input)
+  rec.attempt = (rec.attempt or 0) + 1
+  rec.startedAt = ctx.now
+  rec.finishedAt, rec.error = nil, nil
+  rec.status = 'waiting'
+  rec.child = { id = child_id(ctx.taskId, spec.n, rec.attempt), op = 'start', sent = 0 }
+  if spec.ch.t then rec.child.timeoutAt = ctx.now + spec.ch.t end
+  if input then redis.call('HSET', ctx.taskKey, 'ci:' .. spec.n, input) end
+  child_check(ctx, spec, rec, CHILD_FIRST_CHECK_MS)
+  child_dispatch(ctx, spec, rec, 'run')
+  push_event(ctx, 'step_waiting', spec.n, rec.attempt, 'child task ' .. rec.child.id .. ' (' .. spec.ch.w .. ')', nil, rec.child.timeoutAt)
+end
+
 -- A step that needs no agent is done (a sleep that woke, a wait that got its signal): processed, in
 -- completion order; `output` (msgpack; nil or '' = none) becomes its output.
 local function complete_without_agent(ctx, spec, rec, output)
@@ -1234,6 +1403,14 @@ local function start_ready(ctx)
               redis.call('ZADD', ctx.deadlinesKey, rec.timeoutAt, deadline_member(ctx.taskId, s.n))
               push_event(ctx, 'step_waiting', s.n, nil, nil, nil, rec.timeoutAt, s.ws.s)
             end
+          elseif holds and s.k == 'c' then
+            -- A child task (R14): started by the caller; the step waits for its notice.
+            local input, why = child_input(ctx, s)
+            if why then
+              fail_at_start(ctx, s, rec, 'failed: ' .. why, why)
+              return false
+            end
+            child_start(ctx, s, rec, input)
           elseif holds and s.fe then
             -- A fan-out (R10, R11, R4): elements start in index order, at most maxParallel at once.
             local started, why = fe_begin(ctx, s, rec)
@@ -1274,8 +1451,9 @@ end
 local function reply(code, ctx, body)
   local taskKey, dispatch = ctx.taskKey, ctx.dispatch
   -- One read for what every reply carries; a caller may have set replyTo or status itself.
-  local wf = redis.call('HMGET', taskKey, 'workflow', 'version', 'client', 'createdAt', 'replyTo', 'status', 'tags')
+  local wf = redis.call('HMGET', taskKey, 'workflow', 'version', 'client', 'createdAt', 'replyTo', 'status', 'tags', 'parent', 'holdUntil')
   sync_search(ctx, wf[7], wf[4])
+  notify_parent(ctx, wf[8], wf[9])
   body.workflow, body.version, body.client, body.createdAt = wf[1], tonumber(wf[2]), wf[3], tonumber(wf[4])
   if body.replyTo == nil then body.replyTo = wf[5] end
   if body.status == nil then body.status = wf[6] end
@@ -1290,6 +1468,13 @@ local function reply(code, ctx, body)
       if d.item then
         out[#out + 1] = '=' .. element_name(d.step, d.item)
         out[#out + 1] = element_value(ctx, d.step, d.item)
+      elseif d.child == 'start' then
+        -- A child's input, when it is not the parent's whole input: under `=<step>` (decision 0019 §5.2).
+        local ci = redis.call('HGET', taskKey, 'ci:' .. d.step)
+        if ci then
+          out[#out + 1] = '=' .. d.step
+          out[#out + 1] = ci
+        end
       end
       for _, need in ipairs(d.needs) do
         if not seen[need] then

@@ -32,11 +32,13 @@
   A phase waiting for a limit (queued, decision 0020 Q7) at its check → not a failure: the check count
   grows, the member moves to now + min(10 s · 2^(check−1), 5 min), and its queue item is returned again
   (a ticket lost between the transition and the limiter is re-sent) → action 'requeue'.
+  A child step's check (decision 0019 §5.3): its current operation on the child (start, cancel, undo) is
+  dispatched again → action 'resend'; past a declared timeoutMs its child is cancelled → action 'timeout'.
   Anything else (task finished, step done, deadline moved) → action 'noop', nothing written but the index
   entry, which is dropped or moved to the live deadline.
   Returns { OK, json{action, kind, events, dispatch, replyTo, client, failureCount, lastError, attempt, workflow, createdAt} }
           | { STALE_EPOCH, json{epoch} } | { UNKNOWN_TASK, '{}' } (index entry removed)
-  action: retry | park | error | compensate | abandon | wake | noop
+  action: retry | park | error | compensate | abandon | wake | resend | timeout | noop
 ]]
 --@include _common
 
@@ -112,6 +114,36 @@ do
     touch(ctx, stepName)
     return reply_with(ctx, 'requeue', qkind, ph)
   end
+end
+
+-- A child step's check (decision 0019 R16, R17, U3′): while no notice has come, its current operation
+-- is sent again (a lost start, cancel or undo is never simply forgotten); a declared timeout that passed
+-- cancels the child (the step then ends `error` when its notice arrives).
+if rec and rec.child and not rec.child.ended and ((taskStatus == 'running' and rec.status == 'waiting')
+    or (taskStatus == 'compensating' and (rec.status == 'waiting' or rec.status == 'compensating'))
+    or (taskStatus == 'failed' and rec.status == 'abandoned')) then
+  local c = rec.child
+  local timesOut = c.op == 'start' and c.timeoutAt and not c.timedOut
+  local due = c.next
+  if timesOut and c.timeoutAt < due then due = c.timeoutAt end
+  local early = not_due(due)
+  if early then return early end
+  local ctx = open_ctx()
+  local spec = spec_of(ctx, stepName)
+  rec = recs_of(ctx)[stepName]
+  c = rec.child
+  local kind = rec.status == 'compensating' and 'compensate' or 'run'
+  local ph = phase(rec, kind)
+  if timesOut and c.timeoutAt <= now then
+    c.op, c.timedOut = 'cancel', true
+    push_event(ctx, 'step_failed', stepName, rec.attempt, 'child task ' .. c.id .. ' did not end within ' .. spec.ch.t .. ' ms: cancelling it')
+    child_check(ctx, spec, rec, CHILD_FIRST_CHECK_MS)
+    child_dispatch(ctx, spec, rec, kind)
+    return reply_with(ctx, 'timeout', kind, ph)
+  end
+  child_check(ctx, spec, rec, CHILD_CHECK_MS)
+  child_dispatch(ctx, spec, rec, kind)
+  return reply_with(ctx, 'resend', kind, ph)
 end
 
 if rec and taskStatus == 'running' and rec.status == 'sleeping' then

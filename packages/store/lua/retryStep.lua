@@ -113,6 +113,11 @@ if compensation and spec.fe then
   touch(ctx, spec.n)
   push_event(ctx, 'step_retried', spec.n, nil, 'operator retry of the compensation', newStatus)
   fe_comp_fill(ctx, spec, rec)
+elseif compensation and spec.k == 'c' then
+  -- A child step (decision 0019 O1): its child is asked to undo again.
+  reset(phase(rec, 'compensate'))
+  child_undo_begin(ctx, spec, rec)
+  push_event(ctx, 'step_retried', spec.n, rec.comp.attempt, 'operator retry of the compensation', newStatus)
 elseif compensation then
   -- Resubmit the failed compensation; the undo then goes on in reverse order.
   local comp = phase(rec, 'compensate')

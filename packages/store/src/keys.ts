@@ -197,6 +197,8 @@ export function keys(namespace: string): Keys {
 
 /** The step part of a task's own deadline in the deadline index (`#` cannot occur in a step name). */
 export const TASK_DEADLINE_STEP = '#task';
+/** The deadline index member a finished child task's notice to its parent uses (`<childId>|#parent`; decision 0019 §5.3). */
+export const PARENT_NOTICE_STEP = '#parent';
 
 /** Reads a deadline index member, `<taskId>|<step>` (written by the Lua deadline_member; neither part may contain "|"). */
 export function parseDeadlineMember(member: string): { taskId: string; step: string } | undefined {

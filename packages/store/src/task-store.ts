@@ -18,7 +18,7 @@ import { fenceBuckets } from './fence.js';
 import type { LeaseClaim } from './leases.js';
 import { ScriptCode, scriptError } from './codes.js';
 import { runScript } from './scripts.js';
-import { elementValueKey, parseBody, parseExpiry, parseTransition, type Dispatch, type Expiry, type QueuedPhase, type Transition } from './transitions.js';
+import { childInputKey, elementValueKey, parseBody, parseExpiry, parseTransition, type ChildOp, type Dispatch, type Expiry, type QueuedPhase, type Transition } from './transitions.js';
 import type { LimitCache } from './limit-store.js';
 import { compactTaskView, fullTaskView, isCompacted, type StepRecord, type TaskHash } from './task-view.js';
 import { WorkflowStore } from './workflow-store.js';
@@ -114,6 +114,47 @@ export interface BulkFence {
   id: string;
   expectStatus: TaskStatus;
   createdBefore: number;
+}
+
+/** A child step's link (decision 0019 §5.1): the parent task, its step, the phase and its attempt. */
+export interface ChildLink {
+  parentId: string;
+  parentStep: string;
+  kind: 'run' | 'compensate';
+  attempt: number;
+  /** Until when the child must stay undoable (kept from retention): the parent's bound. */
+  holdUntil: number;
+}
+
+export interface StartChildArgs {
+  lease: LeaseClaim;
+  childId: string;
+  link: ChildLink;
+  /** The child's workflow and plan; absent when it cannot be started (`reason`): a cancelled stub records why. */
+  workflow: string;
+  version: number;
+  plan?: PlanStep[];
+  planJson?: string;
+  onFailure?: FailurePolicy;
+  deadlineMs?: number;
+  input: Uint8Array;
+  /** The parent's client: the child is its task too. */
+  client: string;
+  reason?: string;
+  now: number;
+  schedulerId: string;
+}
+
+/** A child operation's result: a transition to publish (the child's events and requests), or none. */
+export type ChildOutcome = { applied: true; action: string; transition: Transition } | { applied: false; action: 'exists'; status: TaskStatus };
+
+/** A notice delivered (decision 0019 §5.3): the parent's transition, for the supervisor to act on. */
+export interface NoticeDelivery {
+  parentId: string;
+  step: string;
+  childId: string;
+  childStatus: string;
+  expiry: Expiry;
 }
 
 export interface StoreOptions {
@@ -375,7 +416,11 @@ export class TaskStore {
         ops.queue.push(q.item);
         t.limiter.set(q.agent, ops);
       }
+      const ci = h[`ci:${p.n}`];
+      if (d?.child === 'start' && ci) t.outputs.set(childInputKey(p.n), ci);
     }
+    const createdAt = Number(h['createdAt']?.toString('utf8'));
+    if (Number.isFinite(createdAt)) t.createdAt = createdAt;
     return t;
   }
 
@@ -388,7 +433,7 @@ export class TaskStore {
   async stepInFlight(taskId: string, step: string, kind: 'run' | 'compensate', attempt: number, item?: number): Promise<Transition | undefined> {
     if (item !== undefined) return this.elementInFlight(taskId, step, kind, attempt, item);
     const key = this.keys.task(taskId);
-    const read = await this.readRunning(key, [`s:${step}`]);
+    const read = await this.readRunning(key, [`s:${step}`, `ci:${step}`, 'createdAt']);
     if (!read) return undefined;
     const { h, t } = read;
     const p = (await this.pinnedPlan(t.workflow, t.version))?.find((s) => s.n === step);
@@ -396,6 +441,14 @@ export class TaskStore {
     const d = dispatchInFlight(p, JSON.parse(h[`s:${step}`]?.toString('utf8') ?? '{}') as Partial<StepRecord>);
     if (!d || d.kind !== kind || d.attempt !== attempt) return undefined;
     t.dispatch.push(d);
+    if (d.child) {
+      // A child step's operation (decision 0019 §5.2): a start carries the child's input when it is a slice.
+      const ci = h[`ci:${step}`];
+      if (d.child === 'start' && ci) t.outputs.set(childInputKey(step), ci);
+      const createdAt = Number(h['createdAt']?.toString('utf8'));
+      if (Number.isFinite(createdAt)) t.createdAt = createdAt;
+      return t;
+    }
     await this.readNeeds(key, d.needs, t);
     return t;
   }
@@ -413,7 +466,8 @@ export class TaskStore {
       if (v) h[f] = v;
     });
     const status = h['status']?.toString();
-    if (!h['id'] || (status !== 'running' && status !== 'compensating')) return undefined;
+    // A failed task has nothing in flight but a child step's cancel (decision 0019 §2.7), which dispatchInFlight finds.
+    if (!h['id'] || (status !== 'running' && status !== 'compensating' && status !== 'failed')) return undefined;
     return { h, t: inFlightHead(h, status) };
   }
 
@@ -525,6 +579,80 @@ export class TaskStore {
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok) throw scriptError(code, `cancel ${a.taskId}`, parseBody(reply[1]).reason);
     return parseTransition(reply);
+  }
+
+  /**
+   * A child step's `start` (decision 0019 §5.2, startChild.lua): the child task created under its own
+   * lease and linked to the step; idempotent (an existing child → `exists`, its notice written again when
+   * it ended). Without a plan, a cancelled stub whose notice fails the step with `reason`. Throws
+   * INVALID_STATE when the id is another task's, LEASE_BUSY when another scheduler holds the child.
+   */
+  async startChild(a: StartChildArgs): Promise<ChildOutcome> {
+    const k = this.keys;
+    const b = k.forTask(a.childId);
+    const l = a.link;
+    const plan = a.plan ? (a.planJson ?? JSON.stringify(a.plan)) : '';
+    const reply = (await runScript(
+      this.redis,
+      'startChild',
+      [k.task(a.childId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search],
+      [a.childId, a.workflow, a.version, a.input, plan, a.now, a.schedulerId, a.onFailure ?? 'error', a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client, l.parentId, l.parentStep, l.attempt, l.holdUntil, a.reason ?? ''],
+    )) as unknown[];
+    const code = Number(reply[0]);
+    if (code === ScriptCode.Exists) return { applied: false, action: 'exists', status: parseBody(reply[1]).status ?? 'running' };
+    if (code !== ScriptCode.Ok) throw scriptError(code, `start child task ${a.childId}`, parseBody(reply[1]).reason);
+    await this.replicated(k.task(a.childId), `start child task ${a.childId}`);
+    return { applied: true, action: a.plan ? 'started' : 'stub', transition: parseTransition(reply) };
+  }
+
+  /**
+   * A child step's `cancel` or `undo` (cancelChild.lua, undoChild.lua): the child's own undo begins (or
+   * a tombstone stands for a child never started, or its notice is written again when it ended).
+   */
+  async stopChild(op: Exclude<ChildOp, 'start'>, a: { lease: LeaseClaim; childId: string; link: ChildLink; workflow: string; client: string; reason: string; now: number; schedulerId: string }): Promise<ChildOutcome> {
+    const k = this.keys;
+    const b = k.forTask(a.childId);
+    const l = a.link;
+    const reply = (await runScript(
+      this.redis,
+      op === 'cancel' ? 'cancelChild' : 'undoChild',
+      [k.task(a.childId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact, b.search],
+      [a.childId, l.parentId, l.parentStep, l.kind, l.attempt, a.now, a.schedulerId, a.lease.token, a.lease.ms, a.reason, a.workflow, a.client, l.holdUntil],
+    )) as unknown[];
+    const code = Number(reply[0]);
+    if (code !== ScriptCode.Ok) throw scriptError(code, `${op} child task ${a.childId}`, parseBody(reply[1]).reason);
+    return { applied: true, action: (parseBody(reply[1]) as { action?: string }).action ?? 'ended', transition: parseTransition(reply) };
+  }
+
+  /**
+   * Delivers a finished child's notice to its parent (decision 0019 §5.3), fenced by `epoch` at every
+   * step: takeParentNotice (the member moved `retryMs` ahead), childEnded on the parent, dropParentNotice.
+   * Undefined when there was nothing to deliver. A crash anywhere repeats the delivery, which changes
+   * nothing the second time. Throws TriadError STALE for an older epoch.
+   */
+  async deliverNotice(childId: string, now: number, epoch: number, retryMs = 5_000, between?: (stage: 'taken' | 'ended') => Promise<void>): Promise<NoticeDelivery | undefined> {
+    const k = this.keys;
+    const cb = k.forTask(childId);
+    const took = (await runScript(this.redis, 'takeParentNotice', [k.task(childId), cb.deadlines, cb.epoch], [childId, now, epoch, retryMs])) as unknown[];
+    if (Number(took[0]) !== ScriptCode.Ok) throw scriptError(Number(took[0]), `take the notice of child task ${childId} at epoch ${epoch}`);
+    const n = parseBody(took[1]) as { action?: string; parent?: string; step?: string; kind?: string; attempt?: number; status?: string; error?: string; workflow?: string; score?: number };
+    if (n.action !== 'deliver' || !n.parent || !n.step) return undefined;
+    const out = Buffer.isBuffer(took[2]) ? took[2] : Buffer.alloc(0);
+    await between?.('taken');
+    const pb = k.forTask(n.parent);
+    const ended = (await runScript(
+      this.redis,
+      'childEnded',
+      [k.task(n.parent), pb.deadlines, pb.epoch, pb.finished, pb.compact, pb.alerts, pb.alertOutbox, pb.search],
+      [n.parent, n.step, n.kind ?? 'run', n.attempt ?? 0, childId, n.status ?? '', n.error ?? '', out, n.workflow ?? '', now, epoch],
+    )) as unknown[];
+    const code = Number(ended[0]);
+    if (code !== ScriptCode.Ok && code !== ScriptCode.UnknownTask) throw scriptError(code, `deliver the notice of child task ${childId} to ${n.parent} at epoch ${epoch}`);
+    const expiry: Expiry = code === ScriptCode.Ok ? parseExpiry(ended[1]) : { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
+    await between?.('ended');
+    const dropped = (await runScript(this.redis, 'dropParentNotice', [k.task(childId), cb.deadlines, cb.epoch], [childId, n.score ?? 0, `${n.kind ?? 'run'}:${n.attempt ?? 0}:${n.status ?? ''}`, epoch])) as unknown[];
+    if (Number(dropped[0]) !== ScriptCode.Ok) throw scriptError(Number(dropped[0]), `drop the notice of child task ${childId} at epoch ${epoch}`);
+    return { parentId: n.parent, step: n.step, childId, childStatus: n.status ?? '', expiry };
   }
 
   /**
@@ -768,6 +896,7 @@ function inFlightHead(h: TaskHash, status: TaskStatus): Transition {
  * (the supervisor decides its next attempt), nor is a parked one.
  */
 function dispatchInFlight(p: PlanStep, rec: Partial<StepRecord>): Dispatch | undefined {
+  if (p.k === 'c') return childDispatchInFlight(p, rec);
   // A compensation waiting for a dispatch limit (decision 0020) has no attempt in flight.
   if (rec.status === 'compensating' && p.c && rec.comp && !rec.comp.parked && !rec.comp.reported && !(rec.comp as { queued?: boolean }).queued && rec.comp.completeBy !== undefined) {
     const applied = rec.effect === 'applied';
@@ -794,6 +923,20 @@ function queuedOf(taskId: string, p: Pick<PlanStep, 'n'>, rec: QueuedRecord, kin
   const q = kind === 'run' ? (rec.status === 'queued' ? rec.q : undefined) : rec.status === 'compensating' && rec.comp?.queued ? rec.comp.q : undefined;
   if (!q) return undefined;
   return { agent: q.a, item: { ticket: q.t, taskId, phase: p.n, kind, key: q.k, priority: q.p, firstAt: q.f, budgetMs: q.b } };
+}
+
+/**
+ * A child step's operation still to be applied, if any (the check re-sends it until the child's notice
+ * arrives): its start or cancel (run phase: waiting, or abandoned when its task failed), its undo
+ * (compensating).
+ */
+function childDispatchInFlight(p: PlanStep, rec: Partial<StepRecord>): Dispatch | undefined {
+  const c = rec.child;
+  if (!c || c.ended) return undefined;
+  const base = { step: p.n, agent: '', completeBy: 0, needs: [], child: c.op, childId: c.id, sent: c.sent ?? 0 };
+  if (rec.status === 'compensating' && c.op === 'undo' && rec.comp) return { ...base, kind: 'compensate', attempt: rec.comp.attempt };
+  if ((rec.status === 'waiting' || (rec.status === 'abandoned' && c.op === 'cancel')) && rec.attempt !== undefined) return { ...base, kind: 'run', attempt: rec.attempt };
+  return undefined;
 }
 
 /** What a fan-out step's record keeps of its elements (decision 0019 §4; written by the Lua transitions). */

@@ -69,6 +69,8 @@ export interface StepRecord {
   /** Set while a reported failure waits for the supervisor's decision. */
   reported?: boolean;
   comp?: CompensationRecord;
+  /** A child step's child (decision 0019 §5): its id, the last operation asked of it, timeout, how it ended. */
+  child?: { id: string; op: 'start' | 'cancel' | 'undo'; sent?: number; next?: number; timeoutAt?: number; timedOut?: boolean; ended?: string };
   /** A fan-out step's counters (decision 0019 §4): elements, next to start, highest started + 1, started and not ended, processed. */
   fe?: { n: number; next: number; hi?: number; live?: number[]; done: number };
 }
@@ -153,6 +155,12 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
     if (rec.status === 'sleeping' && rec.wakeAt !== undefined) s.until = rec.wakeAt;
     if (rec.status === 'waiting' && rec.timeoutAt !== undefined) s.until = rec.timeoutAt;
     if (rec.signalId) s.signalId = rec.signalId;
+    if (rec.child && p.ch) {
+      s.child = { taskId: rec.child.id, workflow: p.ch.w, op: rec.child.op };
+      if (p.ch.v !== undefined) s.child.version = p.ch.v;
+      if (rec.child.ended) s.child.ended = rec.child.ended;
+      if (rec.status === 'waiting' && rec.child.op === 'start' && rec.child.timeoutAt !== undefined && !rec.child.timedOut) s.until = rec.child.timeoutAt;
+    }
     if (rec.fe && typeof rec.fe.n === 'number') s.items = itemsOf(str, p.n, rec.fe);
     if (rec.circuitCount) s.circuitCount = rec.circuitCount;
     if (rec.giveUpAt !== undefined) s.giveUpAt = rec.giveUpAt;
@@ -163,9 +171,10 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
     if (rq) s.queue = rq;
     const waited = (rec as { waitedMs?: number }).waitedMs;
     if (waited) s.waitedMs = waited;
-    if (rec.comp && p.c) {
+    if (rec.comp && (p.c || p.k === 'c')) {
+      // A child step's compensation is its child's undo (decision 0019 U7): no agent.
       const c = rec.comp;
-      s.compensation = { agent: p.c.a, attempt: c.attempt, failureCount: c.failureCount };
+      s.compensation = { agent: p.c?.a ?? '', attempt: c.attempt, failureCount: c.failureCount };
       if (c.completeBy !== undefined) s.compensation.completeBy = c.completeBy;
       if (c.lockedBy) s.compensation.lockedBy = c.lockedBy;
       if (c.startedAt !== undefined) s.compensation.startedAt = c.startedAt;
@@ -211,6 +220,9 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
   if (error) state.error = error;
   const tags = parseTags(str('tags'));
   if (tags) state.tags = tags;
+  const parent = str('parent');
+  if (parent) state.parent = { taskId: parent, step: str('parentStep') ?? '' };
+  if (h['out'] && h['out'].length > 0) state.output = unpackTrusted(h['out']);
   return state;
 }
 

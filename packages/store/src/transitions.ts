@@ -29,6 +29,22 @@ export interface Dispatch {
   /** A fan-out element (decision 0019 §4): its index, and how many elements the step has. */
   item?: number;
   count?: number;
+  /**
+   * A child step (decision 0019 §5.2): not a request to an agent but an operation on its child task —
+   * `start`, `cancel` or `undo` — for the child `childId`; `sent` counts the step's operations sent so far
+   * (a re-send's message id differs from the first's).
+   */
+  child?: ChildOp;
+  childId?: string;
+  sent?: number;
+}
+
+/** An operation a child step makes on its child task (decision 0019 §5.2). */
+export type ChildOp = 'start' | 'cancel' | 'undo';
+
+/** The key under which a transition carries a child step's input, when it is not the whole task input. */
+export function childInputKey(step: string): string {
+  return `=${step}`;
 }
 
 /** The key under which a transition carries a fan-out element's value (`Transition.outputs`). */
@@ -160,6 +176,12 @@ function parseDispatch(d: Dispatch): Dispatch {
     out.item = d.item;
     out.count = d.count ?? 0;
   }
+  if (d.child === 'start' || d.child === 'cancel' || d.child === 'undo') {
+    out.child = d.child;
+    out.childId = d.childId ?? '';
+    out.sent = d.sent ?? 0;
+    delete out.effect;
+  }
   return out;
 }
 
@@ -181,8 +203,9 @@ export function toTaskEvent(taskId: string, e: TransitionEvent, at: number): Tas
  * with an alert (error) or began its undo (compensate), a step in flight during an undo abandoned
  * (abandon), a sleep that ended and the steps it made ready started (wake, decision 0019), or nothing (noop).
  */
-export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'requeue' | 'noop';
-// (requeue: a phase waiting for a limit was checked, decision 0020 Q7: its queue item is in `limiter`)
+export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'requeue' | 'resend' | 'timeout' | 'noop';
+// (requeue: a phase waiting for a limit was checked, decision 0020 Q7: its queue item is in `limiter`;
+// resend / timeout: a child step's check re-sent its current operation, or cancelled its child, decision 0019 §5.3)
 // (a wait that timed out gives up: 'error' or 'compensate', as any give-up)
 
 export interface Expiry {

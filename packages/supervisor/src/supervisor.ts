@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { PayloadStore, ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
 import { TASK_ID_PATTERN, bucketClient, encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
-import { Leadership, LimitStore, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type LeadershipState, type PendingAlert, type PurgedObjects, type RedisClient, type TaskStore } from '@triad/store';
+import { Leadership, LimitStore, PARENT_NOTICE_STEP, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type LeadershipState, type PendingAlert, type PurgedObjects, type RedisClient, type TaskStore } from '@triad/store';
 import { countTaskEnd, intercept, triadMetrics, type Next } from '@triad/telemetry';
 import { resolveSupervisorSettings, type ResolvedSupervisorSettings, type SupervisorSettings } from './options.js';
 import { ScheduleFiring, catchUpWindowMs } from './schedules.js';
@@ -36,6 +36,8 @@ export function sweepDelay(s: { leading: boolean; behind: boolean; nextDeadline:
 }
 /** A limiter whose wake time passed by this much with no scheduler pumping it gets a pump_limit (decision 0020 §2.5). */
 export const LIMIT_WAKE_GRACE_MS = 250;
+/** What the failure ladder decided (a child's notice reports its own actions: done, drain, ended…, logged where it is delivered). */
+const LADDER_ACTIONS: ReadonlySet<string> = new Set(['retry', 'park', 'compensate', 'abandon']);
 /** Outbox alerts published per sweep (the rest wait for the next one). */
 const ALERTS_PER_SWEEP = 100;
 
@@ -279,6 +281,17 @@ export class Supervisor {
       await Promise.all(
         expired.slice(i, i + SWEEP_CONCURRENCY).map(async ({ taskId, step }) => {
           try {
+            if (step === PARENT_NOTICE_STEP) {
+              // A finished child task's notice (decision 0019 §5.3): delivered to its parent's step, whose
+              // transition is acted on as an expiry of that step is.
+              const n = await this.o.tasks.deliverNotice(taskId, now, epoch);
+              if (n) {
+                this.log.info({ taskId: n.parentId, step: n.step, childId: n.childId, childStatus: n.childStatus, action: n.expiry.action }, 'child task notice delivered');
+                await this.handleAction({ taskId: n.parentId, step: n.step, epoch, expiry: n.expiry, now });
+              }
+              this.health.handled++;
+              return;
+            }
             const expiry = step === TASK_DEADLINE_STEP ? await this.o.tasks.expireTask(taskId, now, epoch) : await this.o.tasks.expireStep(taskId, step, now, epoch);
             await this.handleAction({ taskId, step, epoch, expiry, now });
             this.health.handled++;
@@ -485,7 +498,8 @@ export class Supervisor {
     const work: Promise<unknown>[] = [publishTaskEvents(bus, x.client, taskId, x.events.map((e) => toTaskEvent(taskId, e, now)), x.replyTo)];
     // Inside the action's span: the line carries the task's trace id (decision 0013).
     if (x.action === 'wake') this.log.info({ taskId, step, started: x.dispatch.map((d) => d.step) }, 'sleep ended');
-    else if (x.action !== 'error' && x.action !== 'noop' && x.action !== 'requeue') this.log.info({ taskId, step, kind: x.kind, attempt: x.attempt, failureCount: x.failureCount, lastError: x.lastError }, `failure ladder: ${x.action}`);
+    else if (x.action === 'resend' || x.action === 'timeout') this.log.info({ taskId, step, op: x.dispatch.map((d) => d.child) }, x.action === 'timeout' ? 'child task timed out: cancelling it' : 'child operation sent again');
+    else if (LADDER_ACTIONS.has(x.action)) this.log.info({ taskId, step, kind: x.kind, attempt: x.attempt, failureCount: x.failureCount, lastError: x.lastError }, `failure ladder: ${x.action}`);
     if (x.action === 'retry') this.health.retries++;
     else if (x.action === 'compensate') this.health.undos++;
     else if (x.action === 'park') this.health.parked++;
@@ -500,7 +514,10 @@ export class Supervisor {
       // A fan-out element's attempt names its element (decision 0019 §2.6): `<step>#<i>` in the message id.
       const cmd: SupervisorCommand = { type: 'retry_step', taskId, step: d.step, kind: d.kind, attempt: d.attempt, epoch, ...(d.item !== undefined ? { item: d.item } : {}) };
       const which = d.item !== undefined ? `${d.step}#${d.item}` : d.step;
-      work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${taskId}:${which}:${d.kind}:retry:${d.attempt}`));
+      // A child step's operation (decision 0019 §2.6): its op and how many were sent name it, so a re-send
+      // or a cancel after a start of the same attempt is not dropped as a repeat of the earlier command.
+      const id = d.child !== undefined ? `${taskId}:${which}:${d.kind}:child-${d.child}:${d.attempt}:${d.sent ?? 0}` : `${taskId}:${which}:${d.kind}:retry:${d.attempt}`;
+      work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), id));
     }
     work.push(...this.limiterWork(taskId, epoch, x, now));
     await Promise.all(work);

@@ -31,6 +31,8 @@ describe('supervisor settings', () => {
       retentionMs: 86_400_000,
       compactAfterMs: 600_000,
       waitReplicas: 0,
+      // The object GC looks at an object only once it is 15 minutes old (decision 0021 §4.6).
+      objectGcGraceMs: 900_000,
     });
     expect(resolveSupervisorSettings({ intervalMs: 100, compactAfterMs: 0 })).toEqual({ ...SUPERVISOR_DEFAULTS, intervalMs: 100, compactAfterMs: 0 });
   });

@@ -11,7 +11,8 @@ const PER_PHASE = 10;
 export async function calm(env: Env): Promise<void> {
   const model = env.model;
   let phases = 0;
-  for (const t of model.tasks.values()) for (const s of t.spec.steps) phases += s.comp ? 2 : 1;
+  // A child step: its run and its undo, each an operation that may have to be sent again and a notice.
+  for (const t of model.tasks.values()) for (const s of t.spec.steps) phases += s.comp || s.child ? 2 : 1;
   // A fan-out step's elements are phases of their own (decision 0019 §4).
   for (const t of model.tasks.values()) for (const s of t.steps.values()) phases += 2 * (s.elements?.length ?? 0);
   const bound = 20 + PER_PHASE * phases;

@@ -72,10 +72,20 @@ function compareStep(out: string[], t: TaskM, s: StepM, real: RealTask): void {
   if (s.status === 'processed') diff(out, `${where} processed at, order`, [rec.finishedAt, rec.order], [s.processedAt, s.order]);
   if (s.spec.sleep && s.sleptAt !== undefined) diff(out, `${where} sleep started at`, rec.startedAt, s.sleptAt);
   if (s.spec.waitFor && s.waitedAt !== undefined) diff(out, `${where} wait started at, waits`, [rec.startedAt, rec.waits], [s.waitedAt, s.waits]);
-  if (s.status === 'waiting') diff(out, `${where} timeout at (record and view)`, [rec.timeoutAt, view.until, view.kind, view.signal], [s.timeoutAt, s.timeoutAt, 'signal', s.spec.waitFor?.signal]);
+  if (s.status === 'waiting' && s.spec.waitFor) diff(out, `${where} timeout at (record and view)`, [rec.timeoutAt, view.until, view.kind, view.signal], [s.timeoutAt, s.timeoutAt, 'signal', s.spec.waitFor?.signal]);
   if (s.spec.waitFor && s.status === 'processed') diff(out, `${where} signal taken, output`, [rec.signalId, view.output], [s.signalId, s.output]);
   if (s.status === 'sleeping') diff(out, `${where} wake at (record and view)`, [rec.wakeAt, view.until, view.kind], [s.wakeAt, s.wakeAt, 'sleep']);
   if (s.status === 'skipped') diff(out, `${where} skipped at, reason (record and view)`, [rec.finishedAt, rec.reason, view.reason], [s.skippedAt, s.reason, s.reason]);
+  if (s.spec.child) {
+    // A child step (decision 0019 §5): its child, the operation last asked, its check, how it ended; its output the child's.
+    const c = rec.child;
+    diff(out, `${where} child`, c ? [c.id, c.op, c.sent, c.next, c.timeoutAt, c.timedOut === true, c.ended] : undefined, s.child ? [s.child.id, s.child.op, s.child.sent, s.child.next, s.child.timeoutAt, s.child.timedOut === true, s.child.ended] : undefined);
+    if (s.child) {
+      const until = s.status === 'waiting' && s.child.op === 'start' && !s.child.timedOut ? s.child.timeoutAt : undefined;
+      diff(out, `${where} view child, until`, [view.kind, view.child?.taskId, view.child?.op, view.child?.ended, view.until], ['child', s.child.id, s.child.op, s.child.ended, until]);
+    }
+    if (s.status === 'processed') diff(out, `${where} output (the child's)`, view.output, s.output);
+  }
   if (!s.comp) {
     if (rec.comp) out.push(`${where}: the real step has a compensation phase ${JSON.stringify(rec.comp)}, the model none`);
     return;
@@ -147,6 +157,10 @@ export async function compareState(w: World & { sys: RealSystem }, after: Map<st
     diff(out, `task ${t.id} deadlineAt`, real.view.deadlineAt, t.deadlineAt);
     diff(out, `task ${t.id} finishedAt`, real.view.finishedAt, TERMINAL.has(t.status) ? t.finishedAt : undefined);
     if (t.endAs !== undefined) diff(out, `task ${t.id} endAs`, real.endAs, t.endAs);
+    diff(out, `task ${t.id} link (parent, step, kind, attempt, holdUntil)`, real.link, t.link ? { ...t.link } : undefined);
+    diff(out, `task ${t.id} parent (view)`, real.view.parent, t.link ? { taskId: t.link.parent, step: t.link.step } : undefined);
+    diff(out, `task ${t.id} notified`, real.notified, t.notified);
+    if (t.status === 'completed' && t.link) diff(out, `task ${t.id} output`, real.view.output, t.output);
     for (const s of t.steps.values()) {
       compareStep(out, t, s, real);
       if (s.spec.forEach) compareFanOut(out, t, s, real);
@@ -159,8 +173,10 @@ export async function compareState(w: World & { sys: RealSystem }, after: Map<st
   const compact = new Map<string, number>();
   for (const t of model.tasks.values()) {
     if (!TERMINAL.has(t.status)) continue;
-    finished.set(t.id, t.finishedAt!);
-    if (t.status === 'completed' || t.status === 'compensated' || t.status === 'cancelled') compact.set(t.id, t.finishedAt!);
+    // A child is kept from retention until its parent may no longer undo it (decision 0019 §2.8).
+    const at = t.link && t.link.holdUntil > t.finishedAt! ? t.link.holdUntil : t.finishedAt!;
+    finished.set(t.id, at);
+    if (t.status === 'completed' || t.status === 'compensated' || t.status === 'cancelled') compact.set(t.id, at);
   }
   diff(out, 'finished index', sortedEntries(await readFinished(w.sys)), sortedEntries(finished));
   diff(out, 'compaction index', sortedEntries(await readCompact(w.sys)), sortedEntries(compact));

@@ -68,7 +68,8 @@ export async function checkInvariants(w: { sys: RealSystem; raised: Map<string, 
     // it is in now, its workflow and client — whatever transitions it went through.
     const own = (await w.sys.redis.zrange(w.sys.store.keys.forTask(id).search, 0, -1)).filter((m) => m.endsWith(`\x1f${id}`)).sort();
     const at = String(t.view.createdAt).padStart(13, '0');
-    const expected = [['t', 'model=yes'], ['t', `task=${id}`], ['s', String(t.view.status)], ['w', t.view.workflow], ['c', t.view.client ?? 'default']].map(([k, v]) => `${k}\x1f${v}\x1f${at}\x1f${id}`).sort();
+    // A child task (decision 0019 §5) carries no tags: it is not indexed (an untagged task costs nothing).
+    const expected = t.link ? [] : [['t', 'model=yes'], ['t', `task=${id}`], ['s', String(t.view.status)], ['w', t.view.workflow], ['c', t.view.client ?? 'default']].map(([k, v]) => `${k}\x1f${v}\x1f${at}\x1f${id}`).sort();
     if (JSON.stringify(own) !== JSON.stringify(expected)) out.push(`search: ${id} (${t.view.status}) has index members ${JSON.stringify(own)}; its record implies ${JSON.stringify(expected)}`);
     const old = prev.get(id);
     const status = t.view.status;
@@ -96,7 +97,8 @@ export async function checkInvariants(w: { sys: RealSystem; raised: Map<string, 
 
       // Compensations: only for a step that declares one and whose effect is not 'none'.
       if (rec.comp || rec.status === 'compensating' || rec.status === 'compensated' || rec.status === 'compensation_failed') {
-        if (!p.c) out.push(`compensation: ${id}/${p.n} is ${rec.status} but declares no compensation`);
+        // A child step is undone by undoing its child (decision 0019 U7): it declares no compensation of its own.
+        if (!p.c && p.k !== 'c') out.push(`compensation: ${id}/${p.n} is ${rec.status} but declares no compensation`);
         if ((rec.effect ?? 'none') === 'none') out.push(`compensation: ${id}/${p.n} is ${rec.status} (compensation ${JSON.stringify(rec.comp)}) but its effect is none`);
       }
       if (rec.status === 'compensating' && status !== 'compensating') out.push(`compensation: ${id}/${p.n} compensates while its task is ${status}`);
@@ -126,6 +128,18 @@ export async function checkInvariants(w: { sys: RealSystem; raised: Map<string, 
       if (running > 0 && (rec(t, p.n) === 'compensating' || compensating > 0)) out.push(`fan-out: ${id}/${p.n} has ${running} elements running while a compensation runs`);
     }
     if (compensating > 0 && processing > 0) out.push(`compensation: ${id} runs a compensation while ${processing} step(s) are in flight`);
+    // Child tasks (decision 0019 §9.1): a child step is processed only if its child completed; no
+    // compensation of the parent runs while a child it cancels has not ended.
+    for (const p of t.plan) {
+      if (p.k !== 'c') continue;
+      const r = t.recs.get(p.n)!;
+      const childStatus = r.child ? after.get(r.child.id)?.view.status : undefined;
+      if (r.status === 'processed' && childStatus !== 'completed') out.push(`child: ${id}/${p.n} is processed but its child ${r.child?.id ?? '(none)'} is ${childStatus ?? 'missing'}`);
+      if (r.status === 'waiting' && status === 'compensating' && compensating > 0) out.push(`child: ${id} compensates a step while its child step ${p.n} still waits for its child to be cancelled`);
+    }
+    if (t.link && TERMINAL.has(status) && t.notified === undefined && !deadlines.has(`${id}|#parent`)) {
+      out.push(`child: ${id} ended ${status} but neither notified its parent ${t.link.parent} nor has a notice in the deadline index`);
+    }
 
     // Alerts: a failed task has the alert of every step that failed it open; the transition that failed
     // it put its alert in the outbox, raised then.

@@ -59,6 +59,11 @@ export interface StepSpec {
   /** A wait for a signal (decision 0019 §3), with its agent '' too. */
   waitFor?: { signal: string; timeoutMs: number };
   /**
+   * A child task (decision 0019 §5), with its agent '' too: `spec` is the child workflow's (the runner
+   * plays the scheduler and creates the child), `timeoutMs` cancels it when it runs too long.
+   */
+  child?: { workflow: string; spec: TaskSpec; timeoutMs?: number };
+  /**
    * A fan-out over the task input's `items` (decision 0019 §4): the agent runs once per element, at most
    * maxParallel at once; more than maxItems elements, or no list, fails the step at its start.
    */
@@ -155,7 +160,43 @@ export interface StepM {
   /** An element: its fan-out step and its index. */
   parent?: StepM;
   index?: number;
+  /** A child step (decision 0019 §5): its child, the operation last asked of it, its check, how it ended. */
+  child?: ChildM;
 }
+
+export type ChildOp = 'start' | 'cancel' | 'undo';
+
+export interface ChildM {
+  id: string;
+  op: ChildOp;
+  /** Operations sent so far (their commands' message ids differ). */
+  sent: number;
+  /** When the check sends the current operation again. */
+  next: number;
+  timeoutAt?: number;
+  timedOut?: boolean;
+  /** How the child ended, once its notice was delivered. */
+  ended?: string;
+}
+
+/** A child task's link to its parent's step (decision 0019 §5.1); it only moves forward. */
+export interface LinkM {
+  parent: string;
+  step: string;
+  kind: Kind;
+  attempt: number;
+  holdUntil: number;
+}
+
+/** The child's id (decision 0019 §5.1; the model's ids are short). */
+export function childIdOf(taskId: string, step: string, attempt: number): string {
+  return `${taskId}:${step}:${attempt}`;
+}
+
+/** What a parent step's run may have done, by how its child ended (decision 0019 §5.4). */
+const CHILD_EFFECT: Record<string, Effect> = { completed: 'applied', failed: 'unknown', compensation_failed: 'unknown', cancelled: 'none', compensated: 'none' };
+export const CHILD_FIRST_CHECK_MS = 5_000;
+export const CHILD_CHECK_MS = 60_000;
 
 export interface Alert {
   id: string;
@@ -193,6 +234,12 @@ export interface TaskM {
   steps: Map<string, StepM>;
   /** Steps whose compensation started, in order (for the order invariant). */
   compStarts: string[];
+  /** A child task: its link; its pending notice (the score of `<id>|#parent`); its output once completed. */
+  link?: LinkM;
+  notice?: number;
+  output?: unknown;
+  /** What the last delivered notice said (`<kind>:<attempt>:<status>`). */
+  notified?: string;
 }
 
 export interface Dispatch {
@@ -206,9 +253,13 @@ export interface Dispatch {
   effect?: 'applied' | 'unknown';
   /** A fan-out element's request: how many elements the list has. */
   count?: number;
+  /** A child step's operation on its child task (decision 0019 §5.2). */
+  child?: ChildOp;
+  childId?: string;
+  sent?: number;
 }
 
-export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'requeue';
+export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'requeue' | 'resend' | 'timeout';
 /** What an applied signal did (decision 0019 §3.3), reported where an expiry reports its action. */
 export type SignalAction = 'delivered' | 'buffered';
 
@@ -329,7 +380,8 @@ export function compareUndo(a: StepM, b: StepM): number {
 
 /** The steps an undo may compensate next, right now (all tied at the top of the order), or [] if none. */
 export function nextCompensationCandidates(t: TaskM): StepM[] {
-  const all = [...t.steps.values()].filter((s) => s.spec.comp !== undefined && s.effect !== 'none' && UNDO_CANDIDATE.has(s.status));
+  // A child step is undone by undoing its child (decision 0019 U7).
+  const all = [...t.steps.values()].filter((s) => (s.spec.comp !== undefined || s.spec.child !== undefined) && s.effect !== 'none' && UNDO_CANDIDATE.has(s.status));
   if (all.length === 0) return [];
   all.sort((a, b) => compareUndo(b, a));
   const top = all[0]!;
@@ -374,7 +426,7 @@ export class Model {
 
   // ---------------------------------------------------------------- transitions
 
-  create(id: string, client: string, spec: TaskSpec, now: number, input: unknown = {}): Outcome {
+  create(id: string, client: string, spec: TaskSpec, now: number, input: unknown = {}, link?: LinkM): Outcome {
     const t: TaskM = {
       id,
       client,
@@ -391,6 +443,7 @@ export class Model {
       steps: new Map(spec.steps.map((s) => [s.name, { spec: s, status: 'pending', run: newPhase(), effect: 'none' }])),
       compStarts: [],
     };
+    if (link) t.link = link;
     if (spec.deadlineMs !== undefined) t.deadlineAt = now + spec.deadlineMs;
     this.tasks.set(id, t);
     const tx = this.tx(t, now);
@@ -492,6 +545,25 @@ export class Model {
     if (!t || !s) return { code: 'noop' };
     // A fan-out step has no deadline of its own: its elements do.
     if (s.fe) return { code: 'noop' };
+    // A child step's check (decision 0019 R16, R17): its current operation again, or past its timeout a cancel.
+    const c = s.child;
+    if (c && !c.ended && ((t.status === 'running' && s.status === 'waiting') || (t.status === 'compensating' && (s.status === 'waiting' || s.status === 'compensating')) || (t.status === 'failed' && s.status === 'abandoned'))) {
+      const timesOut = c.op === 'start' && c.timeoutAt !== undefined && !c.timedOut;
+      const due = timesOut ? Math.min(c.next, c.timeoutAt!) : c.next;
+      if (due > now) return { code: 'noop' };
+      const tx = this.tx(t, now);
+      const kind: Kind = s.status === 'compensating' ? 'compensate' : 'run';
+      if (timesOut && c.timeoutAt! <= now) {
+        c.op = 'cancel';
+        c.timedOut = true;
+        this.childCheck(tx, s, CHILD_FIRST_CHECK_MS);
+        this.childDispatch(tx, s, kind);
+        return this.applied(tx, 'timeout');
+      }
+      this.childCheck(tx, s, CHILD_CHECK_MS);
+      this.childDispatch(tx, s, kind);
+      return this.applied(tx, 'resend');
+    }
     // A sleep's deadline (decision 0019 R5): at its time it is done and what it made ready starts; before
     // it, nothing changes (the index keeps it at its time).
     if (t.status === 'running' && s.status === 'sleeping') {
@@ -636,6 +708,10 @@ export class Model {
       target.status = 'compensating';
       t.status = 'compensating';
       this.compFill(tx, target);
+    } else if (compensation && target.spec.child) {
+      fresh(target.comp!);
+      this.childUndo(tx, target);
+      t.status = 'compensating';
     } else if (compensation) {
       fresh(target.comp!);
       this.start(tx, target, 'compensate');
@@ -841,6 +917,13 @@ export class Model {
    */
   private stopInFlight(tx: Tx): void {
     for (const s of tx.t.steps.values()) {
+      if (s.status === 'waiting' && s.spec.child) {
+        // A running child is cancelled too (decision 0019 §2.7); the step keeps its check until the notice.
+        this.childCancel(tx, s);
+        s.status = 'abandoned';
+        raise(s, 'unknown');
+        continue;
+      }
       if (s.status === 'sleeping' || s.status === 'waiting') {
         this.stopSleep(tx, s);
         continue;
@@ -877,7 +960,9 @@ export class Model {
     t.status = 'compensating';
     t.endAs = endAs;
     for (const s of t.steps.values()) {
-      if (s.status === 'sleeping' || s.status === 'waiting') this.stopSleep(tx, s);
+      // A running child is cancelled, and the undo waits for its notice (U2).
+      if (s.status === 'waiting' && s.spec.child) this.childCancel(tx, s);
+      else if (s.status === 'sleeping' || s.status === 'waiting') this.stopSleep(tx, s);
       else if (s.status === 'queued') {
         // Waiting for a limit (decision 0020 Q8): no attempt in flight, abandoned at once.
         delete s.run.q;
@@ -911,7 +996,7 @@ export class Model {
    */
   private nextCompensation(tx: Tx): void {
     const t = tx.t;
-    for (const s of t.steps.values()) if (s.status === 'processing' || s.status === 'compensating' || (s.fe?.live.length ?? 0) > 0) return;
+    for (const s of t.steps.values()) if (s.status === 'processing' || s.status === 'compensating' || (s.fe?.live.length ?? 0) > 0 || (s.status === 'waiting' && s.spec.child)) return;
     const tied = nextCompensationCandidates(t);
     if (tied.length === 0) {
       this.finish(tx, t.endAs ?? 'compensated');
@@ -919,6 +1004,7 @@ export class Model {
     }
     const chosen = tied.length === 1 ? tied[0]! : this.chooseTie(t, tied);
     if (chosen.fe) this.compBegin(tx, chosen);
+    else if (chosen.spec.child) this.childUndo(tx, chosen);
     else this.start(tx, chosen, 'compensate');
   }
 
@@ -968,6 +1054,8 @@ export class Model {
             s.status = 'waiting';
             s.timeoutAt = tx.now + s.spec.waitFor.timeoutMs;
           }
+        } else if (verdict.holds && s.spec.child) {
+          this.childStart(tx, s);
         } else if (verdict.holds && s.spec.forEach) {
           const r = this.fanOutBegin(tx, s);
           if (r === 'failed') return;
@@ -984,6 +1072,183 @@ export class Model {
       if (!skipped) break;
     }
     if (steps.every(done)) this.finish(tx, 'completed');
+  }
+
+  // ---------------------------------------------------------------- child tasks (decision 0019 §5)
+
+  /** The check: the current operation is sent again at `next` (never after a timeout still to fire). */
+  private childCheck(tx: Tx, s: StepM, delay: number): void {
+    s.child!.next = tx.now + delay;
+  }
+
+  /** The step's current operation, for the caller to apply to its child. */
+  private childDispatch(tx: Tx, s: StepM, kind: Kind): void {
+    const c = s.child!;
+    c.sent++;
+    const attempt = kind === 'compensate' ? s.comp!.attempt : s.run.attempt;
+    tx.dispatch.push({ taskId: tx.t.id, step: s.spec.name, agent: '', kind, attempt, completeBy: 0, child: c.op, childId: c.id, sent: c.sent });
+  }
+
+  /** A ready child step starts (R14): a new attempt, a new child. */
+  private childStart(tx: Tx, s: StepM): void {
+    s.run.attempt++;
+    s.run.startedAt = tx.now;
+    s.status = 'waiting';
+    s.child = { id: childIdOf(tx.t.id, s.spec.name, s.run.attempt), op: 'start', sent: 0, next: 0 };
+    if (s.spec.child!.timeoutMs !== undefined) s.child.timeoutAt = tx.now + s.spec.child!.timeoutMs;
+    this.childCheck(tx, s, CHILD_FIRST_CHECK_MS);
+    this.childDispatch(tx, s, 'run');
+  }
+
+  /** A running child is cancelled (its parent is undone or fails); a cancel asked already (a timeout) stands. */
+  private childCancel(tx: Tx, s: StepM): void {
+    if (s.child!.op !== 'start') return;
+    s.child!.op = 'cancel';
+    this.childCheck(tx, s, CHILD_FIRST_CHECK_MS);
+    this.childDispatch(tx, s, 'run');
+  }
+
+  /** A child step's turn in the undo (U7): its child is undone. */
+  private childUndo(tx: Tx, s: StepM): void {
+    s.comp ??= newPhase();
+    s.comp.attempt++;
+    s.comp.startedAt = tx.now;
+    s.status = 'compensating';
+    s.child!.op = 'undo';
+    delete s.child!.ended;
+    tx.t.compStarts.push(s.spec.name);
+    this.childCheck(tx, s, CHILD_FIRST_CHECK_MS);
+    this.childDispatch(tx, s, 'compensate');
+  }
+
+  /**
+   * The `start` operation (startChild.lua): the child created with its link, or, when it exists, nothing
+   * but its notice written again if it ended. Returns 'started' or 'exists'.
+   */
+  startChild(childId: string, client: string, spec: TaskSpec, input: unknown, link: LinkM, now: number): { outcome: Outcome; action: 'started' | 'exists' } {
+    const t = this.tasks.get(childId);
+    if (t) {
+      if (TERMINAL.has(t.status)) t.notice = Math.max(now, t.updatedAt);
+      return { outcome: { code: 'noop' }, action: 'exists' };
+    }
+    return { outcome: this.create(childId, client, spec, now, input, { ...link }), action: 'started' };
+  }
+
+  /**
+   * The `cancel` and `undo` operations (cancelChild.lua, undoChild.lua): a tombstone for a child never
+   * started; a running child's undo (to end cancelled); a completed or failed child undone (to end
+   * compensated) by `undo`; else its notice again. The link only moves forward.
+   */
+  stopChild(op: 'cancel' | 'undo', childId: string, client: string, link: LinkM, now: number): { outcome: Outcome; action: string } {
+    const t = this.tasks.get(childId);
+    if (!t) {
+      const tomb: TaskM = {
+        id: childId,
+        client,
+        spec: { steps: [], onFailure: 'error' },
+        input: undefined,
+        signalIds: new Map(),
+        signalQueue: [],
+        status: 'running',
+        createdAt: now,
+        updatedAt: now,
+        doneSeq: 0,
+        staleResults: 0,
+        forgedResults: 0,
+        steps: new Map(),
+        compStarts: [],
+        link: { ...link },
+      };
+      this.tasks.set(childId, tomb);
+      const tx = this.tx(tomb, now);
+      this.finish(tx, 'cancelled');
+      return { outcome: this.applied(tx), action: 'tombstone' };
+    }
+    const l = t.link!;
+    const rank = (k: Kind): number => (k === 'run' ? 0 : 1);
+    if (rank(link.kind) > rank(l.kind) || (link.kind === l.kind && link.attempt > l.attempt)) {
+      l.kind = link.kind;
+      l.attempt = link.attempt;
+    }
+    if (t.status === 'running') {
+      const tx = this.tx(t, now);
+      this.beginUndo(tx, 'cancelled');
+      return { outcome: this.applied(tx), action: 'cancelling' };
+    }
+    if (t.status === 'compensating') return { outcome: { code: 'noop' }, action: 'linked' };
+    if (op === 'undo' && (t.status === 'completed' || t.status === 'failed')) {
+      const tx = this.tx(t, now);
+      delete t.finishedAt;
+      this.beginUndo(tx, 'compensated');
+      return { outcome: this.applied(tx), action: 'undoing' };
+    }
+    t.notice = Math.max(now, t.updatedAt);
+    return { outcome: { code: 'noop' }, action: 'ended' };
+  }
+
+  /** takeParentNotice: the child's end and link, its notice moved 5 s ahead; undefined (notice dropped) when there is none to deliver. */
+  takeNotice(childId: string, now: number, epoch: number): { code: 'stale_epoch' } | { code: 'none' } | { code: 'deliver'; link: LinkM; status: TaskStatus; output: unknown; score: number } {
+    if (epoch < this.epoch) return { code: 'stale_epoch' };
+    const t = this.tasks.get(childId);
+    if (!t || !t.link || !TERMINAL.has(t.status)) {
+      if (t) delete t.notice;
+      return { code: 'none' };
+    }
+    t.notice = now + 5_000;
+    return { code: 'deliver', link: { ...t.link }, status: t.status, output: t.output, score: t.notice };
+  }
+
+  /** childEnded on the parent (R15, R18, U3, U3′, U8), fenced by epoch and by the step's phase attempt. */
+  childEnded(link: LinkM, childId: string, status: TaskStatus, output: unknown, now: number, epoch: number): Outcome & { ended?: string } {
+    if (epoch < this.epoch) return { code: 'stale_epoch' };
+    const t = this.tasks.get(link.parent);
+    const s = t?.steps.get(link.step);
+    const c = s?.child;
+    if (!t || !s || !c || c.id !== childId || c.ended) return { code: 'noop' };
+    const run = link.kind === 'run' && s.run.attempt === link.attempt && (s.status === 'waiting' || s.status === 'abandoned');
+    const undo = link.kind === 'compensate' && s.status === 'compensating' && s.comp !== undefined && s.comp.attempt === link.attempt;
+    if (!run && !undo) return { code: 'noop' };
+    const tx = this.tx(t, now);
+    c.ended = status;
+    if (undo) {
+      if (status === 'cancelled' || status === 'compensated') {
+        s.status = 'compensated';
+        this.nextCompensation(tx);
+      } else if (status === 'compensation_failed') {
+        this.giveUp(tx, s, 'compensate', true);
+      } else {
+        delete c.ended;
+        this.childCheck(tx, s, CHILD_FIRST_CHECK_MS);
+      }
+      return this.applied(tx);
+    }
+    s.effect = CHILD_EFFECT[status] ?? 'unknown';
+    if (s.status === 'abandoned') return this.applied(tx);
+    if (t.status === 'compensating') {
+      if (status === 'completed') this.completeWithoutAgent(tx, s, output);
+      else s.status = 'abandoned';
+      this.nextCompensation(tx);
+    } else if (t.status !== 'running') {
+      // nothing more
+    } else if (c.timedOut) {
+      this.giveUp(tx, s, 'run', false);
+    } else if (status === 'completed') {
+      this.completeWithoutAgent(tx, s, output);
+      this.startReady(tx);
+    } else {
+      this.giveUp(tx, s, 'run', true);
+    }
+    return this.applied(tx);
+  }
+
+  /** dropParentNotice: the notice removed if it is still the one taken. */
+  dropNotice(childId: string, score: number, notified: string, epoch: number): 'stale_epoch' | 'dropped' | 'kept' {
+    if (epoch < this.epoch) return 'stale_epoch';
+    const t = this.tasks.get(childId);
+    if (!t || t.notice !== score) return 'kept';
+    delete t.notice;
+    t.notified = notified;
+    return 'dropped';
   }
 
   // ---------------------------------------------------------------- fan-out (decision 0019 §4)
@@ -1185,6 +1450,11 @@ export class Model {
   private finish(tx: Tx, status: TaskStatus): void {
     tx.t.status = status;
     tx.t.finishedAt = tx.now;
+    // A child task's end writes its notice, with its output when it completed (decision 0019 §5.3, §5.5).
+    if (tx.t.link) {
+      tx.t.notice = tx.now;
+      if (status === 'completed') tx.t.output = sinkOutputs(tx.t);
+    }
   }
 
   /**
@@ -1216,14 +1486,21 @@ export class Model {
     const out = new Map<string, number>();
     for (const t of this.tasks.values()) {
       if (t.status === 'running' && t.deadlineAt !== undefined) out.set(`${t.id}|#task`, t.deadlineAt);
+      if (t.notice !== undefined) out.set(`${t.id}|#parent`, t.notice);
+      // A child step's check (decision 0019 §5.3), until its child's notice arrives — a failed parent's too.
+      for (const s of t.steps.values()) {
+        const c = s.child;
+        if (!c || c.ended || !(s.status === 'waiting' || s.status === 'compensating' || s.status === 'abandoned')) continue;
+        out.set(`${t.id}|${s.spec.name}`, c.op === 'start' && c.timeoutAt !== undefined && !c.timedOut ? Math.min(c.next, c.timeoutAt) : c.next);
+      }
       if (TERMINAL.has(t.status)) continue;
       for (const s of [...t.steps.values()].flatMap((x) => (x.elements ? x.elements : [x]))) {
         if (s.status === 'queued') out.set(`${t.id}|${s.spec.name}`, s.run.q!.at);
         else if (s.status === 'compensating' && s.comp?.q) out.set(`${t.id}|${s.spec.name}`, s.comp.q.at);
         else if (s.status === 'processing' || s.status === 'parked') out.set(`${t.id}|${s.spec.name}`, s.run.completeBy!);
         else if (s.status === 'sleeping') out.set(`${t.id}|${s.spec.name}`, s.wakeAt!);
-        else if (s.status === 'waiting') out.set(`${t.id}|${s.spec.name}`, s.timeoutAt!);
-        else if (s.status === 'compensating') out.set(`${t.id}|${s.spec.name}`, s.comp!.completeBy!);
+        else if (s.status === 'waiting' && !s.child) out.set(`${t.id}|${s.spec.name}`, s.timeoutAt!);
+        else if (s.status === 'compensating' && !s.child) out.set(`${t.id}|${s.spec.name}`, s.comp!.completeBy!);
       }
     }
     return out;
@@ -1236,6 +1513,14 @@ export class Model {
     const out: Dispatch[] = [];
     for (const s of [...t.steps.values()].flatMap((x) => (x.elements ? x.elements : [x]))) {
       const count = s.parent ? { count: s.parent.fe!.n } : {};
+      const c = s.child;
+      if (c) {
+        if (c.ended) continue;
+        const base = { taskId, step: s.spec.name, agent: '', completeBy: 0, child: c.op, childId: c.id, sent: c.sent };
+        if (s.status === 'compensating' && c.op === 'undo') out.push({ ...base, kind: 'compensate', attempt: s.comp!.attempt });
+        else if (s.status === 'waiting' || (s.status === 'abandoned' && c.op === 'cancel')) out.push({ ...base, kind: 'run', attempt: s.run.attempt });
+        continue;
+      }
       if (runInFlight(s)) out.push({ taskId, step: s.spec.name, agent: s.spec.agent, kind: 'run', attempt: s.run.attempt, completeBy: s.run.completeBy!, ...count });
       else if (compInFlight(s)) {
         out.push({ taskId, step: s.spec.name, agent: s.spec.comp!.agent, kind: 'compensate', attempt: s.comp!.attempt, completeBy: s.comp!.completeBy!, effect: s.effect === 'applied' ? 'applied' : 'unknown', ...count });
@@ -1243,4 +1528,12 @@ export class Model {
     }
     return out;
   }
+}
+
+/** A child task's output (decision 0019 §5.5): the map of its processed sink steps' outputs. */
+export function sinkOutputs(t: TaskM): Record<string, unknown> {
+  const inner = new Set(t.spec.steps.flatMap((s) => s.dependsOn));
+  const out: Record<string, unknown> = {};
+  for (const s of t.steps.values()) if (!inner.has(s.spec.name) && s.status === 'processed') out[s.spec.name] = s.output ?? null;
+  return out;
 }

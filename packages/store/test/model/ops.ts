@@ -58,7 +58,12 @@ export type Op =
    * `late` — so close to the granted complete-by that it is refused (Q10); `old` — with the ticket of an
    * earlier wait of the phase (Q11: stale). The limiter itself is tested on its own (limits-model.test.ts).
    */
-  | { t: 'grant'; pick: number; late: boolean; old: boolean; lag: number; publish: boolean };
+  | { t: 'grant'; pick: number; late: boolean; old: boolean; lag: number; publish: boolean }
+  /**
+   * The leader delivers a finished child's notice to its parent (decision 0019 §5.3); with `takeover`, a
+   * new leader is elected after the take or after childEnded, and the rest of the delivery is refused.
+   */
+  | { t: 'notice'; pick: number; takeover: 'none' | 'taken' | 'ended' };
 
 /** The signal names the signal op sends: the one the approve shape waits for, and one no step waits for. */
 export const SIGNAL_NAMES = { waited: 'approved', other: 'rejected' } as const;
@@ -162,6 +167,7 @@ export type Resolved =
   | { t: 'sweep' }
   | { t: 'takeover' }
   | { t: 'deposed'; taskId: string; step: string; now: number }
+  | { t: 'notice'; taskId: string }
   | { t: 'task'; task: TaskM }
   | { t: 'publishAlerts' }
   | { t: 'grant'; task: TaskM; step: StepM; kind: Kind; n: number };
@@ -229,8 +235,9 @@ export function resolve(w: World, op: Op): Resolved | undefined {
         );
         return any && { t: 'expire', taskId: any.task.id, step: any.step.spec.name, now: clock - op.lag };
       }
+      // A notice is delivered, never expired (the `notice` op, and sweeps).
       const e = pickOf(
-        indexed(w).filter((x) => x.step !== '#task'),
+        indexed(w).filter((x) => x.step !== '#task' && x.step !== '#parent'),
         op.pick,
       );
       if (!e) return undefined;
@@ -275,6 +282,13 @@ export function resolve(w: World, op: Op): Resolved | undefined {
       const q = pickOf(queued(w), op.pick);
       if (!q || (op.old && q.n < 2)) return undefined;
       return { t: 'grant', ...q, n: op.old ? q.n - 1 : q.n };
+    }
+    case 'notice': {
+      const n = pickOf(
+        indexed(w).filter((x) => x.step === '#parent'),
+        op.pick,
+      );
+      return n && { t: 'notice', taskId: n.taskId };
     }
     case 'signal': {
       // Mostly to a task that waits for signals (the others only refuse them).
@@ -353,5 +367,6 @@ export const OP_ARBS: [fc.Arbitrary<Op>, number][] = [
   [fc.record({ t: fc.constant('resend' as const), pick: pickArb }), 2],
   [fc.constant<Op>({ t: 'publishAlerts' }), 1],
   [fc.record({ t: fc.constant('grant' as const), pick: pickArb, late: fc.constantFrom(false, false, false, true), old: fc.constantFrom(false, false, false, true), lag: lagArb, publish: publishArb }), 4],
+  [fc.record({ t: fc.constant('notice' as const), pick: pickArb, takeover: fc.constantFrom<'none' | 'taken' | 'ended'>('none', 'none', 'taken', 'ended') }), 2],
   [fc.record({ t: fc.constant('signal' as const), pick: pickArb, name: fc.constantFrom<'waited' | 'other'>('waited', 'waited', 'waited', 'other'), id: fc.nat({ max: 2 }), data: fc.nat({ max: 9 }) }), 4],
 ];

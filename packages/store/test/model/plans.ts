@@ -37,7 +37,7 @@ type ShapeSleep = { ms: number } | { field: 'remindAt'; maxMs: number };
 
 interface Shape {
   name: string;
-  steps: { name: string; dependsOn: string[]; compensate: boolean; when?: Predicate; sleep?: ShapeSleep; waitFor?: { signal: string; timeoutMs: number }; forEach?: { maxParallel: number; maxItems: number } }[];
+  steps: { name: string; dependsOn: string[]; compensate: boolean; when?: Predicate; sleep?: ShapeSleep; waitFor?: { signal: string; timeoutMs: number }; forEach?: { maxParallel: number; maxItems: number }; child?: { timeoutMs?: number } }[];
   onFailure: 'error' | 'compensate';
   deadlineMs?: number;
 }
@@ -176,7 +176,29 @@ export const SHAPES: readonly Shape[] = [
       { name: 'b', dependsOn: ['ship'], compensate: true },
     ],
   },
+  // Child tasks (decision 0019 §9.1): a child of the `kid` workflow between two steps, undone in its
+  // turn; and one with a timeout in a task that fails (its child cancelled, its end recorded).
+  {
+    name: 'parent',
+    onFailure: 'compensate',
+    steps: [
+      { name: 'a', dependsOn: [], compensate: true },
+      { name: 'kid', dependsOn: ['a'], compensate: false, child: {} },
+      { name: 'b', dependsOn: ['kid'], compensate: false },
+    ],
+  },
+  {
+    name: 'parent-error',
+    onFailure: 'error',
+    steps: [
+      { name: 'kid', dependsOn: [], compensate: false, child: { timeoutMs: 1_500 } },
+      { name: 'b', dependsOn: [], compensate: true },
+    ],
+  },
 ];
+
+/** The workflow the child steps start: one undoable step (its ladders are the parent's submission's). */
+export const KID_SHAPE: Shape = { name: 'kid', onFailure: 'compensate', steps: [{ name: 'x', dependsOn: [], compensate: true }] };
 
 /** The agent types of a step's run and compensation: one per phase, so a result on another's subject is forged. */
 export const runAgent = (step: string): string => `agent-${step}`;
@@ -186,8 +208,7 @@ function ladder(l: LadderChoice) {
   return { retries: Math.min(l[0], l[2]), longBackoffMs: l[1], maxFailures: l[2], maxCircuitOpen: l[3] };
 }
 
-export function definition(choice: PlanChoice): WorkflowDefinitionInput {
-  const shape = SHAPES[choice.shape % SHAPES.length]!;
+export function definition(choice: PlanChoice, shape: Shape = SHAPES[choice.shape % SHAPES.length]!): WorkflowDefinitionInput {
   return {
     name: shape.name,
     onFailure: shape.onFailure,
@@ -196,6 +217,7 @@ export function definition(choice: PlanChoice): WorkflowDefinitionInput {
       const when = s.when ? { when: s.when } : {};
       if (s.sleep) return { name: s.name, dependsOn: s.dependsOn, ...when, sleep: 'ms' in s.sleep ? { ms: s.sleep.ms } : { untilInput: s.sleep.field, maxMs: s.sleep.maxMs } };
       if (s.waitFor) return { name: s.name, dependsOn: s.dependsOn, ...when, waitFor: s.waitFor };
+      if (s.child) return { name: s.name, dependsOn: s.dependsOn, ...when, child: { workflow: KID_SHAPE.name, ...(s.child.timeoutMs !== undefined ? { timeoutMs: s.child.timeoutMs } : {}) } };
       return {
       name: s.name,
       agent: runAgent(s.name),
@@ -221,8 +243,8 @@ export function definition(choice: PlanChoice): WorkflowDefinitionInput {
 }
 
 /** The plan the real scheduler would pin (core's compiler). */
-export function realPlan(choice: PlanChoice): { plan: PlanStep[]; onFailure: 'error' | 'compensate'; deadlineMs?: number } {
-  const def = validateDefinition(definition(choice));
+export function realPlan(choice: PlanChoice, shape?: Shape): { plan: PlanStep[]; onFailure: 'error' | 'compensate'; deadlineMs?: number } {
+  const def = validateDefinition(definition(choice, shape));
   return { plan: compilePlan(def), onFailure: def.onFailure, ...(def.deadlineMs !== undefined ? { deadlineMs: def.deadlineMs } : {}) };
 }
 
@@ -239,19 +261,19 @@ function phase(budgetMs: number, l: LadderChoice, giveUpMs: number | undefined):
 }
 
 /** The model's reading of the same definition (defaults from decision 0009, not from core). */
-export function modelSpec(choice: PlanChoice): TaskSpec {
-  const shape = SHAPES[choice.shape % SHAPES.length]!;
+export function modelSpec(choice: PlanChoice, shape: Shape = SHAPES[choice.shape % SHAPES.length]!): TaskSpec {
   const spec: TaskSpec = {
     onFailure: shape.onFailure,
     steps: shape.steps.map((s) => ({
       name: s.name,
       dependsOn: [...s.dependsOn],
       // A sleep or a wait calls no agent: no agent type may answer it.
-      agent: s.sleep || s.waitFor ? '' : runAgent(s.name),
+      agent: s.sleep || s.waitFor || s.child ? '' : runAgent(s.name),
       ...(s.when ? { when: s.when } : {}),
       ...(s.sleep ? { sleep: s.sleep } : {}),
       ...(s.waitFor ? { waitFor: { ...s.waitFor } } : {}),
       ...(s.forEach ? { forEach: { ...s.forEach } } : {}),
+      ...(s.child ? { child: { workflow: KID_SHAPE.name, spec: modelSpec(choice, KID_SHAPE), ...(s.child.timeoutMs !== undefined ? { timeoutMs: s.child.timeoutMs } : {}) } } : {}),
       run: phase(RUN_BUDGET_MS, choice.run, choice.giveUpMs),
       ...(s.compensate ? { comp: { ...phase(COMP_BUDGET_MS, choice.comp, choice.compGiveUpMs), agent: compAgent(s.name) } } : {}),
     })),

@@ -49,6 +49,9 @@ export interface RealTask {
   staleResults: number;
   forgedResults: number;
   endAs?: string;
+  /** A child task's link as stored (decision 0019 §5.1) and the last notice delivered. */
+  link?: { parent: string; step: string; kind: string; attempt: number; holdUntil: number };
+  notified?: string;
 }
 
 export async function readTask(sys: RealSystem, taskId: string): Promise<RealTask> {
@@ -72,6 +75,10 @@ export async function readTask(sys: RealSystem, taskId: string): Promise<RealTas
   }
   const out: RealTask = { view, recs, elements, fanOut, plan, staleResults: Number(raw['staleResults'] ?? 0), forgedResults: Number(raw['forgedResults'] ?? 0) };
   if (raw['endAs'] !== undefined) out.endAs = raw['endAs'];
+  if (raw['parent'] !== undefined) {
+    out.link = { parent: raw['parent'], step: raw['parentStep'] ?? '', kind: raw['parentKind'] ?? '', attempt: Number(raw['parentAttempt']), holdUntil: Number(raw['holdUntil']) };
+  }
+  if (raw['notified'] !== undefined) out.notified = raw['notified'];
   return out;
 }
 

@@ -243,4 +243,34 @@ export const REGRESSIONS: Regression[] = [
       { t: 'resubmit', pick: 0, client: 1 },
     ],
   },
+  {
+    name: 'a child that completed is undone in its turn when a later step fails, and the parent waits for its notice',
+    why: 'hand-written (decision 0019 R14, R15, U7, U8): a → kid (a child task of `kid`) → b; the child completes and its notice completes the step; b fails for good: the undo asks the child to undo (undoChild revives it), its own step is compensated, its notice compensates the parent step, then a is compensated',
+    ops: [
+      { t: 'submit', choice: { shape: 13, ...fast }, publish: true },
+      { t: 'result', pick: 0, outcome: { type: 'ok' }, lag: 0, publish: true },
+      { t: 'result', pick: 0, outcome: { type: 'ok' }, lag: 0, publish: true },
+      { t: 'sweep', publish: true },
+      { t: 'result', pick: 0, outcome: { type: 'permanent', effect: 'none' }, lag: 0, publish: true },
+      { t: 'result', pick: 0, outcome: { type: 'ok' }, lag: 0, publish: true },
+      { t: 'notice', pick: 0, takeover: 'taken' },
+      { t: 'sweep', publish: true },
+      { t: 'advance', ms: 5_000 },
+      { t: 'sweep', publish: true },
+    ],
+    expect: async (env) => {
+      const parent = await readTask(env.sys, 't1');
+      const child = await readTask(env.sys, 't1:kid:1');
+      return want('parent, its kid step, the child, its step x', [parent.view.status, parent.recs.get('kid')?.status, child.view.status, child.recs.get('x')?.status], ['compensating', 'compensated', 'compensated', 'compensated']);
+    },
+  },
+  {
+    name: 'a child step\'s undo is in the task view (found: shape parent-error, a lost cancel)',
+    why: 'counterexample (FC_SEED=11): the task view showed a compensation only for a step that declares one, so a child step being undone had none there while its record had one; the view now shows a child step\'s compensation (agent \'\')',
+    ops: [
+      { t: 'submit', choice: { shape: 14, ...fast }, publish: true, client: 0 },
+      { t: 'cancel', pick: 0, lag: 0, publish: false },
+      { t: 'result', pick: 0, outcome: { type: 'ok' }, lag: 0, publish: true, agent: 0 },
+    ],
+  },
 ];

@@ -6,7 +6,7 @@ import { encode, ErrorCode, TriadError } from '@triad/protocol';
 import type { Dispatch as RealDispatch } from '../../src/index.js';
 import { expectedAgent, Model, okOutput, type Dispatch, type Outcome, type ResultOutcome, type StepM, type TaskM } from './model.js';
 import { SIGNAL_NAMES, attemptKey, resolve, type AppliedResult, type Op, type World } from './ops.js';
-import { modelSpec, realPlan, taskInput, type PlanChoice } from './plans.js';
+import { KID_SHAPE, modelSpec, realPlan, taskInput, type PlanChoice } from './plans.js';
 import { readDeadlines, readTask, realSystem, snapshot, type RealSystem, type RealTask } from './real.js';
 import { compareState } from './compare.js';
 import { checkInvariants } from './invariants.js';
@@ -24,6 +24,8 @@ export interface Env extends World {
   current: string;
   /** Every alert the store has raised so far, by id (its JSON): an id is unique per give-up (decision 0009 §4). */
   raised: Map<string, string>;
+  /** Each submitted task's plan choice (its child steps' workflow takes its ladders). */
+  choices: Map<string, PlanChoice>;
 }
 
 /** A fresh namespace and model. */
@@ -32,7 +34,7 @@ export async function newEnv(redis: Redis, namespace: string, limited: readonly 
   const model = new Model(T0, limited);
   // The first supervisor leader holds epoch 1.
   await sys.store.fenceBuckets(model.epoch);
-  return { model, visible: new Set(), history: [], sys, log: [], last: new Map(), current: '', raised: new Map() };
+  return { model, visible: new Set(), history: [], sys, log: [], last: new Map(), current: '', raised: new Map(), choices: new Map() };
 }
 
 /** The client id of a submission's client number. */
@@ -67,8 +69,9 @@ async function realCall(call: () => Promise<RealOutcome>): Promise<RealOutcome> 
   }
 }
 
-function dispatchKey(d: { step: string; agent: string; kind: string; attempt: number; completeBy: number; effect?: string | undefined; count?: number | undefined }): string {
-  return `${d.step}|${d.agent}|${d.kind}|#${d.attempt}|by ${d.completeBy}|${d.effect ?? '-'}${d.count !== undefined ? `|of ${d.count}` : ''}`;
+function dispatchKey(d: { step: string; agent: string; kind: string; attempt: number; completeBy: number; effect?: string | undefined; count?: number | undefined; child?: string | undefined; childId?: string | undefined; sent?: number | undefined }): string {
+  const child = d.child !== undefined ? `|child ${d.child} ${d.childId ?? '?'} sent ${d.sent ?? '?'}` : '';
+  return `${d.step}|${d.agent}|${d.kind}|#${d.attempt}|by ${d.completeBy}|${d.effect ?? '-'}${d.count !== undefined ? `|of ${d.count}` : ''}${child}`;
 }
 
 /** A fan-out element's phase is named `<step>#<i>` in the model; the store names its step and its item. */
@@ -128,7 +131,7 @@ async function transition(env: Env, label: string, taskId: string, real: () => P
     const client = env.model.task(taskId).client;
     if (r.client !== client) fail(env, `${label}: the transition names client ${r.client ?? '(none)'} but task ${taskId} was submitted by ${client}`);
     sameDispatch(env, label, m.dispatch, r.dispatch);
-    if (publish) for (const d of m.dispatch) env.visible.add(attemptKey(d.taskId, d.step, d.kind, d.attempt));
+    if (publish) for (const d of m.dispatch) if (d.child === undefined) env.visible.add(attemptKey(d.taskId, d.step, d.kind, d.attempt));
   } else {
     const now = await snapshot(env.sys);
     if (!isDeepStrictEqual(before, now)) {
@@ -136,7 +139,103 @@ async function transition(env: Env, label: string, taskId: string, real: () => P
     }
   }
   await check(env, label, after);
+  // The scheduler applies the child operations it dispatched (decision 0019 §5.2); unpublished = lost.
+  if (publish && m.code === 'applied') await applyChildOps(env, label, m.dispatch);
   return m;
+}
+
+/** How long after a parent's creation its children stay undoable, in the test (longer than any run). */
+const HOLD_MS = 10_000_000;
+
+/**
+ * The runner plays the scheduler for child steps: each child operation a transition dispatched is
+ * applied to the child on both sides (startChild, cancelChild, undoChild), compared, and what the child's
+ * own transition dispatched is published (its steps become visible to agents).
+ */
+async function applyChildOps(env: Env, label: string, dispatch: Dispatch[]): Promise<void> {
+  const { store } = env.sys;
+  const model = env.model;
+  for (const d of dispatch) {
+    if (d.child === undefined || d.childId === undefined) continue;
+    const parent = model.task(d.taskId);
+    const spec = parent.steps.get(d.step)?.spec.child;
+    if (!spec) fail(env, `${label}: a child operation for ${d.taskId}/${d.step}, which starts no child`);
+    const childId = d.childId;
+    const sub = `${label} → ${d.child} child ${childId}`;
+    env.current = `child ${d.child}`;
+    const now = model.clock;
+    const hold = parent.createdAt + HOLD_MS;
+    const link = { parentId: d.taskId, parentStep: d.step, kind: d.kind, attempt: d.attempt, holdUntil: hold };
+    const mlink = { parent: d.taskId, step: d.step, kind: d.kind, attempt: d.attempt, holdUntil: hold };
+    let real: { action: string; dispatch: RealDispatch[] };
+    let m: { outcome: Outcome; action: string };
+    if (d.child === 'start') {
+      const r = await store.startChild({ lease: env.sys.taskLease(childId), childId, link, workflow: 'kid', version: 1, plan: realPlan(env.choices.get(d.taskId) ?? fail(env, `${sub}: no plan choice for ${d.taskId}`), KID_SHAPE).plan, onFailure: 'compensate', input: encode(parent.input), client: parent.client, now, schedulerId: 'model-scheduler' });
+      real = r.applied ? { action: r.action, dispatch: r.transition.dispatch } : { action: 'exists', dispatch: [] };
+      m = model.startChild(childId, parent.client, spec.spec, parent.input, mlink, now);
+    } else {
+      const r = await store.stopChild(d.child, { lease: env.sys.taskLease(childId), childId, link, workflow: 'kid', client: parent.client, reason: 'the parent stopped', now, schedulerId: 'model-scheduler' });
+      real = { action: r.applied ? r.action : 'exists', dispatch: r.applied ? r.transition.dispatch : [] };
+      m = model.stopChild(d.child, childId, parent.client, mlink, now);
+    }
+    count(`child ${d.child} → ${m.action}`);
+    if (real.action !== m.action) fail(env, `${sub}: the store answered ${real.action}, the model ${m.action}`);
+    const mDispatch = m.outcome.code === 'applied' ? m.outcome.dispatch : [];
+    sameDispatch(env, sub, mDispatch, real.dispatch);
+    for (const x of mDispatch) if (x.child === undefined) env.visible.add(attemptKey(x.taskId, x.step, x.kind, x.attempt));
+    await check(env, sub, await readAll(env));
+    await applyChildOps(env, sub, mDispatch);
+  }
+}
+
+/**
+ * The leader delivers child `childId`'s notice (takeParentNotice → childEnded → dropParentNotice) at
+ * `epoch`; with `takeover`, a new leader fences every bucket between two of those steps, so the rest
+ * is refused and the notice stays for the next leader.
+ */
+async function deliver(env: Env, label: string, childId: string, epoch: number, publish: boolean, takeover: 'none' | 'taken' | 'ended' = 'none'): Promise<void> {
+  const model = env.model;
+  const now = model.clock;
+  let fenced = false;
+  const between = async (stage: 'taken' | 'ended'): Promise<void> => {
+    if (stage !== takeover) return;
+    await env.sys.store.fenceBuckets(model.epoch + 1);
+    fenced = true;
+  };
+  let real: Awaited<ReturnType<typeof env.sys.store.deliverNotice>> | 'stale_epoch';
+  try {
+    real = await env.sys.store.deliverNotice(childId, now, epoch, 5_000, between);
+  } catch (e) {
+    if (e instanceof TriadError && e.code === ErrorCode.Stale) real = 'stale_epoch';
+    else throw e;
+  }
+  // The model, step by step, with the same takeover.
+  const taken = model.takeNotice(childId, now, epoch);
+  let expected: 'stale_epoch' | 'none' | Outcome = taken.code === 'deliver' ? { code: 'noop' } : taken.code;
+  if (taken.code === 'deliver') {
+    if (takeover === 'taken') model.epoch++;
+    const ended = model.childEnded(taken.link, childId, taken.status, taken.output, now, epoch);
+    expected = ended;
+    if (ended.code !== 'stale_epoch') {
+      if (takeover === 'ended') model.epoch++;
+      if (model.dropNotice(childId, taken.score, `${taken.link.kind}:${taken.link.attempt}:${taken.status}`, epoch) === 'stale_epoch') expected = { code: 'stale_epoch' };
+    }
+  } else if (fenced) fail(env, `${label}: the store took a notice of ${childId} that the model has none of`);
+  const code = typeof expected === 'string' ? expected : expected.code;
+  count(`notice → ${code}${takeover !== 'none' ? ` (takeover after ${takeover})` : ''}`);
+  if (real === 'stale_epoch' || real === undefined) {
+    const realCode = real === undefined ? 'none' : 'stale_epoch';
+    if (realCode !== code) fail(env, `${label}: delivering the notice of ${childId} answered ${realCode}, the model ${code}`);
+  } else {
+    if (code === 'none' || code === 'stale_epoch') fail(env, `${label}: the notice of ${childId} was delivered (${real.expiry.action}), the model says ${code}`);
+    const m = expected as Outcome;
+    const mDispatch = m.code === 'applied' ? m.dispatch : [];
+    sameDispatch(env, `${label} (childEnded)`, mDispatch, real.expiry.dispatch);
+    if (m.code === 'applied' && real.expiry.client !== model.task(real.parentId).client) fail(env, `${label}: childEnded names client ${real.expiry.client}`);
+    if (publish) for (const x of mDispatch) if (x.child === undefined) env.visible.add(attemptKey(x.taskId, x.step, x.kind, x.attempt));
+  }
+  await check(env, label, await readAll(env));
+  if (publish && typeof expected !== 'string' && expected.code === 'applied') await applyChildOps(env, label, expected.dispatch);
 }
 
 async function check(env: Env, label: string, after: Map<string, RealTask>): Promise<void> {
@@ -263,13 +362,14 @@ export async function execute(env: Env, op: Op): Promise<void> {
       // Core's default give-up time is the decision's formula (checked here once per plan, not assumed).
       for (const [i, p] of real.plan.entries()) {
         const s = spec.steps[i]!;
-        if (s.sleep || s.waitFor) continue; // no agent, no ladder
+        if (s.sleep || s.waitFor || s.child) continue; // no agent, no ladder
         if (p.g !== s.run.giveUpAfterMs || p.c?.g !== s.comp?.giveUpAfterMs) {
           fail(env, `the compiled plan's give-up time of ${p.n} (${p.g}, compensation ${p.c?.g}) is not decision 0009's (${s.run.giveUpAfterMs}, ${s.comp?.giveUpAfterMs})`);
         }
       }
       const now = model.clock;
       const client = clientId(op.client);
+      env.choices.set(id, op.choice);
       await transition(
         env,
         label,
@@ -362,6 +462,10 @@ export async function execute(env: Env, op: Op): Promise<void> {
       return;
     case 'deposed': {
       const old = model.epoch - 1;
+      if (target.step === '#parent') {
+        await deliver(env, label, target.taskId, old, true);
+        return;
+      }
       const m =
         target.step === '#task'
           ? await expireTask(env, label, target.taskId, target.now, old, true)
@@ -428,8 +532,9 @@ export async function execute(env: Env, op: Op): Promise<void> {
         const expected = model.expectedInFlight(id);
         sameDispatch(env, `${label} (inFlight)`, expected, t?.dispatch ?? []);
         if (t && t.client !== target.task.client) fail(env, `${label}: inFlight names client ${t.client}, the task was submitted by ${target.task.client}`);
-        for (const d of expected) env.visible.add(attemptKey(d.taskId, d.step, d.kind, d.attempt));
+        for (const d of expected) if (d.child === undefined) env.visible.add(attemptKey(d.taskId, d.step, d.kind, d.attempt));
         await check(env, label, await readAll(env));
+        await applyChildOps(env, label, expected);
       }
       return;
     }
@@ -455,6 +560,9 @@ export async function execute(env: Env, op: Op): Promise<void> {
       );
       return;
     }
+    case 'notice':
+      if (op.t === 'notice') await deliver(env, label, target.taskId, model.epoch, true, op.takeover);
+      return;
     case 'publishAlerts': {
       const pending = await store.pendingAlerts(10_000);
       const real = pending.map((p) => `${p.alert.id}@${p.alert.raisedAt}`).sort();
@@ -481,8 +589,9 @@ export async function sweep(env: Env, label: string, publish: boolean): Promise<
   if (!isDeepStrictEqual(real, expected)) fail(env, `${label}: expiredSteps listed ${JSON.stringify(real)} but the model expects ${JSON.stringify(expected)}`);
   for (const e of listed) {
     const sub = `${label} → expire ${e.taskId}|${e.step}`;
-    env.current = e.step === '#task' ? 'sweep: expireTask' : 'sweep: expireStep';
-    if (e.step === '#task') await expireTask(env, sub, e.taskId, now, env.model.epoch, publish);
+    env.current = e.step === '#task' ? 'sweep: expireTask' : e.step === '#parent' ? 'sweep: notice' : 'sweep: expireStep';
+    if (e.step === '#parent') await deliver(env, sub, e.taskId, env.model.epoch, publish);
+    else if (e.step === '#task') await expireTask(env, sub, e.taskId, now, env.model.epoch, publish);
     else await expireStep(env, sub, e.taskId, e.step, now, env.model.epoch, publish);
   }
 }

@@ -43,7 +43,7 @@ export function TaskPage({ taskId, me, live }: { taskId: string; me: Identity | 
   const failedSteps = t.steps.filter((s) => RETRYABLE_STEP.has(s.status) || (t.status === 'failed' && s.status !== 'processed'));
   return html`<section>
     <h1>Task <code>${t.taskId}</code> <span class=${`badge st-${t.status}`} id="task-status">${t.status}</span></h1>
-    <p class="muted">${t.workflow} v${t.version} · submitted by ${t.client ?? 'default'} · created ${dateTime(t.createdAt)} · updated ${time(t.updatedAt)}${t.error ? html` · <span class="problem-inline">${t.error}</span>` : null}</p>
+    <p class="muted">${t.workflow} v${t.version} · submitted by ${t.client ?? 'default'} · created ${dateTime(t.createdAt)} · updated ${time(t.updatedAt)}${t.parent ? html` · child of <a id="parent-link" href=${`#/tasks/${encodeURIComponent(t.parent.taskId)}`}>${t.parent.taskId}</a> (step ${t.parent.step})` : null}${t.error ? html` · <span class="problem-inline">${t.error}</span>` : null}</p>
     ${problem ? html`<p class="problem">${problem}</p>` : null}
     ${notice ? html`<p class="notice">${notice}</p>` : null}
     ${me?.canAct
@@ -57,7 +57,7 @@ export function TaskPage({ taskId, me, live }: { taskId: string; me: Identity | 
       <thead><tr><th>Step</th><th>Agent</th><th>Status</th><th>Attempt</th><th>Failures</th><th>Locked by</th><th>Complete by</th><th>Error</th><th>Detail</th></tr></thead>
       <tbody>${t.steps.map((s) => html`<tr data-step=${s.name} data-status=${s.status}>
         <td>${s.name}</td><td>${s.agent}</td><td><span class=${`badge st-${s.status}`}>${s.status}</span></td><td>${s.attempt}</td><td>${s.failureCount}</td>
-        <td>${s.lockedBy ?? ''}</td><td>${time(s.completeBy)}</td><td class="err">${s.error ?? ''}</td><td class="detail">${waiting.get(s.name) ?? ''}</td></tr>`)}</tbody>
+        <td>${s.lockedBy ?? ''}</td><td>${time(s.completeBy)}</td><td class="err">${s.error ?? ''}</td><td class="detail">${waiting.get(s.name) ?? ''}${s.child ? html` <a class="child-link" href=${`#/tasks/${encodeURIComponent(s.child.taskId)}`}>open</a>` : null}</td></tr>`)}</tbody>
     </table>
     ${signalSteps(t).length > 0 ? html`<${SignalForm} taskId=${t.taskId} steps=${signalSteps(t)} onDone=${(m: string) => setNotice(m)} onProblem=${setProblem} />` : null}
     ${me?.canAct && failedSteps.length > 0 ? html`<${RetryForm} taskId=${t.taskId} steps=${failedSteps.map((s) => s.name)} input=${t.input} onDone=${(m: string) => setNotice(m)} onProblem=${setProblem} />` : null}
