@@ -9,12 +9,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentHost, defineAgent, type AgentDefinition } from '@triad/agent';
+import { AckPolicy } from '@nats-io/jetstream';
 import { connectBus, ensureStreams, type Bus } from '@triad/bus';
 import { TriadClient } from '@triad/client';
 import { workflow } from '@triad/core';
-import { decodeResults, encode, type StepRequest, type StepResult } from '@triad/protocol';
+import { decodeResults, decodeStepRequests, encode, type StepRequest, type StepResult } from '@triad/protocol';
 import { loadConfig } from '@triad/settings';
-import { Scheduler } from '@triad/scheduler';
+import { BatchTakers, Scheduler, StepSender } from '@triad/scheduler';
 import { Leases, TaskStore, connectRedis } from '@triad/store';
 import { startNats, startRedis, uniqueNamespace, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { deadLetters, waitForDeadLetter } from '../support/dead-letters.js';
@@ -195,5 +196,70 @@ describe('step request batches', () => {
     expect(byHost.batches + byHost.singles).toBe(ran * 2);
     expect([...seen.values()].every((c) => c === 1)).toBe(true);
     expect(await deadLetters(bus)).toEqual([]);
+  });
+});
+
+describe('the scheduler side of step request batches', () => {
+  it('a turn\'s requests to a type that takes batches go as batches of at most the maximum, without a message id; a request alone in its turn goes alone with its own', async () => {
+    const namespace = uniqueNamespace('sbsend');
+    const bus = await connect(namespace, 'b-sender');
+    await ensureStreams(bus);
+    const seen: { subject: string; msgId: string | undefined; items: number }[] = [];
+    bus.nc.subscribe(`triad.${namespace}.step.>`, {
+      callback: (_e, m) => {
+        const d = m.subject.includes('.step.b~') ? decodeStepRequests(m.data) : undefined;
+        seen.push({ subject: m.subject, msgId: m.headers?.get('Nats-Msg-Id') || undefined, items: d?.ok ? d.value.length : 1 });
+      },
+    });
+    await bus.nc.flush();
+    const sender = new StepSender(bus, { takes: (agent) => agent === 'taker' }, 64);
+    const req = (i: number, agent = 'taker'): Uint8Array => encode(request(namespace, agent, `t-${i}`));
+    // 70 in one turn to a type that takes batches, 3 to one that does not.
+    await Promise.all([
+      ...Array.from({ length: 70 }, (_, i) => sender.send('taker', req(i), `t-${i}:one:run:1`)),
+      ...Array.from({ length: 3 }, (_, i) => sender.send('plain', req(i, 'plain'), `p-${i}:one:run:1`)),
+    ]);
+    // One alone in its turn.
+    await sender.send('taker', req(99), 't-99:one:run:1');
+    await waitFor(() => (seen.length >= 6 ? true : undefined), { timeoutMs: 10_000, what: 'the six messages' });
+    const n = bus.names;
+    const batches = seen.filter((m) => m.subject === n.subjects.stepBatch('taker'));
+    expect(batches.map((b) => b.items).sort((a, b) => a - b)).toEqual([6, 64]);
+    expect(batches.every((b) => b.msgId === undefined)).toBe(true);
+    const singles = seen.filter((m) => m.subject !== n.subjects.stepBatch('taker'));
+    expect(singles.map((m) => ({ subject: m.subject, msgId: m.msgId })).sort((a, b) => (a.msgId ?? '').localeCompare(b.msgId ?? ''))).toEqual([
+      { subject: n.subjects.step('plain'), msgId: 'p-0:one:run:1' },
+      { subject: n.subjects.step('plain'), msgId: 'p-1:one:run:1' },
+      { subject: n.subjects.step('plain'), msgId: 'p-2:one:run:1' },
+      { subject: n.subjects.step('taker'), msgId: 't-99:one:run:1' },
+    ]);
+    expect(sender.stats).toEqual({ messages: 6, requests: 74, batches: 2 });
+    // Every request stored: 70 in two batches, 4 alone.
+    expect((await bus.jsm.streams.info(n.streams.steps)).state.messages).toBe(6);
+  });
+
+  it('an agent type takes batches while its batch durable has a pull waiting, and not before', async () => {
+    const namespace = uniqueNamespace('sbtake');
+    const bus = await connect(namespace, 'b-takers');
+    await ensureStreams(bus);
+    const takers = new BatchTakers(bus);
+    await takers.read();
+    expect(takers.takes('bt')).toBe(false);
+    const n = bus.names;
+    await bus.jsm.consumers.add(n.streams.steps, { durable_name: n.consumers.agentBatch('bt'), filter_subject: n.subjects.stepBatch('bt'), ack_policy: AckPolicy.Explicit });
+    await takers.read();
+    // The durable alone is no announcement: nobody pulls from it.
+    expect(takers.takes('bt')).toBe(false);
+    const consumer = await bus.js.consumers.get(n.streams.steps, n.consumers.agentBatch('bt'));
+    const pulling = await consumer.consume({ max_messages: 1, expires: 10_000 });
+    td.add(() => pulling.stop());
+    // Iterating is what keeps a pull outstanding.
+    void (async () => {
+      for await (const m of pulling) m.ack();
+    })();
+    await waitFor(async () => ((await bus.jsm.consumers.info(n.streams.steps, n.consumers.agentBatch('bt'))).num_waiting > 0 ? true : undefined), { timeoutMs: 10_000, what: 'a pull waiting' });
+    await takers.read();
+    expect(takers.takes('bt')).toBe(true);
+    expect(takers.takes('other')).toBe(false);
   });
 });

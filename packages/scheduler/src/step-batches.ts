@@ -77,7 +77,8 @@ export class StepSender {
 
   constructor(
     private readonly bus: Bus,
-    private readonly takers: BatchTakers | undefined,
+    /** Which agent types take batches (a BatchTakers); none: every request goes alone. */
+    private readonly takers: Pick<BatchTakers, 'takes'> | undefined,
     /** The most requests per batch; 1 never batches. */
     private readonly max: number = MAX_REQUESTS_PER_BATCH,
   ) {}
