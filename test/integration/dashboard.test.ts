@@ -242,6 +242,32 @@ describe('the dashboard in a browser', () => {
     expect(await res.text()).toContain('nothing was published');
   });
 
+  it('finds tasks by their tags from the search index (decision 0021 §1.7), filtered by status, and says what is wrong with a bad tag', async () => {
+    const customer = `dash-c-${Date.now()}`;
+    const mine = await Promise.all([0, 1].map((i) => triad.client.run('orders', { orderId: `dash-tag-${i}`, amount: 3 + i }, { tags: { customer }, timeoutMs: 30_000 })));
+    await triad.client.run('orders', { orderId: 'dash-tag-other', amount: 2 }, { tags: { customer: `${customer}-other` }, timeoutMs: 30_000 });
+    const page = await open(`${operatorUrl}/#/tasks`);
+    await page.locator('#tag-search input[name="tags"]').fill(`customer=${customer}`);
+    await page.locator('#tag-search button[type="submit"]').click();
+    await page.locator('#tasks[data-source="search"]').waitFor();
+    const listed = async (): Promise<string[]> => {
+      const rows = page.locator('#tasks tbody tr');
+      const ids: string[] = [];
+      for (let i = 0; i < (await rows.count()); i++) ids.push((await rows.nth(i).getAttribute('data-task')) ?? '');
+      return ids.sort();
+    };
+    await expect.poll(listed).toEqual(mine.map((t) => t.taskId).sort());
+    // Status as selected: none of them failed.
+    await page.locator('select[name="status"]').selectOption('failed');
+    await page.locator('#tag-search button[type="submit"]').click();
+    await expect.poll(() => page.locator('#tasks tbody tr').count()).toBe(0);
+    await page.locator('#tag-search input[name="tags"]').fill('customer');
+    await page.locator('#tag-search button[type="submit"]').click();
+    expect(await page.locator('#tag-problem').textContent()).toContain('"customer" is not key=value');
+    await page.locator('#clear-search').click();
+    await page.locator('#tasks[data-source="live"]').waitFor();
+  });
+
   it('lists the schedules and pauses and resumes one from the schedules page (decision 0019 §6)', async () => {
     await triad.client.createSchedule('dash-hourly', { workflow: 'orders', every: '1h', input: { orderId: 'hourly', amount: 1 } });
     const page = await open(`${operatorUrl}/#/schedules`);

@@ -16,6 +16,19 @@ describe('why a step waits', () => {
     expect(stepWaiting(t, t.steps[2]!, NOW)).toBe('waiting for reserve');
   });
 
+  it('a child step: waiting for its child task (until its timeout), cancelling it, undoing it (decision 0019 §5)', () => {
+    const child = { taskId: 'o1:ship-all:1', workflow: 'shipment', version: 2 };
+    const waiting = step('ship-all', { status: 'waiting', attempt: 1, child: { ...child, op: 'start' }, until: NOW + 55_200 });
+    expect(stepWaiting(task('running', [waiting]), waiting, NOW)).toBe(`waiting for child task o1:ship-all:1 (shipment@2) until ${hh(NOW + 55_200)} (in 55.2s)`);
+    const cancelling = step('ship-all', { status: 'abandoned', attempt: 1, child: { ...child, op: 'cancel' } });
+    expect(stepWaiting(task('failed', [cancelling]), cancelling, NOW)).toBe('cancelling child task o1:ship-all:1 (shipment@2)');
+    const undoing = step('ship-all', { status: 'compensating', attempt: 1, child: { ...child, op: 'undo' } });
+    expect(stepWaiting(task('compensating', [undoing]), undoing, NOW)).toMatch(/undoing child task o1:ship-all:1 \(shipment@2\)$/);
+    // Once its notice came, the step no longer waits for the child.
+    const ended = step('ship-all', { status: 'processed', attempt: 1, child: { ...child, op: 'start', ended: 'completed' } });
+    expect(waitReason(task('running', [ended]), ended, NOW)).toBeUndefined();
+  });
+
   it('in flight at its agent until complete-by, and overdue once complete-by passed', () => {
     const s = step('charge', { status: 'processing', attempt: 2, completeBy: NOW + 3_200 });
     expect(stepWaiting(task('running', [s]), s, NOW)).toBe(`in flight at a payment agent (attempt 2) until complete-by ${hh(NOW + 3_200)} (in 3.2s)`);

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { TriadClient } from '@triad/client';
-import { ErrorCode, NameSchema, TASK_ID_PATTERN, TaskIdSchema, TriadError, errorMessage, type TaskEvent } from '@triad/protocol';
+import { ErrorCode, NameSchema, TASK_ID_PATTERN, TaskIdSchema, TaskStatusSchema, TriadError, errorMessage, tagProblems, type TaskEvent } from '@triad/protocol';
 import { type Logger } from '@triad/telemetry';
 import { DashboardData } from './data.js';
 import { LiveHub } from './live.js';
@@ -30,6 +30,29 @@ export interface DashboardServer {
   app: FastifyInstance;
   url: string;
   close(): Promise<void>;
+}
+
+const SearchQuery = z
+  .object({ tags: z.string().min(1).max(2_000), status: TaskStatusSchema.optional(), workflow: NameSchema.optional(), cursor: z.string().min(1).max(400).optional() })
+  .strict();
+
+/**
+ * The dashboard's tag filter, `customer=c-42 region=eu` (space- or comma-separated `key=value`), checked as
+ * `triad list --tag` checks its own: every problem named, Triad's own `triad.` keys allowed.
+ */
+export function parseTagFilter(text: string): Record<string, string> {
+  const tags: Record<string, string> = {};
+  const problems: string[] = [];
+  for (const part of text.split(/[\s,]+/).filter((x) => x !== '')) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) problems.push(`"${part}" is not key=value (e.g. customer=c-42)`);
+    else if (part.slice(0, eq) in tags) problems.push(`tag ${part.slice(0, eq)} given twice`);
+    else tags[part.slice(0, eq)] = part.slice(eq + 1);
+  }
+  if (problems.length === 0 && Object.keys(tags).length === 0) problems.push('name at least one tag as key=value (e.g. customer=c-42)');
+  problems.push(...(problems.length === 0 ? tagProblems(tags, { allowReserved: true }) : []));
+  if (problems.length > 0) throw new TriadError(ErrorCode.InvalidMessage, `tags: ${problems.join('; ')}`);
+  return tags;
 }
 
 export async function startDashboard(client: TriadClient, o: { port: number; host: string; log: Logger }): Promise<DashboardServer> {
@@ -58,6 +81,14 @@ export async function startDashboard(client: TriadClient, o: { port: number; hos
   app.get('/api/identity', () => Promise.resolve(data.me));
   app.get('/api/tasks/:id', async (req) => data.task(taskIdOf(req)));
   app.get('/api/workflows', async () => data.workflows());
+  // Tasks by their tags (decision 0021 §1.7): task.query from the index, a page at a time; a client-role
+  // dashboard's SDK asks on its own client-scoped subject, so it finds its own tasks only.
+  app.get('/api/search', async (req) => {
+    const q = SearchQuery.safeParse(req.query);
+    if (!q.success) throw new TriadError(ErrorCode.InvalidMessage, `bad search: ${q.error.issues.map((i) => `${i.path.join('.') || 'query'}: ${i.message}`).join('; ')}`);
+    const tags = parseTagFilter(q.data.tags);
+    return client.queryTasks({ tags, limit: 100, ...(q.data.status ? { status: q.data.status } : {}), ...(q.data.workflow ? { workflow: q.data.workflow } : {}), ...(q.data.cursor ? { cursor: q.data.cursor } : {}) });
+  });
   app.get('/api/dead-letters', async (req) => {
     const q = z.object({ source: z.string().min(1).max(80).optional() }).safeParse(req.query);
     if (!q.success) throw new TriadError(ErrorCode.InvalidMessage, `bad query: ${q.error.issues.map((i) => i.message).join('; ')}`);
