@@ -1,6 +1,6 @@
 /** Tests the stand-in remote services over real HTTP: once-per-key effects, idempotent undo, fault injection, validation and routing. */
 import { describe, it, expect, afterEach } from 'vitest';
-import { WHOLE_ORDER_LINE, faultsFromEnv, startRemoteService } from '../src/services/index.js';
+import { MAX_BODY_BYTES, WHOLE_ORDER_LINE, faultsFromEnv, startRemoteService } from '../src/services/index.js';
 import type { RemoteService, RemoteServiceOptions } from '../src/services/index.js';
 import { startExampleServices } from '../src/services/main.js';
 
@@ -322,9 +322,9 @@ describe('input validation and routing', () => {
     expect(payment.effects()).toEqual([]);
   });
 
-  it('answers 413 for bodies over 1 MB', async () => {
+  it('answers 413 for bodies over MAX_BODY_BYTES (64 MiB: a 20 MB document fits, decision 0021 §4)', async () => {
     const inventory = await start({ name: 'inventory' });
-    const huge = await call(inventory, 'POST', '/apply', { idempotencyKey: 'k', action: 'reserve', payload: 'x'.repeat(1024 * 1024) });
+    const huge = await call(inventory, 'POST', '/apply', { idempotencyKey: 'k', action: 'reserve', payload: 'x'.repeat(MAX_BODY_BYTES) });
     expect(huge.status).toBe(413);
     expect(huge.json.error).toContain('larger than');
     expect(inventory.effects()).toEqual([]);
