@@ -79,6 +79,16 @@ local function not_due(at)
 end
 
 -- The transition's working set, at the caller's time (never before the task's last transition).
+-- The spec and record the deadline member names, read in `ctx`: a fan-out element's (`<step>#<i>`) or
+-- the step's own.
+local function member_of(ctx)
+  if base then
+    local s = spec_of(ctx, base)
+    return element_spec(ctx, s, item), element_rec(ctx, s, item)
+  end
+  return spec_of(ctx, stepName), recs_of(ctx)[stepName]
+end
+
 local function open_ctx()
   local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, now))
   ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
@@ -97,14 +107,7 @@ do
     if early then return early end
     local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, now))
     local spec
-    if base then
-      spec = spec_of(ctx, base)
-      rec = element_rec(ctx, spec, item)
-      spec = element_spec(ctx, spec, item)
-    else
-      spec = spec_of(ctx, stepName)
-      rec = recs_of(ctx)[stepName]
-    end
+    spec, rec = member_of(ctx)
     local ph = phase(rec, qkind)
     local q = ph.q
     q.check = (q.check or 1) + 1
@@ -187,14 +190,7 @@ if early then return early end
 
 local ctx = open_ctx()
 local spec
-if base then
-  spec = spec_of(ctx, base)
-  rec = element_rec(ctx, spec, item)
-  spec = element_spec(ctx, spec, item)
-else
-  rec = recs_of(ctx)[stepName]
-  spec = spec_of(ctx, stepName)
-end
+spec, rec = member_of(ctx)
 ph = phase(rec, kind)
 touch(ctx, stepName)
 

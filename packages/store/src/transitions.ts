@@ -1,5 +1,6 @@
 /** Typed views of what the task transitions return (parsed from the Lua reply). */
 import { DEFAULT_CLIENT_ID, type TaskEvent, type TaskEventType, type TaskStatus } from '@triad/protocol';
+import type { QueueItem } from './limit-store.js';
 
 export interface TransitionEvent {
   type: TaskEventType;
@@ -57,17 +58,8 @@ export function elementOutputKey(step: string, item: number): string {
   return `${step}#${item}`;
 }
 
-/** A phase waiting for a permit, as a transition hands it to its agent type's limiter (decision 0020 §2.2). */
-export interface QueuedPhase {
-  ticket: string;
-  taskId: string;
-  phase: string;
-  kind: 'run' | 'compensate';
-  key: string;
-  priority: number;
-  firstAt: number;
-  budgetMs: number;
-}
+/** A phase waiting for a permit, as a transition hands it to its agent type's limiter (decision 0020 §2.2): the limiter's queue item. */
+export type QueuedPhase = QueueItem;
 
 /** What a transition asks of the limiters, per agent type (decision 0020 §2.5): absent when nothing. */
 export type LimiterRequests = Map<string, { queue: QueuedPhase[]; release: string[]; dequeue: string[]; pause?: { key: string | undefined; until: number }[] }>;
