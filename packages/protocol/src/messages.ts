@@ -586,6 +586,11 @@ export const TaskStateSchema = z.object({
   output: optional(z.unknown()),
   /** Its search attributes (decision 0021), as submitted. */
   tags: optional(StoredTagsSchema),
+  /**
+   * A running task that has not started (decision 0024): `waiting` while its client has as many active tasks
+   * as its cap allows, `admitted` once one of them ended and before its steps start.
+   */
+  admission: optional(tolerant(z.enum(['waiting', 'admitted']))),
 });
 export type TaskState = z.output<typeof TaskStateSchema>;
 

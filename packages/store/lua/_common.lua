@@ -102,6 +102,7 @@ end
 
 -- The deadline index member of a task's own deadline (`#` cannot occur in a step name).
 local TASK_DEADLINE = '#task'
+--@include _admission
 
 -- A transition's working set (decision 0009): the task's keys, the clock, the events and dispatches it
 -- produces, and the step records, read once and written back once by `flush`, so helpers that change
@@ -311,8 +312,9 @@ end
 -- changed (and, for a child task that finished now, tells its parent).
 local function sync_search_read(ctx)
   if not ctx.newStatus then return end
-  local v = redis.call('HMGET', ctx.taskKey, 'tags', 'createdAt', 'parent', 'holdUntil')
+  local v = redis.call('HMGET', ctx.taskKey, 'tags', 'createdAt', 'parent', 'holdUntil', 'client')
   sync_search(ctx, v[1], v[2])
+  admission_end(ctx, v[5])
   notify_parent(ctx, v[3], v[4])
 end
 
@@ -1453,12 +1455,14 @@ local function reply(code, ctx, body)
   -- One read for what every reply carries; a caller may have set replyTo or status itself.
   local wf = redis.call('HMGET', taskKey, 'workflow', 'version', 'client', 'createdAt', 'replyTo', 'status', 'tags', 'parent', 'holdUntil')
   sync_search(ctx, wf[7], wf[4])
+  admission_end(ctx, wf[3])
   notify_parent(ctx, wf[8], wf[9])
   body.workflow, body.version, body.client, body.createdAt = wf[1], tonumber(wf[2]), wf[3], tonumber(wf[4])
   if body.replyTo == nil then body.replyTo = wf[5] end
   if body.status == nil then body.status = wf[6] end
   body.events, body.dispatch = ctx.events, dispatch
   body.limiter = ctx.limiter
+  body.admit = ctx.admit
   local out = { code, cjson.encode(body) }
   if #dispatch > 0 then
     out[3] = redis.call('HGET', taskKey, 'input') or ''

@@ -105,5 +105,5 @@ end
 flush(ctx)
 sync_search_read(ctx)
 local f = redis.call('HMGET', taskKey, 'replyTo', 'client', 'workflow', 'createdAt')
-return { OK, cjson.encode({ action = action, kind = kind, events = ctx.events, dispatch = ctx.dispatch, attempt = attempt,
+return { OK, cjson.encode({ action = action, admit = ctx.admit, kind = kind, events = ctx.events, dispatch = ctx.dispatch, attempt = attempt,
   replyTo = f[1], client = f[2], workflow = f[3], createdAt = tonumber(f[4]) }) }

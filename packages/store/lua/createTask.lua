@@ -15,6 +15,8 @@
   decision 0021 §4.6): stored as `objs`, which retention returns so the objects go with the task
   ARGV[17] the limited table (JSON, '' = none; decision 0020 §1.9): a ready step whose agent type is in it
   is queued for that limiter instead of started (the reply's `limiter` lists its queue item)
+  ARGV[18] the client's share of its active-task cap in this bucket ('' = no cap; decision 0024): a task
+  over it is stored, `received`, and waits for admission (not started: no step_started; its `adm` is 'w')
 
   Returns { OK, json{lockEpoch, replyTo, events, dispatch, status}, input, needs... }
           { EXISTS, json{status, client} } when the task id was already submitted (a duplicate is harmless;
@@ -63,7 +65,8 @@ if ARGV[12] ~= '' then
   redis.call('ZADD', deadlinesKey, deadlineAt, deadline_member(taskId, TASK_DEADLINE))
 end
 
-push_event(ctx, 'received', nil, nil, nil, 'running')
-if start_ready(ctx) then finish_task(ctx, 'completed') end
+local waits = admission_take(ctx, ARGV[13], ARGV[18] or '')
+push_event(ctx, 'received', nil, nil, waits, 'running')
+if not waits and start_ready(ctx) then finish_task(ctx, 'completed') end
 flush(ctx)
 return reply(OK, ctx, { lockEpoch = 1, replyTo = ARGV[5] })

@@ -61,7 +61,7 @@ local noop = cjson.encode({ action = 'noop' })
 local function reply_with(ctx, action, kind, ph)
   flush(ctx)
   sync_search_read(ctx)
-  return { OK, cjson.encode({ action = action, kind = kind, events = ctx.events, dispatch = ctx.dispatch, limiter = ctx.limiter, attempt = ph and ph.attempt,
+  return { OK, cjson.encode({ action = action, admit = ctx.admit, kind = kind, events = ctx.events, dispatch = ctx.dispatch, limiter = ctx.limiter, attempt = ph and ph.attempt,
     replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'), failureCount = ph and ph.failureCount, lastError = ph and ph.error,
     workflow = redis.call('HGET', taskKey, 'workflow'), createdAt = tonumber(redis.call('HGET', taskKey, 'createdAt')) }) }
 end

@@ -54,5 +54,5 @@ else
 end
 flush(ctx)
 sync_search_read(ctx)
-return { OK, cjson.encode({ action = action, kind = 'run', events = ctx.events, dispatch = ctx.dispatch, limiter = ctx.limiter, replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'),
+return { OK, cjson.encode({ action = action, admit = ctx.admit, kind = 'run', events = ctx.events, dispatch = ctx.dispatch, limiter = ctx.limiter, replyTo = redis.call('HGET', taskKey, 'replyTo'), client = redis.call('HGET', taskKey, 'client'),
   workflow = redis.call('HGET', taskKey, 'workflow'), createdAt = tonumber(redis.call('HGET', taskKey, 'createdAt')) }) }

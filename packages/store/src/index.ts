@@ -3,11 +3,11 @@
  * called through one wrapper, returning codes mapped to typed errors), task and workflow records, and
  * the deadline index the supervisor reads in O(expired).
  */
-export { keys, bucketOf, BUCKETS, LIMITER_PARTS, parseDeadlineMember, TASK_DEADLINE_STEP, PARENT_NOTICE_STEP, type Keys, type BucketKeys, type LimitRegistryKeys, type LimiterKeys } from './keys.js';
+export { keys, bucketOf, BUCKETS, LIMITER_PARTS, parseDeadlineMember, TASK_DEADLINE_STEP, PARENT_NOTICE_STEP, ADMIT_STEP, admissionKeys, admissionShare, type Keys, type BucketKeys, type LimitRegistryKeys, type LimiterKeys } from './keys.js';
 export { ScriptCode, scriptError, isLeaseBusy, LeaseBusyError, AlreadyAppliedError, isAlreadyApplied } from './codes.js';
 export { OpStore, unknownOp, type StartOpArgs, type OpCounts } from './ops-store.js';
 export { loadScripts, runScript, SCRIPT_NAMES, type ScriptName } from './scripts.js';
-export { TaskStore, requireTask, type PendingAlert, type StoreOptions, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type PurgedObjects, type ApplyOutcome, type BulkFence, type StartQueuedOutcome, type ChildLink, type StartChildArgs, type ChildOutcome, type NoticeDelivery } from './task-store.js';
+export { TaskStore, requireTask, DEFAULT_CLIENT_ACTIVE_TASKS, type PendingAlert, type StoreOptions, type CreateTaskArgs, type CreateOutcome, type ApplyResultArgs, type PurgedObjects, type ApplyOutcome, type BulkFence, type StartQueuedOutcome, type ChildLink, type StartChildArgs, type ChildOutcome, type NoticeDelivery } from './task-store.js';
 export { findStuck, type StuckQuery, type StuckResult } from './stuck.js';
 export { TaskSearch, canonicalTags, encodeCursor, decodeCursor, type TaskFilter, type QueryResult, type CountResult } from './search.js';
 export { WorkflowStore, type CompiledWorkflow, type WorkflowSummary } from './workflow-store.js';

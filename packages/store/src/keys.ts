@@ -199,6 +199,23 @@ export function keys(namespace: string): Keys {
 export const TASK_DEADLINE_STEP = '#task';
 /** The deadline index member a finished child task's notice to its parent uses (`<childId>|#parent`; decision 0019 §5.3). */
 export const PARENT_NOTICE_STEP = '#parent';
+/** The deadline index member of a task admitted but not yet started (`<taskId>|#admit`; decision 0024). */
+export const ADMIT_STEP = '#admit';
+
+/**
+ * A client's admission keys in a bucket (decision 0024), built by the Lua fragment _admission.lua from the
+ * task key: the set of its started, unended tasks, the queue of those waiting (zset by arrival) and the
+ * share of its cap the queue was built with.
+ */
+export function admissionKeys(b: BucketKeys, client: string): { active: string; waiting: string; cap: string } {
+  const p = `${b.taskPrefix.slice(0, -'task:'.length)}adm:`;
+  return { active: `${p}a:${client}`, waiting: `${p}w:${client}`, cap: `${p}c:${client}` };
+}
+
+/** A client's cap on active tasks as each bucket applies it: its share, rounded up (decision 0024). */
+export function admissionShare(maxActive: number): number {
+  return maxActive > 0 ? Math.ceil(maxActive / BUCKETS) : 0;
+}
 
 /** Reads a deadline index member, `<taskId>|<step>` (written by the Lua deadline_member; neither part may contain "|"). */
 export function parseDeadlineMember(member: string): { taskId: string; step: string } | undefined {

@@ -13,7 +13,7 @@ import {
   type TaskSummary,
 } from '@triad/protocol';
 import type { PlanStep } from '@triad/core';
-import { keys, parseDeadlineMember, type BucketKeys, type Keys } from './keys.js';
+import { admissionKeys, admissionShare, keys, parseDeadlineMember, type BucketKeys, type Keys } from './keys.js';
 import { fenceBuckets } from './fence.js';
 import type { LeaseClaim } from './leases.js';
 import { ScriptCode, scriptError } from './codes.js';
@@ -46,9 +46,18 @@ export interface CreateTaskArgs {
   tags?: Readonly<Record<string, string>>;
   /** The objects the task owns from the start (its input's, decision 0021 §4.6): deleted with the task. */
   objects?: readonly string[];
+  /**
+   * The client's cap on its active tasks (decision 0024; 0 or absent = none): each bucket applies its share,
+   * `admissionShare(maxActive)`; a task over it is stored and waits for admission (`Transition.admit` of a
+   * later transition names it when it may start).
+   */
+  maxActive?: number;
   now: number;
   schedulerId: string;
 }
+
+/** The default cap on a client's active tasks (TRIAD_CLIENT_ACTIVE_TASKS; decision 0024). */
+export const DEFAULT_CLIENT_ACTIVE_TASKS = 256;
 
 /** Not created: the id exists, with this status, submitted by `client`. */
 export type CreateOutcome = { created: true; transition: Transition } | { created: false; status: TaskStatus; client: string };
@@ -236,7 +245,7 @@ export class TaskStore {
       this.redis,
       'createTask',
       [k.task(a.taskId), b.tasks, b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search],
-      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client, a.priority === undefined || a.priority === DEFAULT_PRIORITY ? '' : a.priority, canonicalTags(a.tags), a.objects && a.objects.length > 0 ? JSON.stringify(a.objects) : '', await this.limited(a.now)],
+      [a.taskId, a.workflow, a.version, a.input, a.replyTo ?? '', a.planJson ?? JSON.stringify(a.plan), a.now, a.schedulerId, a.onFailure, a.lease.token, a.lease.ms, a.deadlineMs ?? '', a.client, a.priority === undefined || a.priority === DEFAULT_PRIORITY ? '' : a.priority, canonicalTags(a.tags), a.objects && a.objects.length > 0 ? JSON.stringify(a.objects) : '', await this.limited(a.now), admissionShare(a.maxActive ?? 0) || ''],
     )) as unknown[];
     const code = Number(reply[0]);
     if (code !== ScriptCode.Ok && code !== ScriptCode.Exists) throw scriptError(code, `create task ${a.taskId}`);
@@ -827,6 +836,51 @@ export class TaskStore {
    * The supervisor's transition for a task whose own deadline passed (expireTask.lua): the undo begins,
    * or the task fails with a task_deadline alert. Throws TriadError STALE for an older epoch.
    */
+  /**
+   * Starts a task its client's ending task admitted (admitTask.lua, decision 0024), under its lease: its
+   * ready steps, as createTask would have started them. `started: false` when it was not waiting to be
+   * started (already started by another caller, ended, or removed).
+   */
+  async admitTask(a: { lease: LeaseClaim; taskId: string; now: number; schedulerId: string }): Promise<{ started: true; transition: Transition } | { started: false; reason: string }> {
+    const k = this.keys;
+    const b = k.forTask(a.taskId);
+    const reply = (await runScript(this.redis, 'admitTask', [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search], [a.taskId, a.now, a.schedulerId, a.lease.token, a.lease.ms, await this.limited(a.now)])) as unknown[];
+    const code = Number(reply[0]);
+    if (code === ScriptCode.Ok) return { started: true, transition: parseTransition(reply) };
+    if (code === ScriptCode.InvalidState) return { started: false, reason: parseBody(reply[1]).reason ?? 'not waiting to be started' };
+    if (code === ScriptCode.UnknownTask) return { started: false, reason: 'the task was removed' };
+    throw scriptError(code, `admit ${a.taskId}`);
+  }
+
+  /**
+   * The leader supervisor's start of an admitted task whose scheduler did not start it in time (its
+   * `<taskId>|#admit` member fell due; decision 0024), fenced by the epoch: action `admit` with the steps
+   * it started (sent as retry_step commands), or `noop`.
+   */
+  async admitAsLeader(taskId: string, now: number, epoch: number): Promise<Expiry> {
+    const k = this.keys;
+    const b = k.forTask(taskId);
+    const reply = (await runScript(this.redis, 'admitTask', [k.task(taskId), b.deadlines, b.finished, b.epoch, b.compact, b.alerts, b.alertOutbox, b.search], [taskId, now, '', epoch, 0, await this.limited(now)])) as unknown[];
+    const code = Number(reply[0]);
+    if (code === ScriptCode.UnknownTask || code === ScriptCode.InvalidState) return { action: 'noop', kind: 'run', client: DEFAULT_CLIENT_ID, events: [], dispatch: [] };
+    if (code !== ScriptCode.Ok) throw scriptError(code, `admit ${taskId} at epoch ${epoch}`);
+    return parseExpiry(reply[1]);
+  }
+
+  /**
+   * A client's admission in each bucket (decision 0024): how many of its tasks are active and how many wait,
+   * summed over the buckets (2 × BUCKETS calls: for operators and tests, not hot paths).
+   */
+  async admission(client: string): Promise<{ active: number; waiting: number }> {
+    const counts = await Promise.all(
+      this.keys.buckets.map(async (b) => {
+        const ak = admissionKeys(b, client);
+        return [await this.redis.scard(ak.active), await this.redis.zcard(ak.waiting)] as const;
+      }),
+    );
+    return { active: counts.reduce((n, c) => n + c[0], 0), waiting: counts.reduce((n, c) => n + c[1], 0) };
+  }
+
   async expireTask(taskId: string, now: number, epoch: number): Promise<Expiry> {
     const k = this.keys;
     const b = k.forTask(taskId);

@@ -222,6 +222,8 @@ export function fullTaskView(taskId: string, h: TaskHash): TaskState {
   if (tags) state.tags = tags;
   const parent = str('parent');
   if (parent) state.parent = { taskId: parent, step: str('parentStep') ?? '' };
+  const adm = str('adm');
+  if ((adm === 'w' || adm === 'a') && state.status === 'running') state.admission = adm === 'w' ? 'waiting' : 'admitted';
   if (h['out'] && h['out'].length > 0) state.output = unpackTrusted(h['out']);
   return state;
 }

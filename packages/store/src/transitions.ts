@@ -109,6 +109,11 @@ export interface Transition {
   createdAt?: number;
   /** What the transition asks of the agent types' limiters (decision 0020); absent when nothing. */
   limiter?: LimiterRequests;
+  /**
+   * Tasks of the same client and bucket that the transition admitted (decision 0024): the caller starts each
+   * with admitTask (else the supervisor does, once its `#admit` member falls due). Absent when none.
+   */
+  admit?: string[];
 }
 
 /** cjson encodes an empty Lua table as {}; arrays from Lua go through here. */
@@ -128,6 +133,7 @@ interface RawBody {
   reason?: string;
   createdAt?: number;
   limiter?: unknown;
+  admit?: unknown;
 }
 
 export function parseBody(raw: unknown): RawBody {
@@ -156,6 +162,8 @@ export function parseTransition(reply: unknown[]): Transition {
   if (typeof body.createdAt === 'number') t.createdAt = body.createdAt;
   const limiter = parseLimiter(body.limiter);
   if (limiter) t.limiter = limiter;
+  const admit = asArray<string>(body.admit);
+  if (admit.length > 0) t.admit = admit;
   if (Buffer.isBuffer(reply[2])) t.input = reply[2];
   return t;
 }
@@ -195,7 +203,7 @@ export function toTaskEvent(taskId: string, e: TransitionEvent, at: number): Tas
  * with an alert (error) or began its undo (compensate), a step in flight during an undo abandoned
  * (abandon), a sleep that ended and the steps it made ready started (wake, decision 0019), or nothing (noop).
  */
-export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'requeue' | 'resend' | 'timeout' | 'noop';
+export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'requeue' | 'resend' | 'timeout' | 'admit' | 'noop';
 // (requeue: a phase waiting for a limit was checked, decision 0020 Q7: its queue item is in `limiter`;
 // resend / timeout: a child step's check re-sent its current operation, or cancelled its child, decision 0019 §5.3)
 // (a wait that timed out gives up: 'error' or 'compensate', as any give-up)
@@ -217,10 +225,12 @@ export interface Expiry {
   createdAt?: number;
   /** What the transition asks of the limiters (queue items go out as queue_step commands; decision 0020). */
   limiter?: LimiterRequests;
+  /** Tasks the transition admitted (decision 0024): the supervisor starts them with admitTask. */
+  admit?: string[];
 }
 
 export function parseExpiry(raw: unknown): Expiry {
-  const b = (Buffer.isBuffer(raw) ? JSON.parse(raw.toString('utf8')) : {}) as Omit<Partial<Expiry>, 'limiter'> & { events?: unknown; dispatch?: unknown; limiter?: unknown };
+  const b = (Buffer.isBuffer(raw) ? JSON.parse(raw.toString('utf8')) : {}) as Omit<Partial<Expiry>, 'limiter' | 'admit'> & { events?: unknown; dispatch?: unknown; limiter?: unknown; admit?: unknown };
   const e: Expiry = {
     action: b.action ?? 'noop',
     kind: b.kind ?? 'run',
@@ -236,5 +246,7 @@ export function parseExpiry(raw: unknown): Expiry {
   if (typeof b.createdAt === 'number') e.createdAt = b.createdAt;
   const limiter = parseLimiter(b.limiter);
   if (limiter) e.limiter = limiter;
+  const admit = asArray<string>(b.admit);
+  if (admit.length > 0) e.admit = admit;
   return e;
 }

@@ -3,10 +3,12 @@
 // The new step kinds must add nothing to a task that uses none of them: a condition is read only for a
 // step that has one. If a change to the transitions moves these counts, it says so here, and the bench's
 // throughput figures must be checked before the counts are updated.
+// Admission (decision 0024, on by default: the task is created with the default cap) adds four: SCARD and
+// SADD when the task is created (its client's active tasks in its bucket), SREM and ZCARD when it ends.
 import { describe, expect, it } from 'vitest';
 import { encode } from '@triad/protocol';
 import { compilePlan, validateDefinition } from '@triad/core';
-import { LimitCache, LimitStore, TaskStore } from '../src/index.js';
+import { DEFAULT_CLIENT_ACTIVE_TASKS, LimitCache, LimitStore, TaskStore } from '../src/index.js';
 import { usePrivateRedis } from './redis-server.js';
 
 const HELD = { key: 'test:lease:held', token: 'held-token', ms: 600_000 };
@@ -42,7 +44,7 @@ describe('the cost of a plain task', () => {
     const counts = await commandCounts();
     delete counts['config|resetstat'];
     delete counts['info'];
-    expect(counts).toEqual({ evalsha: 4, exists: 4, get: 4, hget: 23, hincrby: 11, hmget: 7, hset: 12, set: 4, zadd: 6, zrem: 4 });
+    expect(counts).toEqual({ evalsha: 4, exists: 4, get: 4, hget: 23, hincrby: 11, hmget: 7, hset: 12, sadd: 1, scard: 1, set: 4, srem: 1, zadd: 6, zcard: 1, zrem: 4 });
   });
 });
 
@@ -60,12 +62,12 @@ describe('the cost of a plain task while another agent type is limited (decision
     const counts = await commandCounts();
     delete counts['config|resetstat'];
     delete counts['info'];
-    expect(counts).toEqual({ evalsha: 4, exists: 4, get: 4, hget: 23, hincrby: 11, hmget: 7, hset: 12, set: 4, zadd: 6, zrem: 4 });
+    expect(counts).toEqual({ evalsha: 4, exists: 4, get: 4, hget: 23, hincrby: 11, hmget: 7, hset: 12, sadd: 1, scard: 1, set: 4, srem: 1, zadd: 6, zcard: 1, zrem: 4 });
   });
 });
 
 async function runTask(store: TaskStore, taskId: string): Promise<void> {
-    const created = await store.createTask({ lease: HELD, taskId, workflow: 'plain', version: 1, input: encode({ orderId: 'o1', amount: 42 }), plan: plain, onFailure: 'compensate', client: 'c1', now: T0, schedulerId: 's1' });
+    const created = await store.createTask({ lease: HELD, taskId, workflow: 'plain', version: 1, input: encode({ orderId: 'o1', amount: 42 }), plan: plain, onFailure: 'compensate', client: 'c1', maxActive: DEFAULT_CLIENT_ACTIVE_TASKS, now: T0, schedulerId: 's1' });
     if (!created.created) throw new Error('expected a new task');
     let now = T0;
     for (const [step, agent] of [['reserve', 'inventory'], ['charge', 'payment'], ['ship', 'shipping']] as const) {
