@@ -2,10 +2,11 @@
 // Measures fair intake (decision 0022, docs/security.md quotes its output) on a deployment secured by
 // `triad auth init` — clients alice and bob in NATS accounts of their own, one identity and one process
 // per agent type, the example's orders workflow:
-//   node scripts/measure-fairness.mjs [--flood 3000] [--rate 20]      (after npm run build)
-// bob's order alone, then while alice submits --flood orders at once: with no limit, and with the
-// operator holding alice to --rate submissions a second (`triad intake set alice --rate N`). Each figure
-// is one run on this machine; nothing here is asserted.
+//   node scripts/measure-fairness.mjs [--flood 3000] [--rate 20] [--active N]      (after npm run build)
+// bob's order alone, then while alice submits --flood orders at once: with no limit (admission's default
+// cap of active tasks per client, decision 0024; `--active N` sets TRIAD_CLIENT_ACTIVE_TASKS, 0 = off, as
+// before 0024), and with the operator holding alice to --rate submissions a second (`triad intake set
+// alice --rate N`). Each figure is one run on this machine; nothing here is asserted.
 import { parseArgs } from 'node:util';
 import { TriadClient, clientOptionsFromEnv } from '@triad/client';
 import { ordersWorkflow } from '@triad/example-orders';
@@ -13,7 +14,7 @@ import { Teardown, uniqueNamespace, waitFor } from '../test/dist/harness/index.j
 import { startSecured } from '../test/dist/support/secured.js';
 import { startTriad } from '../test/dist/support/triad.js';
 
-const { values: o } = parseArgs({ options: { flood: { type: 'string', default: '3000' }, rate: { type: 'string', default: '20' } } });
+const { values: o } = parseArgs({ options: { flood: { type: 'string', default: '3000' }, rate: { type: 'string', default: '20' }, active: { type: 'string', default: '' } } });
 const FLOOD = Number(o.flood);
 const RATE = Number(o.rate);
 const AGENTS = ['inventory', 'fraud', 'payment', 'shipping'];
@@ -27,7 +28,7 @@ try {
   const t = await startTriad(
     td,
     { nats: secured.nats, redis: { url: secured.adminRedisUrl } },
-    { namespace: ns, agentProcesses: 0, registerOrders: false, env: { TRIAD_LOG_LEVEL: 'warn' }, roleEnv: { scheduler: await env('scheduler'), supervisor: await env('supervisor'), client: await env('operator') } },
+    { namespace: ns, agentProcesses: 0, registerOrders: false, env: { TRIAD_LOG_LEVEL: 'warn', ...(o.active !== '' ? { TRIAD_CLIENT_ACTIVE_TASKS: o.active } : {}) }, roleEnv: { scheduler: await env('scheduler'), supervisor: await env('supervisor'), client: await env('operator') } },
   );
   for (const a of AGENTS) await t.startAgents({ ...(await env(`agent-${a}`)), ORDERS_AGENTS: a });
   await t.client.registerWorkflow(ordersWorkflow);
@@ -68,7 +69,7 @@ try {
   const a = flood('free');
   await waitFor(async () => ((await alice.listTasks({ limit: 200 })).length >= 100 ? true : undefined), { timeoutMs: 60_000, what: 'alice to have 100 orders taken' });
   const free = await bobsOrder('free');
-  out(`while alice submits ${FLOOD}, no limit: bob's order completed after (ms)`, `${free.ms} (${free.status}; taken after ${free.receivedMs} ms)`);
+  out(`while alice submits ${FLOOD}, no limit (active cap ${o.active === '' ? 'default' : o.active}): bob's order completed after (ms)`, `${free.ms} (${free.status}; taken after ${free.receivedMs} ms)`);
   out('  alice: all stored after (ms)', await a.stored);
   await drained('free');
 

@@ -87,10 +87,10 @@ const REDIS_READS = ['get', 'hget', 'hgetall', 'hkeys', 'hmget', 'hvals', 'smemb
  */
 export const REDIS_SCRIPT_COMMANDS = {
   scheduler: [
-    'del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hlen', 'hmget', 'hset', 'hsetnx', 'incr', 'llen', 'lpop', 'lrange', 'pexpire', 'rpush', 'sadd', 'set', 'srem', 'zadd', 'zcount', 'zlexcount', 'zrange', 'zrangebylex', 'zrangebyscore', 'zrem', 'zrevrangebylex', 'zrevrangebyscore', 'zscore',
+    'del', 'exists', 'get', 'hdel', 'hexists', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hlen', 'hmget', 'hset', 'hsetnx', 'incr', 'llen', 'lpop', 'lrange', 'pexpire', 'rpush', 'sadd', 'scard', 'set', 'srem', 'zadd', 'zcard', 'zcount', 'zlexcount', 'zpopmin', 'zrange', 'zrangebylex', 'zrangebyscore', 'zrem', 'zrevrangebylex', 'zrevrangebyscore', 'zscore',
   ],
   supervisor: [
-    'del', 'exists', 'get', 'hdel', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hlen', 'hmget', 'hset', 'hsetnx', 'incr', 'llen', 'lpop', 'rpush', 'set', 'zadd', 'zcard', 'zcount', 'zlexcount', 'zrange', 'zrangebylex', 'zrangebyscore', 'zrem', 'zscore',
+    'del', 'exists', 'get', 'hdel', 'hget', 'hgetall', 'hincrby', 'hkeys', 'hlen', 'hmget', 'hset', 'hsetnx', 'incr', 'llen', 'lpop', 'rpush', 'sadd', 'scard', 'set', 'srem', 'zadd', 'zcard', 'zcount', 'zlexcount', 'zpopmin', 'zrange', 'zrangebylex', 'zrangebyscore', 'zrem', 'zscore',
   ],
 } as const;
 
@@ -101,8 +101,8 @@ export const REDIS_SCRIPT_COMMANDS = {
  * stats, retires empty limiters and removes their registry entries.
  */
 export const REDIS_ROLE_SCRIPTS = {
-  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRegister', 'querySearch', 'startOp', 'checkpointOp', 'endOp', 'startQueued', 'startChild', 'cancelChild', 'undoChild'],
-  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'fireSchedule', 'limitApply', 'limitStats', 'limitRetire', 'limitRegister', 'attachObjects', 'takeParentNotice', 'childEnded', 'dropParentNotice'],
+  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRegister', 'querySearch', 'startOp', 'checkpointOp', 'endOp', 'startQueued', 'startChild', 'cancelChild', 'undoChild', 'admitTask'],
+  supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'fireSchedule', 'limitApply', 'limitStats', 'limitRetire', 'limitRegister', 'attachObjects', 'takeParentNotice', 'childEnded', 'dropParentNotice', 'admitTask'],
 } as const;
 
 function redisPermissions(namespace: string, role: 'scheduler' | 'supervisor', db = 0): RedisPermissions {

@@ -96,6 +96,8 @@ export class Dispatcher {
   readonly steps: StepSender;
   /** Where a transition's limiter requests go once its messages are out (the scheduler's FlowControl; decision 0020). */
   onLimiter: ((requests: LimiterRequests) => Promise<void>) | undefined;
+  /** Who starts the tasks a transition admitted (the scheduler; decision 0024): not awaited. */
+  onAdmit: ((taskIds: readonly string[]) => void) | undefined;
   private child: ChildOperation | undefined;
 
   constructor(
@@ -128,5 +130,6 @@ export class Dispatcher {
     await Promise.all(work);
     // Queued, released and dequeued tickets reach their limiters before the caller acknowledges its message.
     if (t.limiter && this.onLimiter) await this.onLimiter(t.limiter);
+    if (t.admit && this.onAdmit) this.onAdmit(t.admit);
   }
 }

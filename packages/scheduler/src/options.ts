@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { DEFAULT_MAX_OBJECT_BYTES, ErrorCode, MAX_REQUESTS_PER_BATCH, TriadError } from '@triad/protocol';
+import { DEFAULT_CLIENT_ACTIVE_TASKS } from '@triad/store';
 
 export const SchedulerSettingsSchema = z.object({
   /** Messages handled at once per consumer (submissions, results, commands). */
@@ -21,6 +22,11 @@ export const SchedulerSettingsSchema = z.object({
    * 1 sends every request alone (TRIAD_STEP_BATCHES=off).
    */
   stepBatchMax: z.number().int().min(1).max(MAX_REQUESTS_PER_BATCH).default(MAX_REQUESTS_PER_BATCH),
+  /**
+   * The most active tasks of one client (TRIAD_CLIENT_ACTIVE_TASKS; decision 0024): each bucket applies its
+   * share (rounded up), a task over it waits for admission; 0 turns admission off.
+   */
+  clientActiveTasks: z.number().int().min(0).max(10_000_000).default(DEFAULT_CLIENT_ACTIVE_TASKS),
 });
 
 export type SchedulerSettings = z.input<typeof SchedulerSettingsSchema>;

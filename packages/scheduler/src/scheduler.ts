@@ -85,6 +85,9 @@ export class Scheduler {
   private consumers: RunningConsumer[] = [];
   /** The tail of each task's queue of operations in this process (see withTaskLease). */
   private readonly taskQueues = new Map<string, Promise<void>>();
+  /** Admitted tasks being started (decision 0024), awaited by stop(). */
+  private readonly admitting = new Set<Promise<void>>();
+  private stopped = false;
   private readonly metrics: SchedulerMetrics;
   /** The settings, every default applied (options.ts). */
   readonly settings: ResolvedSchedulerSettings;
@@ -119,6 +122,9 @@ export class Scheduler {
       log: this.log,
     });
     this.dispatcher.onLimiter = (r) => this.flow.apply(r);
+    this.dispatcher.onAdmit = (ids) => {
+      for (const id of ids) this.startAdmitted(id);
+    };
     this.api = new ApiServer(o.bus, o.tasks, o.tasks.workflows, this.intake, this.dispatcher, this.id, (taskId, fn) => this.withTaskLease(taskId, fn), this.flow, this.log, this.payloads);
   }
 
@@ -150,6 +156,34 @@ export class Scheduler {
     await this.api.stop();
     await Promise.all(this.consumers.map((c) => c.stop()));
     await this.flow.stop();
+    this.stopped = true;
+    await Promise.allSettled([...this.admitting]);
+  }
+
+  /**
+   * Starts a task that a transition of this process admitted (decision 0024), under its lease, not awaited by
+   * the handler that admitted it. A failure or a stop leaves it to the leader supervisor, which starts it once
+   * its `#admit` member falls due.
+   */
+  private startAdmitted(taskId: string): void {
+    const p = (async () => {
+      for (let tries = 0; tries < 20 && !this.stopped; tries++) {
+        const out = await this.withTaskLease(taskId, async (lease) => {
+          const now = Date.now();
+          const r = await this.o.tasks.admitTask({ lease, taskId, now, schedulerId: this.id });
+          if (r.started) {
+            const wf = await this.workflow(r.transition.workflow, r.transition.version);
+            if (!wf) throw new Error(`workflow ${r.transition.workflow} v${r.transition.version} of task ${taskId} is not registered`);
+            await this.dispatcher.publish(taskId, wf, r.transition, now);
+          }
+          return r;
+        });
+        if (!('nakDelayMs' in out)) return;
+        await new Promise((r) => setTimeout(r, out.nakDelayMs));
+      }
+    })().catch((e: unknown) => this.log.warn({ err: errorMessage(e), taskId }, 'an admitted task was not started; the supervisor starts it when its admission falls due'));
+    this.admitting.add(p);
+    void p.finally(() => this.admitting.delete(p));
   }
 
   private async workflow(name: string, version?: number): Promise<RegisteredWorkflow | undefined> {
@@ -220,6 +254,7 @@ export class Scheduler {
         ...(wf.deadlineMs !== undefined ? { deadlineMs: wf.deadlineMs } : {}),
         client,
         ...(sub.priority !== undefined ? { priority: sub.priority } : {}),
+        maxActive: this.settings.clientActiveTasks,
         now,
         schedulerId: this.id,
         ...(sub.replyTo ? { replyTo: sub.replyTo } : {}),

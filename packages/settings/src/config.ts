@@ -28,6 +28,11 @@ export const ConfigSchema = z.object({
    * that take them, and an agent host takes them; `off` — one request per message, as before.
    */
   stepBatches: z.enum(['on', 'off'], { message: 'set it to "on" (step request batches, the default) or "off"' }).default('on'),
+  /**
+   * The most active tasks of one client (decision 0024): a scheduler stores a task over it and starts it
+   * when one of the client's tasks ends. 0 turns admission off.
+   */
+  clientActiveTasks: z.coerce.number().int().min(0).max(10_000_000).default(256),
 });
 
 export type Config = z.output<typeof ConfigSchema> & {
@@ -68,6 +73,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     redisWaitReplicas: env['TRIAD_REDIS_WAIT_REPLICAS'] || undefined,
     redisWaitMs: env['TRIAD_REDIS_WAIT_MS'] || undefined,
     stepBatches: env['TRIAD_STEP_BATCHES'] || undefined,
+    clientActiveTasks: env['TRIAD_CLIENT_ACTIVE_TASKS'] || undefined,
   });
   const envName: Record<string, string> = {
     namespace: 'TRIAD_NAMESPACE',
@@ -76,6 +82,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     redisWaitReplicas: 'TRIAD_REDIS_WAIT_REPLICAS',
     redisWaitMs: 'TRIAD_REDIS_WAIT_MS',
     stepBatches: 'TRIAD_STEP_BATCHES',
+    clientActiveTasks: 'TRIAD_CLIENT_ACTIVE_TASKS',
   };
   const details = parsed.success ? [] : parsed.error.issues.map((i) => `${envName[String(i.path[0])] ?? String(i.path[0])}: ${i.message}`);
   const nats = checkNatsSettings(natsOptionsFromEnv(env, o.labels));

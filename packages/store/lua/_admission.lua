@@ -60,14 +60,14 @@ end
 
 -- A task that ended in this transition (ctx.finishedNow) leaves its client's set, and the next waiting
 -- task takes its place; one that ended while it waited leaves the queue. `client`: the task's field, read
--- by the caller with what it reads anyway. A plain task: two calls (SREM, ZCARD).
+-- by the caller with what it reads anyway. A plain task: two calls (SREM, ZCARD); one not counted: SREM, ZREM.
 local function admission_end(ctx, client)
   if not ctx.finishedNow or not client or client == '' or ctx.admissionDone then return end
   ctx.admissionDone = true
   local activeKey, waitKey, capKey = admission_keys(ctx, client)
   if redis.call('SREM', activeKey, ctx.taskId) == 1 then
     if redis.call('ZCARD', waitKey) > 0 then admission_fill(ctx, activeKey, waitKey, capKey) end
-  else
-    redis.call('ZREM', waitKey, ctx.taskId)
+  elseif redis.call('ZREM', waitKey, ctx.taskId) == 1 then
+    redis.call('HDEL', ctx.taskKey, 'adm')
   end
 end

@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { PayloadStore, ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
 import { TASK_ID_PATTERN, bucketClient, encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
-import { Leadership, LimitStore, PARENT_NOTICE_STEP, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type LeadershipState, type PendingAlert, type PurgedObjects, type RedisClient, type TaskStore } from '@triad/store';
+import { ADMIT_STEP, Leadership, LimitStore, PARENT_NOTICE_STEP, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type LeadershipState, type PendingAlert, type PurgedObjects, type RedisClient, type TaskStore } from '@triad/store';
 import { countTaskEnd, intercept, triadMetrics, type Next } from '@triad/telemetry';
 import { resolveSupervisorSettings, type ResolvedSupervisorSettings, type SupervisorSettings } from './options.js';
 import { ScheduleFiring, catchUpWindowMs } from './schedules.js';
@@ -292,7 +292,13 @@ export class Supervisor {
               this.health.handled++;
               return;
             }
-            const expiry = step === TASK_DEADLINE_STEP ? await this.o.tasks.expireTask(taskId, now, epoch) : await this.o.tasks.expireStep(taskId, step, now, epoch);
+            // An admitted task its scheduler did not start within the grace (decision 0024): started here.
+            const expiry =
+              step === ADMIT_STEP
+                ? await this.o.tasks.admitAsLeader(taskId, now, epoch)
+                : step === TASK_DEADLINE_STEP
+                  ? await this.o.tasks.expireTask(taskId, now, epoch)
+                  : await this.o.tasks.expireStep(taskId, step, now, epoch);
             await this.handleAction({ taskId, step, epoch, expiry, now });
             this.health.handled++;
           } catch (e) {
@@ -498,6 +504,7 @@ export class Supervisor {
     const work: Promise<unknown>[] = [publishTaskEvents(bus, x.client, taskId, x.events.map((e) => toTaskEvent(taskId, e, now)), x.replyTo)];
     // Inside the action's span: the line carries the task's trace id (decision 0013).
     if (x.action === 'wake') this.log.info({ taskId, step, started: x.dispatch.map((d) => d.step) }, 'sleep ended');
+    else if (x.action === 'admit') this.log.info({ taskId, started: x.dispatch.map((d) => d.step) }, 'admitted task started');
     else if (x.action === 'resend' || x.action === 'timeout') this.log.info({ taskId, step, op: x.dispatch.map((d) => d.child) }, x.action === 'timeout' ? 'child task timed out: cancelling it' : 'child operation sent again');
     else if (LADDER_ACTIONS.has(x.action)) this.log.info({ taskId, step, kind: x.kind, attempt: x.attempt, failureCount: x.failureCount, lastError: x.lastError }, `failure ladder: ${x.action}`);
     if (x.action === 'retry') this.health.retries++;
@@ -520,6 +527,15 @@ export class Supervisor {
       work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), id));
     }
     work.push(...this.limiterWork(taskId, epoch, x, now));
+    // Tasks this transition admitted (decision 0024): started here, each its own fenced transition.
+    for (const id of x.admit ?? []) {
+      work.push(
+        this.o.tasks.admitAsLeader(id, now, epoch).then(
+          (a) => (a.action === 'admit' ? this.handleAction({ taskId: id, step: ADMIT_STEP, epoch, expiry: a, now }) : undefined),
+          (e: unknown) => this.log.warn({ err: errorMessage(e), taskId: id }, 'admitted task not started; its admission falls due at a later sweep'),
+        ),
+      );
+    }
     await Promise.all(work);
   }
 

@@ -4,6 +4,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { TERMINAL, type Phase, type StepM, type TaskM } from './model.js';
 import type { World } from './ops.js';
+import { admissionKeys } from '../../src/index.js';
 import { readAlerts, readCompact, readDeadlines, readFinished, type RealSystem, type RealTask } from './real.js';
 import type { CompensationRecord, StepRecord } from '../../src/task-view.js';
 
@@ -160,6 +161,7 @@ export async function compareState(w: World & { sys: RealSystem }, after: Map<st
     diff(out, `task ${t.id} link (parent, step, kind, attempt, holdUntil)`, real.link, t.link ? { ...t.link } : undefined);
     diff(out, `task ${t.id} parent (view)`, real.view.parent, t.link ? { taskId: t.link.parent, step: t.link.step } : undefined);
     diff(out, `task ${t.id} notified`, real.notified, t.notified);
+    diff(out, `task ${t.id} admission (view)`, real.view.admission, t.status === 'running' && t.adm ? (t.adm === 'w' ? 'waiting' : 'admitted') : undefined);
     if (t.status === 'completed' && t.link) diff(out, `task ${t.id} output`, real.view.output, t.output);
     for (const s of t.steps.values()) {
       compareStep(out, t, s, real);
@@ -168,6 +170,13 @@ export async function compareState(w: World & { sys: RealSystem }, after: Map<st
   }
 
   diff(out, 'deadline index', sortedEntries(await readDeadlines(w.sys)), sortedEntries(model.expectedDeadlines()));
+  // Admission (decision 0024): each client's active set and waiting queue per bucket.
+  for (const [key, a] of model.admission) {
+    const [bucket, client] = [Number(key.slice(0, key.indexOf('|'))), key.slice(key.indexOf('|') + 1)];
+    const k = admissionKeys(w.sys.store.keys.buckets[bucket]!, client);
+    diff(out, `admission of ${client} in bucket ${bucket} (active)`, (await w.sys.redis.smembers(k.active)).sort(), [...a.active].sort());
+    diff(out, `admission of ${client} in bucket ${bucket} (waiting, in order)`, await w.sys.redis.zrange(k.waiting, 0, -1), a.waiting);
+  }
 
   const finished = new Map<string, number>();
   const compact = new Map<string, number>();

@@ -152,8 +152,11 @@ export async function checkInvariants(w: { sys: RealSystem; raised: Map<string, 
       }
     }
 
-    // Liveness: the supervisor has something to act on for every task not finished.
-    if (!TERMINAL.has(status) && ![...deadlines.keys()].some((m) => m.startsWith(`${id}|`))) {
+    // Liveness: the supervisor has something to act on for every task not finished — but a task waiting for
+    // admission (decision 0024), which the end of an active task of its client and bucket admits (checked:
+    // that task is in the set, so it has a member of its own).
+    const waitsForAdmission = t.view.admission === 'waiting';
+    if (!TERMINAL.has(status) && !waitsForAdmission && ![...deadlines.keys()].some((m) => m.startsWith(`${id}|`))) {
       out.push(`liveness: ${id} is ${status} but has no member in the deadline index (nothing will ever move it on)`);
     }
   }

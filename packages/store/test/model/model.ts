@@ -234,6 +234,9 @@ export interface TaskM {
   steps: Map<string, StepM>;
   /** Steps whose compensation started, in order (for the order invariant). */
   compStarts: string[];
+  /** Admission (decision 0024): `w` waiting, `a` admitted and not started (its `#admit` member at admitAt). */
+  adm?: 'w' | 'a';
+  admitAt?: number;
   /** A child task: its link; its pending notice (the score of `<id>|#parent`); its output once completed. */
   link?: LinkM;
   notice?: number;
@@ -259,7 +262,7 @@ export interface Dispatch {
   sent?: number;
 }
 
-export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'requeue' | 'resend' | 'timeout';
+export type ExpireAction = 'retry' | 'park' | 'error' | 'compensate' | 'abandon' | 'wake' | 'requeue' | 'resend' | 'timeout' | 'admit';
 /** What an applied signal did (decision 0019 §3.3), reported where an expiry reports its action. */
 export type SignalAction = 'delivered' | 'buffered';
 
@@ -396,6 +399,16 @@ interface Tx {
   alerts: Alert[];
 }
 
+/** How long a scheduler has to start a task it admitted before the supervisor does (decision 0024). */
+export const ADMIT_GRACE_MS = 5_000;
+
+/** A client's admission in one bucket (decision 0024): its active tasks, those waiting (by arrival), its share. */
+export interface AdmissionM {
+  active: Set<string>;
+  waiting: string[];
+  share: number;
+}
+
 export class Model {
   clock: number;
   /** The supervisor leader epoch in Redis. */
@@ -413,9 +426,24 @@ export class Model {
   /** The agent types whose phases wait for a dispatch limit instead of starting (decision 0020; fixed per run). */
   readonly limited: ReadonlySet<string>;
 
-  constructor(now: number, limited: readonly string[] = []) {
+  /** Admission (decision 0024): per `<bucket>|<client>`; `share` 0 = off (tasks are never counted). */
+  readonly admission = new Map<string, AdmissionM>();
+
+  constructor(
+    now: number,
+    limited: readonly string[] = [],
+    readonly share = 0,
+    private readonly bucketOf: (taskId: string) => number = () => 0,
+  ) {
     this.clock = now;
     this.limited = new Set(limited);
+  }
+
+  private admissionOf(t: TaskM): AdmissionM {
+    const key = `${this.bucketOf(t.id)}|${t.client}`;
+    let a = this.admission.get(key);
+    if (!a) this.admission.set(key, (a = { active: new Set(), waiting: [], share: 0 }));
+    return a;
   }
 
   task(id: string): TaskM {
@@ -447,8 +475,43 @@ export class Model {
     if (spec.deadlineMs !== undefined) t.deadlineAt = now + spec.deadlineMs;
     this.tasks.set(id, t);
     const tx = this.tx(t, now);
+    // Admission (decision 0024; createTask only, not a child's start): over the client's share in the
+    // task's bucket, it is stored and waits, in arrival order, and nothing starts.
+    if (this.share > 0 && !link) {
+      const a = this.admissionOf(t);
+      if (a.active.size >= this.share) {
+        a.waiting.push(id);
+        // The queue is a zset by createdAt: ties in member order.
+        a.waiting.sort((x, y) => this.task(x).createdAt - this.task(y).createdAt || (x < y ? -1 : x > y ? 1 : 0));
+        a.share = this.share;
+        t.adm = 'w';
+        return this.applied(tx);
+      }
+      a.active.add(id);
+    }
     this.startReady(tx);
     return this.applied(tx);
+  }
+
+  /**
+   * admitTask.lua (decision 0024): an admitted task (its `#admit` member) starts its ready steps, once; any
+   * other state drops the member and starts nothing. `bySupervisor`: fenced by `epoch` instead of the lease.
+   */
+  admit(taskId: string, now: number, bySupervisor: boolean, epoch = this.epoch): Outcome {
+    const t = this.task(taskId);
+    if (bySupervisor && epoch < this.epoch) return { code: 'stale_epoch' };
+    if (t.adm !== 'a' || t.status !== 'running') {
+      // Not to be started (ended since it was admitted, or started already): only its member goes — the
+      // runner counts that as applied with nothing sent (the script answers INVALID_STATE).
+      if (t.admitAt === undefined) return { code: 'noop' };
+      t.admitAt = undefined;
+      return { code: 'applied', dispatch: [], alerts: [], now };
+    }
+    t.adm = undefined;
+    t.admitAt = undefined;
+    const tx = this.tx(t, now);
+    this.startReady(tx);
+    return this.applied(tx, bySupervisor ? 'admit' : undefined);
   }
 
   /**
@@ -1450,6 +1513,22 @@ export class Model {
   private finish(tx: Tx, status: TaskStatus): void {
     tx.t.status = status;
     tx.t.finishedAt = tx.now;
+    // Admission (decision 0024): an active task's end admits the oldest waiting tasks of its client and
+    // bucket while fewer than the share are active; a waiting task's end takes it out of the queue.
+    if (this.share > 0) {
+      const a = this.admissionOf(tx.t);
+      if (a.active.delete(tx.t.id)) {
+        while (a.waiting.length > 0 && a.active.size < a.share) {
+          const next = this.task(a.waiting.shift()!);
+          a.active.add(next.id);
+          next.adm = 'a';
+          next.admitAt = tx.now + ADMIT_GRACE_MS;
+        }
+      } else if (a.waiting.includes(tx.t.id)) {
+        a.waiting = a.waiting.filter((id) => id !== tx.t.id);
+        tx.t.adm = undefined;
+      }
+    }
     // A child task's end writes its notice, with its output when it completed (decision 0019 §5.3, §5.5).
     if (tx.t.link) {
       tx.t.notice = tx.now;
@@ -1487,6 +1566,7 @@ export class Model {
     for (const t of this.tasks.values()) {
       if (t.status === 'running' && t.deadlineAt !== undefined) out.set(`${t.id}|#task`, t.deadlineAt);
       if (t.notice !== undefined) out.set(`${t.id}|#parent`, t.notice);
+      if (t.admitAt !== undefined) out.set(`${t.id}|#admit`, t.admitAt);
       // A child step's check (decision 0019 §5.3), until its child's notice arrives — a failed parent's too.
       for (const s of t.steps.values()) {
         const c = s.child;

@@ -63,7 +63,12 @@ export type Op =
    * The leader delivers a finished child's notice to its parent (decision 0019 §5.3); with `takeover`, a
    * new leader is elected after the take or after childEnded, and the rest of the delivery is refused.
    */
-  | { t: 'notice'; pick: number; takeover: 'none' | 'taken' | 'ended' };
+  | { t: 'notice'; pick: number; takeover: 'none' | 'taken' | 'ended' }
+  /**
+   * An admitted task is started (admitTask.lua, decision 0024): by the scheduler whose transition admitted
+   * it (under the lease), or by the leader supervisor (at its epoch); `publish: false` = lost before its sends.
+   */
+  | { t: 'admit'; pick: number; by: 'scheduler' | 'supervisor'; publish: boolean };
 
 /** The signal names the signal op sends: the one the approve shape waits for, and one no step waits for. */
 export const SIGNAL_NAMES = { waited: 'approved', other: 'rejected' } as const;
@@ -170,7 +175,8 @@ export type Resolved =
   | { t: 'notice'; taskId: string }
   | { t: 'task'; task: TaskM }
   | { t: 'publishAlerts' }
-  | { t: 'grant'; task: TaskM; step: StepM; kind: Kind; n: number };
+  | { t: 'grant'; task: TaskM; step: StepM; kind: Kind; n: number }
+  | { t: 'admit'; task: TaskM };
 
 /** The phases waiting for a dispatch limit, in a stable order. */
 export function queued(w: World): { task: TaskM; step: StepM; kind: Kind; n: number }[] {
@@ -237,7 +243,7 @@ export function resolve(w: World, op: Op): Resolved | undefined {
       }
       // A notice is delivered, never expired (the `notice` op, and sweeps).
       const e = pickOf(
-        indexed(w).filter((x) => x.step !== '#task' && x.step !== '#parent'),
+        indexed(w).filter((x) => x.step !== '#task' && x.step !== '#parent' && x.step !== '#admit'),
         op.pick,
       );
       if (!e) return undefined;
@@ -289,6 +295,13 @@ export function resolve(w: World, op: Op): Resolved | undefined {
         op.pick,
       );
       return n && { t: 'notice', taskId: n.taskId };
+    }
+    case 'admit': {
+      const task = pickOf(
+        tasks(w).filter((t) => t.admitAt !== undefined),
+        op.pick,
+      );
+      return task && { t: 'admit', task };
     }
     case 'signal': {
       // Mostly to a task that waits for signals (the others only refuse them).
@@ -369,4 +382,10 @@ export const OP_ARBS: [fc.Arbitrary<Op>, number][] = [
   [fc.record({ t: fc.constant('grant' as const), pick: pickArb, late: fc.constantFrom(false, false, false, true), old: fc.constantFrom(false, false, false, true), lag: lagArb, publish: publishArb }), 4],
   [fc.record({ t: fc.constant('notice' as const), pick: pickArb, takeover: fc.constantFrom<'none' | 'taken' | 'ended'>('none', 'none', 'taken', 'ended') }), 2],
   [fc.record({ t: fc.constant('signal' as const), pick: pickArb, name: fc.constantFrom<'waited' | 'other'>('waited', 'waited', 'waited', 'other'), id: fc.nat({ max: 2 }), data: fc.nat({ max: 9 }) }), 4],
+];
+
+/** The admission runs' operations (decision 0024): every operation above, and the start of an admitted task. */
+export const ADMISSION_OP_ARBS: [fc.Arbitrary<Op>, number][] = [
+  ...OP_ARBS,
+  [fc.record({ t: fc.constant('admit' as const), pick: pickArb, by: fc.constantFrom<'scheduler' | 'supervisor'>('scheduler', 'scheduler', 'supervisor'), publish: fc.boolean() }), 3],
 ];

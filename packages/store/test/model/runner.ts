@@ -3,7 +3,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Redis } from 'ioredis';
 import { encode, ErrorCode, TriadError } from '@triad/protocol';
-import type { Dispatch as RealDispatch } from '../../src/index.js';
+import { BUCKETS, bucketOf, type Dispatch as RealDispatch } from '../../src/index.js';
 import { expectedAgent, Model, okOutput, type Dispatch, type Outcome, type ResultOutcome, type StepM, type TaskM } from './model.js';
 import { SIGNAL_NAMES, attemptKey, resolve, type AppliedResult, type Op, type World } from './ops.js';
 import { KID_SHAPE, modelSpec, realPlan, taskInput, type PlanChoice } from './plans.js';
@@ -29,9 +29,11 @@ export interface Env extends World {
 }
 
 /** A fresh namespace and model. */
-export async function newEnv(redis: Redis, namespace: string, limited: readonly string[] = []): Promise<Env> {
+export async function newEnv(redis: Redis, namespace: string, limited: readonly string[] = [], admission = false): Promise<Env> {
   const sys = await realSystem(redis, namespace, limited);
-  const model = new Model(T0, limited);
+  // Admission (decision 0024): a share of 1 per bucket, and submitted tasks' ids all in bucket 0, so a
+  // client's second task waits for its first.
+  const model = new Model(T0, limited, admission ? 1 : 0, bucketOf);
   // The first supervisor leader holds epoch 1.
   await sys.store.fenceBuckets(model.epoch);
   return { model, visible: new Set(), history: [], sys, log: [], last: new Map(), current: '', raised: new Map(), choices: new Map() };
@@ -341,7 +343,18 @@ function createTask(env: Env, id: string, op: { choice: PlanChoice }, client: st
     tags: { model: 'yes', task: id },
     now,
     schedulerId: 'model-scheduler',
+    ...(env.model.share > 0 ? { maxActive: env.model.share * BUCKETS } : {}),
   });
+}
+
+/** A new task's id: `t<n>`, or with admission on (decision 0024) the first `t<n>`, `t<n>-<k>` in bucket 0. */
+function newTaskId(env: Env): string {
+  const n = env.model.tasks.size + 1;
+  if (env.model.share === 0) return `t${n}`;
+  for (let k = 0; ; k++) {
+    const id = k === 0 ? `t${n}` : `t${n}-${k}`;
+    if (bucketOf(id) === 0) return id;
+  }
 }
 
 /** Runs one operation on both sides and checks them; an operation without a target does nothing. */
@@ -356,7 +369,7 @@ export async function execute(env: Env, op: Op): Promise<void> {
   switch (target.t) {
     case 'submit': {
       if (op.t !== 'submit') break;
-      const id = `t${model.tasks.size + 1}`;
+      const id = newTaskId(env);
       const real = realPlan(op.choice);
       const spec = modelSpec(op.choice);
       // Core's default give-up time is the decision's formula (checked here once per plan, not assumed).
@@ -466,6 +479,11 @@ export async function execute(env: Env, op: Op): Promise<void> {
         await deliver(env, label, target.taskId, old, true);
         return;
       }
+      if (target.step === '#admit') {
+        const m = await admit(env, label, target.taskId, target.now, 'supervisor', old, true);
+        if (m.code !== 'stale_epoch') fail(env, `${label}: an admission at the deposed epoch ${old} was not rejected (${m.code})`);
+        return;
+      }
       const m =
         target.step === '#task'
           ? await expireTask(env, label, target.taskId, target.now, old, true)
@@ -563,6 +581,9 @@ export async function execute(env: Env, op: Op): Promise<void> {
     case 'notice':
       if (op.t === 'notice') await deliver(env, label, target.taskId, model.epoch, true, op.takeover);
       return;
+    case 'admit':
+      if (op.t === 'admit') await admit(env, label, target.task.id, model.clock, op.by, model.epoch, op.publish);
+      return;
     case 'publishAlerts': {
       const pending = await store.pendingAlerts(10_000);
       const real = pending.map((p) => `${p.alert.id}@${p.alert.raisedAt}`).sort();
@@ -575,6 +596,32 @@ export async function execute(env: Env, op: Op): Promise<void> {
     }
   }
   fail(env, `${label}: the operation and its target disagree (${target.t})`);
+}
+
+/**
+ * admitTask (decision 0024) on both sides: by the scheduler (under the lease) or by the supervisor at
+ * `epoch`. Not started (INVALID_STATE: only the member goes) counts as applied with nothing sent.
+ */
+async function admit(env: Env, label: string, taskId: string, now: number, by: 'scheduler' | 'supervisor', epoch: number, publish: boolean): Promise<Outcome> {
+  const { store } = env.sys;
+  const model = env.model;
+  env.current = `admit (${by})`;
+  const client = model.task(taskId).client;
+  return transition(
+    env,
+    label,
+    taskId,
+    async () => {
+      if (by === 'scheduler') {
+        const r = await store.admitTask({ lease: env.sys.taskLease(taskId), taskId, now, schedulerId: 'model-scheduler' });
+        return r.started ? { code: 'applied', dispatch: r.transition.dispatch, client: r.transition.client } : { code: 'applied', dispatch: [], client };
+      }
+      const x = await store.admitAsLeader(taskId, now, epoch);
+      return x.action === 'admit' ? { code: 'applied', dispatch: x.dispatch, action: x.action, client: x.client } : { code: 'applied', dispatch: [], client };
+    },
+    () => model.admit(taskId, now, by === 'supervisor', epoch),
+    publish,
+  );
 }
 
 /** A supervisor sweep: what expiredSteps lists (compared with the model's index), then each expiry in turn. */
@@ -591,6 +638,7 @@ export async function sweep(env: Env, label: string, publish: boolean): Promise<
     const sub = `${label} → expire ${e.taskId}|${e.step}`;
     env.current = e.step === '#task' ? 'sweep: expireTask' : e.step === '#parent' ? 'sweep: notice' : 'sweep: expireStep';
     if (e.step === '#parent') await deliver(env, sub, e.taskId, env.model.epoch, publish);
+    else if (e.step === '#admit') await admit(env, sub, e.taskId, now, 'supervisor', env.model.epoch, publish);
     else if (e.step === '#task') await expireTask(env, sub, e.taskId, now, env.model.epoch, publish);
     else await expireStep(env, sub, e.taskId, e.step, now, env.model.epoch, publish);
   }
