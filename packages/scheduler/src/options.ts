@@ -24,7 +24,7 @@ export const SchedulerSettingsSchema = z.object({
   stepBatchMax: z.number().int().min(1).max(MAX_REQUESTS_PER_BATCH).default(MAX_REQUESTS_PER_BATCH),
   /**
    * The most active tasks of one client (TRIAD_CLIENT_ACTIVE_TASKS; decision 0024): each bucket applies its
-   * share (rounded up), a task over it waits for admission; 0 turns admission off.
+   * share (rounded up; 64 → 1), a task over it waits for admission; 0 turns admission off.
    */
   clientActiveTasks: z.number().int().min(0).max(10_000_000).default(DEFAULT_CLIENT_ACTIVE_TASKS),
 });

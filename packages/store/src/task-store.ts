@@ -57,7 +57,7 @@ export interface CreateTaskArgs {
 }
 
 /** The default cap on a client's active tasks (TRIAD_CLIENT_ACTIVE_TASKS; decision 0024). */
-export const DEFAULT_CLIENT_ACTIVE_TASKS = 256;
+export const DEFAULT_CLIENT_ACTIVE_TASKS = 64;
 
 /** Not created: the id exists, with this status, submitted by `client`. */
 export type CreateOutcome = { created: true; transition: Transition } | { created: false; status: TaskStatus; client: string };
