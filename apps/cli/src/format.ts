@@ -97,8 +97,9 @@ export function taskHeader(t: TaskState, now: number = Date.now(), waiting?: str
     ['status', t.status],
     // A child task (decision 0019 §5.1): the task and the step that started it.
     ['parent', t.parent ? `${t.parent.taskId} (step ${t.parent.step})` : undefined],
-    // The task-level reason (decision 0021 §3.5): the first step that waits, and for what.
-    ['waiting', waiting],
+    // The task-level reason (decision 0021 §3.5): the first step that waits, and for what — or, before any
+    // step started, its admission (decision 0024).
+    ['waiting', t.admission === 'waiting' ? `for admission: its client ${t.client ?? ''} has as many active tasks as TRIAD_CLIENT_ACTIVE_TASKS allows in this task's bucket; it starts when one of them ends` : t.admission === 'admitted' ? 'admitted: its steps start now (or within 5 s and a supervisor sweep)' : waiting],
     // Only a priority other than the default 3 is stored (decision 0020).
     ['priority', t.priority !== undefined ? `${t.priority} (1 highest … 5 lowest; 3 by default)` : undefined],
     // A compacted record (decision 0007) no longer keeps who drove the task.
