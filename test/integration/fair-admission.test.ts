@@ -15,6 +15,7 @@ import { startTriad, type TestTriad } from '../support/triad.js';
 const td = withTeardown(afterAll);
 const AGENTS = ['inventory', 'fraud', 'payment', 'shipping'];
 const FLOOD = 3000;
+// FAIR_ACTIVE / FAIR_BACKLOG: TRIAD_CLIENT_ACTIVE_TASKS / TRIAD_SUBMIT_BACKLOG_PER_CLIENT for a measurement (default: the defaults).
 const ns = uniqueNamespace('fair');
 let secured: SecuredDeployment;
 let t: TestTriad;
@@ -53,17 +54,21 @@ describe('fair intake by default', () => {
       },
       { timeoutMs: 120_000, intervalMs: 200, what: 'alice to have 200 tasks waiting for admission' },
     );
-    const t0 = performance.now();
-    let receivedMs: number | undefined;
-    const order = await bob.run('orders', { orderId: 'bob-during-flood', amount: 5 }, { timeoutMs: 120_000, onEvent: (e) => (e.type === 'received' ? (receivedMs ??= performance.now() - t0) : undefined) });
-    const ms = performance.now() - t0;
-    const during = await store.admission('alice');
-    console.log(`bob's order during alice's flood of ${FLOOD}: completed after ${Math.round(ms)} ms (taken after ${Math.round(receivedMs ?? Number.NaN)} ms); alice then: ${during.active} active, ${during.waiting} waiting`);
-    expect(order.status).toBe('completed');
-    // The issue's bound (a correctness bound: without admission this took 17.7–55 s).
-    expect(ms).toBeLessThan(5_000);
-    // alice's tasks never exceeded her cap's per-bucket shares, and still wait their turn.
-    expect(during.active).toBeLessThanOrEqual(BUCKETS * Math.ceil(DEFAULT_CLIENT_ACTIVE_TASKS / BUCKETS));
+    // Three of bob's orders, one after the other, while hers still wait: each must complete within the bound.
+    for (let i = 0; i < 3; i++) {
+      const t0 = performance.now();
+      let receivedMs: number | undefined;
+      const order = await bob.run('orders', { orderId: `bob-during-flood-${i}`, amount: 5 }, { timeoutMs: 120_000, onEvent: (e) => (e.type === 'received' ? (receivedMs ??= performance.now() - t0) : undefined) });
+      const ms = performance.now() - t0;
+      const during = await store.admission('alice');
+      console.log(`bob's order ${i + 1} during alice's flood of ${FLOOD}: completed after ${Math.round(ms)} ms (taken after ${Math.round(receivedMs ?? Number.NaN)} ms); alice then: ${during.active} active, ${during.waiting} waiting`);
+      expect(order.status).toBe('completed');
+      // The issue's bound (a correctness bound: without admission this took 17.7–55 s).
+      expect(ms).toBeLessThan(5_000);
+      // alice's tasks never exceed her cap's per-bucket shares.
+      expect(during.active).toBeLessThanOrEqual(BUCKETS * Math.ceil(Number(process.env['FAIR_ACTIVE'] || DEFAULT_CLIENT_ACTIVE_TASKS) / BUCKETS));
+      if (during.waiting === 0) break;
+    }
     // Nothing of hers is lost: all 3000 are stored, and all complete.
     await flood;
     await waitFor(

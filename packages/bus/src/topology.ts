@@ -31,13 +31,13 @@ export interface TopologyOptions {
   replicas?: number;
   /**
    * Submissions a client may have waiting in SUBMIT (JetStream refuses its next one until the schedulers
-   * take some): default TRIAD_SUBMIT_BACKLOG_PER_CLIENT, else 1000 (decision 0022).
+   * take some): default TRIAD_SUBMIT_BACKLOG_PER_CLIENT, else 100 (decisions 0022, 0024).
    */
   submitBacklogPerClient?: number;
 }
 
-/** The per-client submission backlog when nothing sets one (decision 0022). */
-export const DEFAULT_SUBMIT_BACKLOG_PER_CLIENT = 1_000;
+/** The per-client submission backlog when nothing sets one (decision 0022; 1000 before 0024 admitted the rest into Redis). */
+export const DEFAULT_SUBMIT_BACKLOG_PER_CLIENT = 100;
 
 /**
  * Room a dead letter needs beyond the message it carries: its reason (at most DEAD_LETTER_REASON_CHARS
@@ -109,7 +109,7 @@ export function streamReplicas(env: NodeJS.ProcessEnv = process.env): number {
 }
 
 /**
- * Waiting submissions allowed per client: TRIAD_SUBMIT_BACKLOG_PER_CLIENT (default 1000). Set it alike on
+ * Waiting submissions allowed per client: TRIAD_SUBMIT_BACKLOG_PER_CLIENT (default 100). Set it alike on
  * schedulers and supervisors: both ensure the streams. Throws INVALID_CONFIG for anything but a whole
  * number from 1 to 1000000.
  */
