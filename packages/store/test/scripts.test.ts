@@ -50,6 +50,21 @@ describe('runScript', () => {
     expect(redis.stream.writableCorked).toBe(0);
   });
 
+  it('sends a script\'s text once when many calls find it not loaded (the others wait and use EVALSHA)', async () => {
+    const redis = r();
+    const keys = Array.from({ length: 30 }, (_, i) => `test:scripts:${process.pid}:flushed:${i}`);
+    await Promise.all(keys.map((k) => redis.set(k, 't')));
+    await redis.script('FLUSH');
+    await redis.config('RESETSTAT');
+    const replies = await Promise.all(keys.map((k) => runScript(redis, 'releaseLeases', [k], ['t'])));
+    expect(replies).toEqual(keys.map(() => 1));
+    const stats = await redis.info('commandstats');
+    const calls = (cmd: string): number => Number(new RegExp(`^cmdstat_${cmd}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0);
+    expect(calls('eval')).toBe(1);
+    expect(calls('evalsha')).toBe(30 + 29);
+    expect(await redis.exists(...keys)).toBe(0);
+  });
+
   it('does not hold a call made in a later turn', async () => {
     const redis = r();
     const key = `test:scripts:${process.pid}:later`;
