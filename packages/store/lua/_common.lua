@@ -148,6 +148,8 @@ end
 -- A fan-out element's phase is named `<step>#<i>` (its record field, its deadline member): its events name
 -- the step and carry the element's index as `item`.
 local function element_of(name)
+  -- A plain find first: the pattern backtracks over the whole name, and most names have no '#'.
+  if not string.find(name, '#', 1, true) then return nil, nil end
   local step, i = string.match(name, '^(.+)#(%d+)$')
   if step then return step, tonumber(i) end
   return nil, nil

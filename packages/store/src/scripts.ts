@@ -48,8 +48,8 @@ function stripComments(lua: string): string {
 
 /** The names a text uses bare (not as a field: `x.name`, `x:name`), among `names`. */
 function namesUsed(lua: string, names: readonly string[]): string[] {
-  const code = stripComments(lua);
-  return names.filter((n) => new RegExp(`(?<![\\w.:])${n}(?!\\w)`).test(code));
+  const bare = new Set(stripComments(lua).match(/(?<![\w.:])[A-Za-z_]\w*/g));
+  return names.filter((n) => bare.has(n));
 }
 
 /**
