@@ -129,6 +129,19 @@ describe('child tasks', () => {
 
     await applied(store, ok('p1', 'notify', 'mail', 1, T0 + 60));
     expect((await store.getTask('p1'))?.status).toBe('completed');
+
+    // Retention compacts them after the child's hold: the child keeps its link — shown, and a late start of the
+    // step (its check re-sending it) finds its own child, not a task that took the id.
+    expect(await store.compactFinished(HOLD, 10, EPOCH)).toEqual({ compacted: 2, skipped: 0 }); // the parent and the child
+    const compacted = await store.getTask('p1:ship:1');
+    expect(compacted).toMatchObject({ compacted: true, status: 'completed', parent: { taskId: 'p1', step: 'ship' } });
+    expect(await startChild(store, input as Uint8Array, HOLD + 1)).toEqual({ applied: false, action: 'exists', status: 'completed' });
+    // The notice it answered with is the one the parent had (its step moved on: nothing changes) …
+    expect(await store.deliverNotice('p1:ship:1', HOLD + 2, EPOCH)).toMatchObject({ parentId: 'p1', step: 'ship', childStatus: 'completed' });
+    // … and an undo (an operator's retry of the parent past its bound) is refused: nothing can undo it now.
+    const undo = store.stopChild('undo', { lease: HELD, childId: 'p1:ship:1', link: link('compensate', 1), workflow: 'shipment', client: 'client-1', reason: 'the parent task is being undone', now: HOLD + 3, schedulerId: 'sched-1' });
+    await expect(undo).rejects.toThrow(/compacted by retention; its effects can no longer be undone/);
+    expect((await store.getTask('p1:ship:1'))?.status).toBe('completed');
   });
 
   it('a child that fails fails the step: the parent is undone, and the failed child is not undone twice', async () => {
