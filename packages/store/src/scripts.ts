@@ -11,7 +11,7 @@ import { isCluster, type RedisClient } from './client.js';
 
 const LUA_DIR = new URL('../lua/', import.meta.url);
 
-export const SCRIPT_NAMES = ['createTask', 'applyResult', 'expireStep', 'expireTask', 'retryStep', 'cancelTask', 'releaseLeases', 'purgeFinished', 'compactFinished', 'fenceBucket', 'registerWorkflow', 'elect', 'resign', 'raiseEpoch', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'fireSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRetire', 'limitRegister', 'querySearch', 'startOp', 'checkpointOp', 'endOp', 'attachObjects', 'startQueued', 'startChild', 'cancelChild', 'undoChild', 'takeParentNotice', 'childEnded', 'dropParentNotice'] as const;
+export const SCRIPT_NAMES = ['createTask', 'applyResult', 'expireStep', 'expireTask', 'retryStep', 'cancelTask', 'releaseLeases', 'purgeFinished', 'compactFinished', 'fenceBucket', 'registerWorkflow', 'elect', 'resign', 'raiseEpoch', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'fireSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRetire', 'limitRegister', 'querySearch', 'startOp', 'checkpointOp', 'endOp', 'attachObjects', 'startQueued', 'startChild', 'cancelChild', 'undoChild', 'takeParentNotice', 'childEnded', 'dropParentNotice', 'childRefused'] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 
 export interface LoadedScript {

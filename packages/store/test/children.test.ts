@@ -295,6 +295,31 @@ describe('child tasks', () => {
     expect((taken as Error).message).toContain('task id p1:ship:1 is taken by a task that is not the child of step ship of task p2');
   });
 
+  it('a child id a client already took fails the step at once (childRefused): the task is undone, nothing waits', async () => {
+    const store = new TaskStore(r(), ns());
+    const t = await parentWaiting(store);
+    // A client submitted a task under the id the child would have.
+    await created(store, 'p1:ship:1', childPlan, {}, 'compensate', T0 + 15);
+    const taken = await startChild(store, t.outputs.get('=ship') as Uint8Array, T0 + 20).catch((e: unknown) => e);
+    expect(isTriadError(taken, 'INVALID_STATE')).toBe(true);
+    const refused = await store.childRefused({ lease: HELD, taskId: 'p1', step: 'ship', attempt: 1, childId: 'p1:ship:1', reason: (taken as Error).message, now: T0 + 21, schedulerId: 'sched-1' });
+    if (!refused.applied) throw new Error(`expected applied: ${refused.reason}`);
+    expect(refused.action).toBe('compensate');
+    expect(refused.transition.events.map((e) => [e.type, e.step])).toEqual([
+      ['step_failed', 'ship'],
+      ['compensating', undefined],
+      ['compensation_started', 'reserve'],
+    ]);
+    expect(refused.transition.events[0]?.reason).toMatch(/^child task p1:ship:1 cannot be created: .*task id p1:ship:1 is taken by a task that is not the child of step ship of task p1/);
+    expect(refused.transition.dispatch.map((d) => [d.step, d.kind])).toEqual([['reserve', 'compensate']]);
+    expect(await step(store, 'p1', 'ship')).toMatchObject({ status: 'failed', effect: 'none' });
+    expect((await deadlines(store)).has('p1|ship')).toBe(false);
+    // Told twice (a redelivery): the step no longer waits for that start.
+    expect(await store.childRefused({ lease: HELD, taskId: 'p1', step: 'ship', attempt: 1, childId: 'p1:ship:1', reason: 'again', now: T0 + 22, schedulerId: 'sched-1' })).toMatchObject({ applied: false });
+    // The client's task is untouched.
+    expect((await store.getTask('p1:ship:1'))?.parent).toBeUndefined();
+  });
+
   it('a child whose workflow cannot be started is a cancelled stub that fails the step with the reason', async () => {
     const store = new TaskStore(r(), ns());
     await parentWaiting(store, 'error');
