@@ -56,7 +56,7 @@ function complete(store: TaskStore, taskId: string, step = 'a', now = T0 + 10) {
   return store.applyResult({ lease: HELD, taskId, step, kind: 'run', attempt: 1, now, schedulerId: 's1', agentId: 'g', agentType: 'x', outcome: { ok: true, output: encode({ step }) } });
 }
 
-async function admitted(t: { applied: true; transition: Transition } | { applied: false }): Promise<string[]> {
+function admitted(t: { applied: true; transition: Transition } | { applied: false }): string[] {
   if (!t.applied) throw new Error('not applied');
   return t.transition.admit ?? [];
 }
@@ -97,7 +97,7 @@ describe('admission of a client\'s tasks (decision 0024)', () => {
     expect(view?.steps.map((x) => x.status)).toEqual(['pending']);
 
     // t1 completes: t3 (the oldest waiting) is admitted, with its member due after the grace.
-    expect(await admitted(await complete(store, t1))).toEqual([t3]);
+    expect(admitted(await complete(store, t1))).toEqual([t3]);
     const b = store.keys.forTask(t3);
     expect(await r().zscore(b.deadlines, `${t3}|${ADMIT_STEP}`)).toBe(String(T0 + 10 + 5000));
     const s = await store.admitTask({ lease: HELD, taskId: t3, now: T0 + 11, schedulerId: 's1' });
@@ -155,7 +155,7 @@ describe('admission of a client\'s tasks (decision 0024)', () => {
     // w1 completes both steps: completed → w3 admitted; then w3 is not started by its scheduler (a crash).
     await complete(store, w1, 'a', T0 + 4000);
     const done = await complete(store, w1, 'b', T0 + 4001);
-    expect(await admitted(done)).toEqual([w3]);
+    expect(admitted(done)).toEqual([w3]);
     // w2's step a fails for good: its undo has nothing to compensate, it ends compensated → w4 admitted.
     const failed = await store.applyResult({ lease: HELD, taskId: w2, step: 'a', kind: 'run', attempt: 1, now: T0 + 4002, schedulerId: 's1', agentId: 'g', agentType: 'x', outcome: { ok: false, message: 'card declined', retryable: false, effect: 'none' } });
     if (!failed.applied) throw new Error('not applied');
@@ -188,7 +188,7 @@ describe('admission of a client\'s tasks (decision 0024)', () => {
     expect(x.admit).toBeUndefined();
     expect(await setOf(store, a1)).toEqual({ active: [a1, a2].sort(), waiting: [w2] });
     // A task admitted and then ended before anyone started it frees its place; its member is dropped.
-    expect(await admitted(await complete(store, a1))).toEqual([w2]);
+    expect(admitted(await complete(store, a1))).toEqual([w2]);
     await store.cancelTask({ lease: HELD, taskId: w2, reason: 'never mind', now: T0 + 700, schedulerId: 's1' });
     expect(await store.admitTask({ lease: HELD, taskId: w2, now: T0 + 701, schedulerId: 's1' })).toMatchObject({ started: false });
     expect(await r().zscore(store.keys.forTask(w2).deadlines, `${w2}|${ADMIT_STEP}`)).toBeNull();
@@ -201,6 +201,6 @@ describe('admission of a client\'s tasks (decision 0024)', () => {
     const c = await store.createTask({ lease: HELD, taskId: a1, workflow: 'w', version: 1, input, plan: one, onFailure: 'error', client: 'alice', now: T0, schedulerId: 's1' });
     expect(c.created && c.transition.dispatch).toHaveLength(1);
     expect(await setOf(store, a1)).toEqual({ active: [], waiting: [] });
-    expect(await admitted(await complete(store, a1))).toEqual([]);
+    expect(admitted(await complete(store, a1))).toEqual([]);
   });
 });
