@@ -307,6 +307,27 @@ export async function offloadValue(value: unknown, what: string, inlineMaxBytes:
  * (`download` fetches and checks the bytes). A Triad value this version does not know is an error.
  */
 export async function resolveRefs(value: unknown, download: (ref: ObjectRef) => Promise<Uint8Array>): Promise<unknown> {
+  // Most payloads hold no reference: one synchronous walk says so, without a promise per value.
+  if (!holdsTriadValue(value)) return value;
+  return resolveWithin(value, download);
+}
+
+/** Whether `value` holds a Triad value where resolveRefs looks: itself, or inside arrays and plain objects. */
+function holdsTriadValue(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  for (let v = stack.pop(); stack.length > 0 || v !== undefined; v = stack.pop()) {
+    if (v === null || typeof v !== 'object' || ArrayBuffer.isView(v) || v instanceof Date) continue;
+    if (isTriadValue(v)) return true;
+    if (Array.isArray(v)) {
+      for (const x of v) stack.push(x);
+    } else if (Object.getPrototypeOf(v) === Object.prototype) {
+      for (const k in v) stack.push((v as Record<string, unknown>)[k]);
+    }
+  }
+  return false;
+}
+
+async function resolveWithin(value: unknown, download: (ref: ObjectRef) => Promise<Uint8Array>): Promise<unknown> {
   if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value) || value instanceof Date) return value;
   if (isTriadValue(value)) {
     if (value.$triad !== 'object') throw new TriadError(ErrorCode.InvalidMessage, `unknown Triad value "${String(value.$triad)}": this reader is older than its writer`);
@@ -315,13 +336,13 @@ export async function resolveRefs(value: unknown, download: (ref: ObjectRef) => 
     return unpackTrusted(await download(ref.data));
   }
   if (Array.isArray(value)) {
-    const out = await Promise.all(value.map((v) => resolveRefs(v, download)));
+    const out = await Promise.all(value.map((v) => resolveWithin(v, download)));
     return out.some((v, i) => v !== value[i]) ? out : value;
   }
   if (Object.getPrototypeOf(value) !== Object.prototype) return value;
   let out: Record<string, unknown> | undefined;
   for (const [k, v] of Object.entries(value)) {
-    const w = await resolveRefs(v, download);
+    const w = await resolveWithin(v, download);
     if (w !== v) (out ??= { ...(value as Record<string, unknown>) })[k] = w;
   }
   return out ?? value;

@@ -3,6 +3,9 @@
 // The new step kinds must add nothing to a task that uses none of them: a condition is read only for a
 // step that has one. If a change to the transitions moves these counts, it says so here, and the bench's
 // throughput figures must be checked before the counts are updated.
+// 2026-11-26: applyResult reads the task's status, plan, updatedAt, lockedBy and lockEpoch in one HMGET
+// and every step record once (exists 4 → 1, hget 23 → 5, hmget 7 → 10; docs/performance.md, "A plain
+// task's cost").
 // Admission (decision 0024, on by default: the task is created with the default cap) adds four: SCARD and
 // SADD when the task is created (its client's active tasks in its bucket), SREM and ZCARD when it ends.
 import { describe, expect, it } from 'vitest';
@@ -44,7 +47,7 @@ describe('the cost of a plain task', () => {
     const counts = await commandCounts();
     delete counts['config|resetstat'];
     delete counts['info'];
-    expect(counts).toEqual({ evalsha: 4, exists: 4, get: 4, hget: 23, hincrby: 11, hmget: 7, hset: 12, sadd: 1, scard: 1, set: 4, srem: 1, zadd: 6, zcard: 1, zrem: 4 });
+    expect(counts).toEqual({ evalsha: 4, exists: 1, get: 4, hget: 5, hincrby: 11, hmget: 10, hset: 12, sadd: 1, scard: 1, set: 4, srem: 1, zadd: 6, zcard: 1, zrem: 4 });
   });
 });
 
@@ -62,7 +65,7 @@ describe('the cost of a plain task while another agent type is limited (decision
     const counts = await commandCounts();
     delete counts['config|resetstat'];
     delete counts['info'];
-    expect(counts).toEqual({ evalsha: 4, exists: 4, get: 4, hget: 23, hincrby: 11, hmget: 7, hset: 12, sadd: 1, scard: 1, set: 4, srem: 1, zadd: 6, zcard: 1, zrem: 4 });
+    expect(counts).toEqual({ evalsha: 4, exists: 1, get: 4, hget: 5, hincrby: 11, hmget: 10, hset: 12, sadd: 1, scard: 1, set: 4, srem: 1, zadd: 6, zcard: 1, zrem: 4 });
   });
 });
 
