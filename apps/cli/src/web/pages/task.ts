@@ -43,7 +43,7 @@ export function TaskPage({ taskId, me, live }: { taskId: string; me: Identity | 
   const failedSteps = t.steps.filter((s) => RETRYABLE_STEP.has(s.status) || (t.status === 'failed' && s.status !== 'processed'));
   return html`<section>
     <h1>Task <code>${t.taskId}</code> <span class=${`badge st-${t.status}`} id="task-status">${t.status}</span></h1>
-    <p class="muted">${t.workflow} v${t.version} · submitted by ${t.client ?? 'default'} · created ${dateTime(t.createdAt)} · updated ${time(t.updatedAt)}${t.parent ? html` · child of <a id="parent-link" href=${`#/tasks/${encodeURIComponent(t.parent.taskId)}`}>${t.parent.taskId}</a> (step ${t.parent.step})` : null}${t.error ? html` · <span class="problem-inline">${t.error}</span>` : null}</p>
+    <p class="muted">${t.workflow} v${t.version} · submitted by ${t.client ?? 'default'} · created ${dateTime(t.createdAt)} · updated ${time(t.updatedAt)}${t.parent ? html` · child of <a id="parent-link" href=${`#/tasks/${encodeURIComponent(t.parent.taskId)}`}>${t.parent.taskId}</a> (step ${t.parent.step})` : null}${t.error ? html` · <span class="problem-inline">${t.error}</span>` : null}${t.admission === 'waiting' ? html` · <span id="admission">waiting for admission: its client has as many active tasks as its cap allows in this task's bucket (decision 0024)</span>` : t.admission === 'admitted' ? html` · <span id="admission">admitted: its steps start now</span>` : null}</p>
     ${problem ? html`<p class="problem">${problem}</p>` : null}
     ${notice ? html`<p class="notice">${notice}</p>` : null}
     ${me?.canAct
