@@ -28,6 +28,8 @@ export {
   deadLetter,
   publishTaskEvents,
   sendTaskEvents,
+  encodeTaskEvents,
+  storeTaskEvents,
   type DeadLetterOrigin,
 } from './publish.js';
 export { protocolHeaders, unsupportedVersion, PROTOCOL_HEADER, REPLY_TO_HEADER, PROTOCOL_MAJOR } from './headers.js';

@@ -100,7 +100,7 @@ export class Scheduler {
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
     this.payloads = new PayloadStore(o.bus, { maxObjectBytes: this.settings.maxObjectBytes, ...(o.topology?.replicas !== undefined ? { replicas: o.topology.replicas } : {}) });
-    this.dispatcher = new Dispatcher(o.bus, { stepBatchMax: this.settings.stepBatchMax, logger: this.log });
+    this.dispatcher = new Dispatcher(o.bus, { stepBatchMax: this.settings.stepBatchMax, eventBatches: this.settings.eventBatches, logger: this.log });
     this.intake = o.intake ?? new IntakeStore(o.tasks.redis, o.bus.names.namespace, this.log);
     const ns = o.bus.names.namespace;
     this.metrics = schedulerMetrics(ns);
