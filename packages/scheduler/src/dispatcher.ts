@@ -86,7 +86,7 @@ export function stepRequestMessages(namespace: string, taskId: string, wf: Regis
 export interface DispatcherOptions {
   /** The most step requests per batch to an agent type that takes batches (decision 0023); 1: none. */
   stepBatchMax?: number;
-  /** Whether reply subjects that read event batches get them (decision 0024); default true. */
+  /** Whether reply subjects that read event batches get them (decision 0024); default false. */
   eventBatches?: boolean;
   logger?: Logger;
 }
@@ -109,7 +109,7 @@ export class Dispatcher {
   ) {
     const max = o.stepBatchMax ?? 1;
     this.steps = new StepSender(bus, max > 1 ? new BatchTakers(bus, o.logger) : undefined, max);
-    this.events = new EventSender(bus, o.eventBatches ?? true);
+    this.events = new EventSender(bus, o.eventBatches ?? false);
   }
 
   /** Who applies child operations (the scheduler's ChildOperations); without one they are left to the parent's check. */

@@ -21,8 +21,8 @@ export class EventSender {
 
   constructor(
     private readonly bus: Bus,
-    /** Whether reply subjects that read batches get them (TRIAD_EVENT_BATCHES; off: one message per transition). */
-    private readonly batches: boolean = true,
+    /** Whether reply subjects that read batches get them (TRIAD_EVENT_BATCHES, default off: one message per transition). */
+    private readonly batches: boolean = false,
   ) {}
 
   /** Stores one transition's events and sends them to the submitter's reply subject, if any; never waits. */

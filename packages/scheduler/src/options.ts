@@ -23,9 +23,10 @@ export const SchedulerSettingsSchema = z.object({
   stepBatchMax: z.number().int().min(1).max(MAX_REQUESTS_PER_BATCH).default(MAX_REQUESTS_PER_BATCH),
   /**
    * Whether the events of one event-loop turn's transitions go as one message to a reply subject that
-   * reads batches (decision 0024); false sends one message per transition (TRIAD_EVENT_BATCHES=off).
+   * reads batches (decision 0024); false (the default: not shown to pay, performance.md round 6) sends
+   * one message per transition (TRIAD_EVENT_BATCHES=on|off).
    */
-  eventBatches: z.boolean().default(true),
+  eventBatches: z.boolean().default(false),
 });
 
 export type SchedulerSettings = z.input<typeof SchedulerSettingsSchema>;

@@ -29,7 +29,7 @@ export const ConfigSchema = z.object({
    */
   stepBatches: z.enum(['on', 'off'], { message: 'set it to "on" (step request batches, the default) or "off"' }).default('on'),
   /** TRIAD_EVENT_BATCHES: a scheduler's events to reply subjects that read batches, batched per event-loop turn (decision 0024). */
-  eventBatches: z.enum(['on', 'off'], { message: 'set it to "on" (event batches to reply subjects that read them, the default) or "off"' }).default('on'),
+  eventBatches: z.enum(['on', 'off'], { message: 'set it to "on" (event batches to reply subjects that read them) or "off" (the default)' }).default('off'),
 });
 
 export type Config = z.output<typeof ConfigSchema> & {

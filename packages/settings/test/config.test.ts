@@ -14,7 +14,7 @@ describe('loadConfig', () => {
       redisWaitReplicas: 0,
       redisWaitMs: 1_000,
       stepBatches: 'on',
-      eventBatches: 'on',
+      eventBatches: 'off',
       nats: {},
       redis: {},
       redlock: [],
@@ -29,7 +29,7 @@ describe('loadConfig', () => {
       redisWaitReplicas: 0,
       redisWaitMs: 1_000,
       stepBatches: 'on',
-      eventBatches: 'on',
+      eventBatches: 'off',
       nats: { url: 'nats://n:4222' },
       redis: { url: 'rediss://cache:6380' },
       redlock: [],
@@ -42,7 +42,7 @@ describe('loadConfig', () => {
   });
 
   it('reads TRIAD_EVENT_BATCHES (on or off) and names it when it is neither', () => {
-    expect(loadConfig({ TRIAD_EVENT_BATCHES: 'off' }).eventBatches).toBe('off');
+    expect(loadConfig({ TRIAD_EVENT_BATCHES: 'on' }).eventBatches).toBe('on');
     expect(() => loadConfig({ TRIAD_EVENT_BATCHES: 'maybe' })).toThrow(/TRIAD_EVENT_BATCHES: set it to "on"/);
   });
 
