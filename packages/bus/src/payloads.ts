@@ -321,8 +321,8 @@ export async function offloadEncoded(value: unknown, what: string, inlineMaxByte
  * (`download` fetches and checks the bytes). A Triad value this version does not know is an error.
  * A value with no Triad value in it — almost every one — is returned as it is after one synchronous walk.
  */
-export async function resolveRefs(value: unknown, download: (ref: ObjectRef) => Promise<Uint8Array>): Promise<unknown> {
-  return holdsTriadValue(value) ? resolveIn(value, download) : value;
+export function resolveRefs(value: unknown, download: (ref: ObjectRef) => Promise<Uint8Array>): Promise<unknown> {
+  return holdsTriadValue(value) ? resolveIn(value, download) : Promise.resolve(value);
 }
 
 async function resolveIn(value: unknown, download: (ref: ObjectRef) => Promise<Uint8Array>): Promise<unknown> {
