@@ -1,5 +1,5 @@
 /**
- * Event batches to reply subjects (decision 0024), against real NATS and Redis with a scheduler and an
+ * Event batches to reply subjects (decision 0025), against real NATS and Redis with a scheduler and an
  * agent host in this process:
  * - tasks sharing a reply subject that reads batches (the SDK's replySubject(), last token `b~…`) get
  *   every event of theirs, each once and in seq order, in fewer messages than transitions; the history

@@ -1,5 +1,5 @@
 /**
- * Payloads carried through the scheduler as bytes (decision 0024, "other levers"), against real NATS and
+ * Payloads carried through the scheduler as bytes (decision 0025, "other levers"), against real NATS and
  * Redis with a scheduler and an agent host in this process: a submission and results of several KiB —
  * above OPAQUE_PAYLOAD_MIN_BYTES, so the scheduler decodes them without their input/output — keep every
  * value exact through two steps (the output of one is the need of the next) and back to the client; and

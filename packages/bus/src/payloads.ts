@@ -305,7 +305,7 @@ export async function offloadValue(value: unknown, what: string, inlineMaxBytes:
 /**
  * offloadValue's answer already encoded: the bytes of what a writer sends (the value's own encoding when
  * inline, else the reference's), undefined for an undefined value — so the value is encoded once, not
- * once to measure it and again inside its message (decision 0024).
+ * once to measure it and again inside its message (decision 0025).
  */
 export async function offloadEncoded(value: unknown, what: string, inlineMaxBytes: number, upload: (bytes: Uint8Array) => Promise<ObjectRef>): Promise<Uint8Array | undefined> {
   const at = reservedKeyPath(value, what);

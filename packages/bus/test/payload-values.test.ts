@@ -1,4 +1,4 @@
-// resolveRefs and offloadEncoded (decisions 0021 §4, 0024): a value without references is returned as it
+// resolveRefs and offloadEncoded (decisions 0021 §4, 0025): a value without references is returned as it
 // is (the same object: no copy, no await per value); references at any depth are resolved; a Triad value
 // this version does not know is refused; offloadEncoded sends what offloadValue sends, encoded once.
 import { describe, expect, it } from 'vitest';

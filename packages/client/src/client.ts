@@ -928,7 +928,7 @@ export class TriadClient {
   /**
    * A private reply subject (in this client's inbox) and an iterator of the events the scheduler sends
    * there. Several tasks may share it: each event names its task. Its last token starts with `b~`, which
-   * tells a scheduler that it reads event batches (decision 0024): the transitions of one scheduler turn
+   * tells a scheduler that it reads event batches (decision 0025): the transitions of one scheduler turn
    * then come in one message.
    */
   replySubject(): { subject: string; events: AsyncIterable<TaskEvent>; close(): void } {

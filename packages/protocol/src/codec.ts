@@ -245,7 +245,7 @@ export const OPAQUE_PAYLOAD_MIN_BYTES = 2_048;
 
 /**
  * Decodes and validates untrusted `bytes` like decode(), except the value under the top-level `field` —
- * a payload the reader carries on but does not read (decision 0024: a task's input, a step's output).
+ * a payload the reader carries on but does not read (decision 0025: a task's input, a step's output).
  * That value is checked (well-formed msgpack, nesting within MAX_NESTING_DEPTH with its message) but not
  * decoded: `value` lacks it, and `payload` is a view of its bytes. Undefined — decode the message as
  * usual — when it is under OPAQUE_PAYLOAD_MIN_BYTES or over `maxBytes`, is not one whole map, or has no

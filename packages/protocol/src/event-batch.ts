@@ -1,6 +1,6 @@
 /**
  * Task events on a reply subject come one transition per message or — to a reply subject that announced
- * it reads them (decision 0024: its last token starts with `b~`) — the transitions of one event-loop turn
+ * it reads them (decision 0025: its last token starts with `b~`) — the transitions of one event-loop turn
  * of a scheduler in one message: `{ batches: [<encoded TaskEventBatch>, …] }`. Each transition's events
  * stay separately encoded (the bytes the EVENTS stream stores for it), so a reader validates each on its
  * own and a bad one never costs its neighbours — the shape of the result and request batches.
@@ -13,7 +13,7 @@ import { TaskEventBatchSchema, type TaskEventBatch } from './messages.js';
 /** The most transitions' events one message to a reply subject carries. */
 export const MAX_EVENT_BATCHES_PER_MESSAGE = 256;
 
-/** The start of a reply subject's last token that announces it reads event batches (decision 0024). */
+/** The start of a reply subject's last token that announces it reads event batches (decision 0025). */
 export const EVENT_BATCH_REPLY_MARK = 'b~';
 
 export const TaskEventBatchesSchema = z.object({

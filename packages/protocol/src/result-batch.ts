@@ -37,7 +37,7 @@ export function decodeResults(bytes: Uint8Array, maxBytes: number = DEFAULT_MAX_
   if (bytes.length > maxBytes) {
     return { ok: false, error: new TriadError(ErrorCode.PayloadTooLarge, `step result message is ${bytes.length} bytes, over the limit of ${maxBytes}`) };
   }
-  // A large result's output is carried as its bytes, never decoded here (decision 0024).
+  // A large result's output is carried as its bytes, never decoded here (decision 0025).
   const opaque = decodeWithOpaquePayload(bytes, StepResultSchema, 'step result', 'output', maxBytes);
   if (opaque) return opaque.ok ? { ok: true, value: { single: true, items: [{ ok: true, value: opaque.value.value, bytes, output: opaque.value.payload }] } } : opaque;
   const unpacked = unpackUntrusted(bytes, 'step result');

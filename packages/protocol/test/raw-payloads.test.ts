@@ -78,7 +78,7 @@ describe('isAbsentValue', () => {
   });
 });
 
-describe('decodeWithOpaquePayload (decision 0024: a payload carried on, not decoded)', () => {
+describe('decodeWithOpaquePayload (decision 0025: a payload carried on, not decoded)', () => {
   const schema = z.object({ id: z.string(), payload: z.unknown().optional() }).passthrough();
   /** A value nested `levels` arrays deep around a filler big enough to take the opaque path. */
   const nested = (levels: number): unknown => {

@@ -86,7 +86,7 @@ export function stepRequestMessages(namespace: string, taskId: string, wf: Regis
 export interface DispatcherOptions {
   /** The most step requests per batch to an agent type that takes batches (decision 0023); 1: none. */
   stepBatchMax?: number;
-  /** Whether reply subjects that read event batches get them (decision 0024); default false. */
+  /** Whether reply subjects that read event batches get them (decision 0025); default false. */
   eventBatches?: boolean;
   logger?: Logger;
 }
@@ -97,7 +97,7 @@ export type ChildOperation = (taskId: string, wf: RegisteredWorkflow, t: Transit
 export class Dispatcher {
   /** Sends step requests: alone, or in batches to agent types that take them (decision 0023). */
   readonly steps: StepSender;
-  /** Stores events and sends them to reply subjects: batched to those that read batches (decision 0024). */
+  /** Stores events and sends them to reply subjects: batched to those that read batches (decision 0025). */
   readonly events: EventSender;
   /** Where a transition's limiter requests go once its messages are out (the scheduler's FlowControl; decision 0020). */
   onLimiter: ((requests: LimiterRequests) => Promise<void>) | undefined;

@@ -1,5 +1,5 @@
 /**
- * Task events out of a scheduler (decision 0024). Each transition's events are stored in the EVENTS
+ * Task events out of a scheduler (decision 0025). Each transition's events are stored in the EVENTS
  * stream as one message on the task's own subject, as always (its history, read by subject). To a reply
  * subject that announced it reads batches (its last token starts with `b~`), the transitions of one
  * event-loop turn go as one `{ batches: [...] }` message — each element the very bytes the stream stores;

@@ -23,7 +23,7 @@ export const SchedulerSettingsSchema = z.object({
   stepBatchMax: z.number().int().min(1).max(MAX_REQUESTS_PER_BATCH).default(MAX_REQUESTS_PER_BATCH),
   /**
    * Whether the events of one event-loop turn's transitions go as one message to a reply subject that
-   * reads batches (decision 0024); false (the default: not shown to pay, performance.md round 6) sends
+   * reads batches (decision 0025); false (the default: not shown to pay, performance.md round 6) sends
    * one message per transition (TRIAD_EVENT_BATCHES=on|off).
    */
   eventBatches: z.boolean().default(false),

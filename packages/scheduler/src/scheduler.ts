@@ -170,7 +170,7 @@ export class Scheduler {
     if (!client) {
       return { outcome: 'rejected', reason: 'subject', disposition: { deadLetter: `submission on ${subject}: the subject must name the submitting client (triad.<ns>.submit.<client>)` } };
     }
-    // A large submission's input is carried as its bytes, never decoded here (decision 0024).
+    // A large submission's input is carried as its bytes, never decoded here (decision 0025).
     const opaque = decodeWithOpaquePayload(data, SubmissionSchema, 'submission', 'input');
     const d = opaque ? (opaque.ok ? { ok: true as const, value: opaque.value.value } : opaque) : decode(data, SubmissionSchema, 'submission');
     if (!d.ok) {
