@@ -28,6 +28,8 @@ export const ConfigSchema = z.object({
    * that take them, and an agent host takes them; `off` — one request per message, as before.
    */
   stepBatches: z.enum(['on', 'off'], { message: 'set it to "on" (step request batches, the default) or "off"' }).default('on'),
+  /** TRIAD_EVENT_BATCHES: a scheduler's events to reply subjects that read batches, batched per event-loop turn (decision 0025). */
+  eventBatches: z.enum(['on', 'off'], { message: 'set it to "on" (event batches to reply subjects that read them) or "off" (the default)' }).default('off'),
 });
 
 export type Config = z.output<typeof ConfigSchema> & {
@@ -68,6 +70,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     redisWaitReplicas: env['TRIAD_REDIS_WAIT_REPLICAS'] || undefined,
     redisWaitMs: env['TRIAD_REDIS_WAIT_MS'] || undefined,
     stepBatches: env['TRIAD_STEP_BATCHES'] || undefined,
+    eventBatches: env['TRIAD_EVENT_BATCHES'] || undefined,
   });
   const envName: Record<string, string> = {
     namespace: 'TRIAD_NAMESPACE',
@@ -76,6 +79,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     redisWaitReplicas: 'TRIAD_REDIS_WAIT_REPLICAS',
     redisWaitMs: 'TRIAD_REDIS_WAIT_MS',
     stepBatches: 'TRIAD_STEP_BATCHES',
+    eventBatches: 'TRIAD_EVENT_BATCHES',
   };
   const details = parsed.success ? [] : parsed.error.issues.map((i) => `${envName[String(i.path[0])] ?? String(i.path[0])}: ${i.message}`);
   const nats = checkNatsSettings(natsOptionsFromEnv(env, o.labels));
