@@ -21,6 +21,7 @@ runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
     maxObjectBytes: payloadSettingsFromEnv(process.env).maxObjectBytes,
     ...(config.stepBatches === 'off' ? { stepBatchMax: 1 } : {}),
     clientActiveTasks: config.clientActiveTasks,
+    eventBatches: config.eventBatches === 'on',
   });
   await scheduler.start();
   onShutdown(() => scheduler.stop());

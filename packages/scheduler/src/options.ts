@@ -27,6 +27,12 @@ export const SchedulerSettingsSchema = z.object({
    * share (rounded up; 64 → 1), a task over it waits for admission; 0 turns admission off.
    */
   clientActiveTasks: z.number().int().min(0).max(10_000_000).default(DEFAULT_CLIENT_ACTIVE_TASKS),
+  /**
+   * Whether the events of one event-loop turn's transitions go as one message to a reply subject that
+   * reads batches (decision 0025); false (the default: not shown to pay, performance.md round 6) sends
+   * one message per transition (TRIAD_EVENT_BATCHES=on|off).
+   */
+  eventBatches: z.boolean().default(false),
 });
 
 export type SchedulerSettings = z.input<typeof SchedulerSettingsSchema>;

@@ -14,6 +14,7 @@ describe('loadConfig', () => {
       redisWaitReplicas: 0,
       redisWaitMs: 1_000,
       stepBatches: 'on',
+      eventBatches: 'off',
       nats: {},
       redis: {},
       redlock: [],
@@ -28,6 +29,7 @@ describe('loadConfig', () => {
       redisWaitReplicas: 0,
       redisWaitMs: 1_000,
       stepBatches: 'on',
+      eventBatches: 'off',
       nats: { url: 'nats://n:4222' },
       redis: { url: 'rediss://cache:6380' },
       redlock: [],
@@ -37,6 +39,11 @@ describe('loadConfig', () => {
   it('reads TRIAD_STEP_BATCHES (on or off) and names it when it is neither', () => {
     expect(loadConfig({ TRIAD_STEP_BATCHES: 'off' }).stepBatches).toBe('off');
     expect(() => loadConfig({ TRIAD_STEP_BATCHES: 'maybe' })).toThrow(/TRIAD_STEP_BATCHES: set it to "on"/);
+  });
+
+  it('reads TRIAD_EVENT_BATCHES (on or off) and names it when it is neither', () => {
+    expect(loadConfig({ TRIAD_EVENT_BATCHES: 'on' }).eventBatches).toBe('on');
+    expect(() => loadConfig({ TRIAD_EVENT_BATCHES: 'maybe' })).toThrow(/TRIAD_EVENT_BATCHES: set it to "on"/);
   });
 
   it('reads TRIAD_REDLOCK_URLS as the leadership lease instances, and names the entry that is wrong', () => {
