@@ -14,6 +14,7 @@ describe('loadConfig', () => {
       redisWaitReplicas: 0,
       redisWaitMs: 1_000,
       stepBatches: 'on',
+      clientActiveTasks: 64,
       eventBatches: 'off',
       nats: {},
       redis: {},
@@ -29,11 +30,19 @@ describe('loadConfig', () => {
       redisWaitReplicas: 0,
       redisWaitMs: 1_000,
       stepBatches: 'on',
+      clientActiveTasks: 64,
       eventBatches: 'off',
       nats: { url: 'nats://n:4222' },
       redis: { url: 'rediss://cache:6380' },
       redlock: [],
     });
+  });
+
+  it('reads TRIAD_CLIENT_ACTIVE_TASKS (0 turns admission off, decision 0024) and names it when it is not a whole number', () => {
+    expect(loadConfig({ TRIAD_CLIENT_ACTIVE_TASKS: '0' }).clientActiveTasks).toBe(0);
+    expect(loadConfig({ TRIAD_CLIENT_ACTIVE_TASKS: '500' }).clientActiveTasks).toBe(500);
+    expect(() => loadConfig({ TRIAD_CLIENT_ACTIVE_TASKS: 'many' })).toThrow(/TRIAD_CLIENT_ACTIVE_TASKS/);
+    expect(() => loadConfig({ TRIAD_CLIENT_ACTIVE_TASKS: '-1' })).toThrow(/TRIAD_CLIENT_ACTIVE_TASKS/);
   });
 
   it('reads TRIAD_STEP_BATCHES (on or off) and names it when it is neither', () => {
