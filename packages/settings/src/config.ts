@@ -32,7 +32,7 @@ export const ConfigSchema = z.object({
    * The most active tasks of one client (decision 0024): a scheduler stores a task over it and starts it
    * when one of the client's tasks ends. 0 turns admission off.
    */
-  clientActiveTasks: z.coerce.number().int().min(0).max(10_000_000).default(64),
+  clientActiveTasks: z.coerce.number().int().min(0).max(10_000_000).default(0),
   /** TRIAD_EVENT_BATCHES: a scheduler's events to reply subjects that read batches, batched per event-loop turn (decision 0025). */
   eventBatches: z.enum(['on', 'off'], { message: 'set it to "on" (event batches to reply subjects that read them) or "off" (the default)' }).default('off'),
 });

@@ -56,8 +56,12 @@ export interface CreateTaskArgs {
   schedulerId: string;
 }
 
-/** The default cap on a client's active tasks (TRIAD_CLIENT_ACTIVE_TASKS; decision 0024). */
-export const DEFAULT_CLIENT_ACTIVE_TASKS = 64;
+/**
+ * The default cap on a client's active tasks (TRIAD_CLIENT_ACTIVE_TASKS; decision 0024): 0, off. A task that
+ * waits for a signal, a sleep or a child counts as active, so any default cap would let a client's waiting
+ * tasks hold back its new ones; an operator turns it on for a multi-tenant deployment.
+ */
+export const DEFAULT_CLIENT_ACTIVE_TASKS = 0;
 
 /** Not created: the id exists, with this status, submitted by `client`. */
 export type CreateOutcome = { created: true; transition: Transition } | { created: false; status: TaskStatus; client: string };

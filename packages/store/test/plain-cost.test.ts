@@ -6,8 +6,9 @@
 // 2026-11-26: applyResult reads the task's status, plan, updatedAt, lockedBy and lockEpoch in one HMGET
 // and every step record once (exists 4 → 1, hget 23 → 5, hmget 7 → 10; docs/performance.md, "A plain
 // task's cost").
-// Admission (decision 0024, on by default: the task is created with the default cap) adds four: SCARD and
-// SADD when the task is created (its client's active tasks in its bucket), SREM and ZCARD when it ends.
+// Admission (decision 0024; off by default: the task is created with the default cap, 0) adds two when it
+// ends: an SREM and a ZREM that find nothing (a task created with a cap adds SCARD and SADD when it is
+// created and SREM and ZCARD when it ends instead).
 import { describe, expect, it } from 'vitest';
 import { encode } from '@triad/protocol';
 import { compilePlan, validateDefinition } from '@triad/core';
@@ -47,7 +48,7 @@ describe('the cost of a plain task', () => {
     const counts = await commandCounts();
     delete counts['config|resetstat'];
     delete counts['info'];
-    expect(counts).toEqual({ evalsha: 4, exists: 1, get: 4, hget: 5, hincrby: 11, hmget: 10, hset: 12, sadd: 1, scard: 1, set: 4, srem: 1, zadd: 6, zcard: 1, zrem: 4 });
+    expect(counts).toEqual({ evalsha: 4, exists: 1, get: 4, hget: 5, hincrby: 11, hmget: 10, hset: 12, set: 4, srem: 1, zadd: 6, zrem: 5 });
   });
 });
 
@@ -65,7 +66,7 @@ describe('the cost of a plain task while another agent type is limited (decision
     const counts = await commandCounts();
     delete counts['config|resetstat'];
     delete counts['info'];
-    expect(counts).toEqual({ evalsha: 4, exists: 1, get: 4, hget: 5, hincrby: 11, hmget: 10, hset: 12, sadd: 1, scard: 1, set: 4, srem: 1, zadd: 6, zcard: 1, zrem: 4 });
+    expect(counts).toEqual({ evalsha: 4, exists: 1, get: 4, hget: 5, hincrby: 11, hmget: 10, hset: 12, set: 4, srem: 1, zadd: 6, zrem: 5 });
   });
 });
 
