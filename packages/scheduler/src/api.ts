@@ -234,7 +234,8 @@ export class ApiServer {
       'task.get': async (data, client) => {
         const { taskId } = req(data, GetTaskRequestSchema, 'task.get request');
         // Another client's task is answered exactly as a missing one (decision 0017).
-        return requireTask(client === undefined ? await this.tasks.getTask(taskId) : await this.tasks.getTaskOf(taskId, client), taskId);
+        // A queued phase's place in line is read from its limiter (decision 0020 §6: only when one is queued).
+        return requireTask(client === undefined ? await this.tasks.getTask(taskId, { places: true }) : await this.tasks.getTaskOf(taskId, client, { places: true }), taskId);
       },
       'task.retry': async (data) => {
         const q = req(data, RetryTaskRequestSchema, 'task.retry request');

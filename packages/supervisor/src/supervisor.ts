@@ -202,6 +202,7 @@ export class Supervisor {
       for (const agent of this.gaugedLimits) {
         triadMetrics().limitWaiting.remove({ namespace: this.o.bus.names.namespace, agent });
         triadMetrics().limitInFlight.remove({ namespace: this.o.bus.names.namespace, agent });
+        triadMetrics().limitPaused.remove({ namespace: this.o.bus.names.namespace, agent });
       }
       this.gaugedLimits = new Set();
     }
@@ -434,6 +435,7 @@ export class Supervisor {
       const s = await this.limits.stats(agent, now);
       m.limitWaiting.set({ namespace: ns, agent }, s.waiting);
       m.limitInFlight.set({ namespace: ns, agent }, s.inFlight);
+      m.limitPaused.set({ namespace: ns, agent }, s.pausedUntil !== undefined && s.pausedUntil > now ? 1 : 0);
       seen.add(agent);
       const idle = 'draining' in entry || ('pausedUntil' in entry && entry.pausedUntil <= now);
       if (!idle) continue;
@@ -448,6 +450,7 @@ export class Supervisor {
       if (seen.has(agent)) continue;
       m.limitWaiting.remove({ namespace: ns, agent });
       m.limitInFlight.remove({ namespace: ns, agent });
+      m.limitPaused.remove({ namespace: ns, agent });
     }
     this.gaugedLimits = seen;
   }
@@ -468,6 +471,7 @@ export class Supervisor {
       if (r.dequeue.length > 0) {
         work.push(
           this.limits.apply(agent, { dequeue: r.dequeue, noGrant: true }, now).then(async (reply) => {
+            if (reply.reclaimed) triadMetrics().limitReclaimed.inc({ namespace: bus.names.namespace, agent }, reply.reclaimed);
             if (reply.waiting > 0 && reply.wakeAt !== undefined && reply.wakeAt <= now) {
               const cmd: SupervisorCommand = { type: 'pump_limit', agent, epoch };
               await publishDurable(bus, bus.names.subjects.command, encode(cmd));

@@ -1,0 +1,128 @@
+// Decision 0020 §6, what issue #24's point 5 asks to see, through the CLI as a user runs it and the
+// actors' /metrics: `triad status` says a step waits for a limit and its place in line (read from the
+// limiter by task.get); `triad limits list --keys` shows in flight and waiting per key; the metrics
+// triad_limit_granted_total, triad_limit_wait_seconds (schedulers), triad_limit_paused (the leader
+// supervisor) and triad_limit_throttled_total (a service answering 429). Counts, places and texts only.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { AgentLimitStatus, TaskState } from '@triad/protocol';
+import { startNats, startRedis, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { cli, startTriad, type TestTriad } from '../support/triad.js';
+
+const servers = withTeardown(afterAll);
+const td = withTeardown(afterEach);
+let nats: NatsServer;
+let redis: RedisServer;
+
+beforeAll(async () => {
+  [nats, redis] = await Promise.all([startNats({ teardown: servers }), startRedis({ teardown: servers })]);
+});
+
+async function triad(t: TestTriad, ...args: string[]): Promise<string> {
+  const r = await cli(t, args);
+  if (r.code !== 0) throw new Error(`triad ${args.join(' ')} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
+async function until<T>(what: string, read: () => Promise<T>, ok: (v: T) => boolean, withinMs = 60_000): Promise<T> {
+  const end = Date.now() + withinMs;
+  for (;;) {
+    const v = await read();
+    if (ok(v)) return v;
+    if (Date.now() > end) throw new Error(`${what} within ${withinMs} ms; last seen: ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, 150));
+  }
+}
+
+/** The lines of an actor's /metrics for this namespace and agent payment, by metric name prefix. */
+async function metrics(port: string, ns: string, prefix: string): Promise<string[]> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return text.split('\n').filter((l) => l.startsWith(prefix) && l.includes(`namespace="${ns}"`) && l.includes('agent="payment"'));
+}
+
+const portOf = (output: string): string => {
+  const port = /serving \/metrics, \/healthz and \/readyz on port (\d+)/.exec(output)?.[1];
+  if (port === undefined) throw new Error(`no metrics port in the actor's output:\n${output.slice(-2_000)}`);
+  return port;
+};
+
+const valueOf = (line: string | undefined): number => Number(line?.split(' ').pop() ?? NaN);
+
+describe("a waiting step's place, the keys' table and the limits' metrics (decision 0020 §6)", () => {
+  it('triad status says a charge waits for a limit of payment and its place; limits list --keys shows the keys; granted and wait metrics count', async () => {
+    const t = await startTriad(td, { nats, redis }, { schedulers: 1, agentProcesses: 1, env: { TRIAD_HTTP_PORT: '0', TRIAD_HTTP_HOST: '127.0.0.1' } });
+    expect((await t.client.wait((await t.client.submit('orders', { orderId: 'warm', amount: 1 })).taskId, { timeoutMs: 60_000 })).status).toBe('completed');
+    // One charge at a time, 2.5 s each (the charge budget is 5 s): the line barely moves while it is read.
+    t.services.payment.setFaults({ latencyMs: 2_500 });
+    expect(await triad(t, 'limits', 'set', 'payment', '--concurrency', '1', '--key', 'input.customerId')).toContain('per input.customerId: keys take turns');
+    await new Promise((r) => setTimeout(r, 1_300)); // every scheduler's cache within 1 s
+    const ids: string[] = [];
+    for (const [i, customerId] of ['A', 'A', 'A', 'B'].entries()) ids.push((await t.client.submit('orders', { orderId: `v-${i}`, amount: 10, customerId })).taskId);
+    await until('three charges waiting for payment', async () => (JSON.parse(await triad(t, 'limits', 'list', '--json')) as AgentLimitStatus[])[0], (p) => (p?.waiting ?? 0) >= 3);
+
+    // Each waiting charge has a place; together they are the places 1 … n (the grants before each, exact).
+    const snapshot = async (): Promise<{ id: string; place?: number; key?: string }[]> => {
+      const rows: { id: string; place?: number; key?: string }[] = [];
+      for (const id of ids) {
+        const s = JSON.parse(await triad(t, 'status', id, '--json', '--no-explain')) as TaskState;
+        const charge = s.steps.find((x) => x.name === 'charge');
+        if (charge?.status !== 'queued' || !charge.queue) continue;
+        rows.push({ id, ...(charge.queue.place !== undefined ? { place: charge.queue.place } : {}), ...(charge.queue.key !== undefined ? { key: charge.queue.key } : {}) });
+      }
+      return rows;
+    };
+    const rows = await until(
+      'the waiting charges to hold the places 1 … n',
+      snapshot,
+      (r) => r.length >= 2 && r.every((x) => x.place !== undefined) && [...r.map((x) => x.place)].sort((a, b) => (a ?? 0) - (b ?? 0)).every((p, i) => p === i + 1),
+      20_000,
+    );
+    // B's one charge is not behind A's line: keys take turns, so it is first or second.
+    const b = rows.find((r) => r.key === 'B');
+    if (b) expect(b.place).toBeLessThanOrEqual(2);
+
+    // What a user reads: the DETAIL of the charge row, and the header's first waiting step.
+    const first = rows.find((r) => r.place === 1) as { id: string };
+    const text = await triad(t, 'status', first.id);
+    expect(text).toMatch(/waits for a limit of payment: place \d+ \(key [AB], priority 3, [\d.]+m?s so far\)/);
+    expect(text).toMatch(/queued/);
+
+    // The keys' table: per key, in flight and waiting; --keys 1 only the key with the most waiting.
+    const table = await triad(t, 'limits', 'list', '--keys');
+    expect(table).toMatch(/payment: keys with the most waiting/);
+    expect(table).toMatch(/^KEY\s+IN FLIGHT\s+WAITING\s+OLDEST\s+BLOCKED/m);
+    expect(table).toMatch(/^A\s+\d+\s+\d+/m);
+    const one = JSON.parse(await triad(t, 'limits', 'list', '--keys', '1', '--json')) as AgentLimitStatus[];
+    expect(one[0]?.keys).toHaveLength(1);
+    expect(one[0]?.keys?.[0]?.key).toBe('A');
+
+    const ended = await Promise.all(ids.map((id) => t.client.wait(id, { timeoutMs: 120_000 })));
+    expect(ended.map((s) => s.status)).toEqual(['completed', 'completed', 'completed', 'completed']);
+    // A finished step has no place: the detail says nothing of a limit any more.
+    expect(await triad(t, 'status', ids[0] as string)).not.toMatch(/waits for a limit/);
+
+    // The scheduler counted the grants and observed the waits; the leader reports the pause gauge (0: no Retry-After).
+    const sched = portOf(t.schedulers[0]!.output());
+    expect(valueOf((await metrics(sched, t.namespace, 'triad_limit_granted_total{'))[0])).toBeGreaterThanOrEqual(4);
+    expect(valueOf((await metrics(sched, t.namespace, 'triad_limit_wait_seconds_count{'))[0])).toBeGreaterThanOrEqual(4);
+    const sup = portOf(t.supervisors[0]!.output());
+    await until('the leader to report triad_limit_paused', () => metrics(sup, t.namespace, 'triad_limit_paused{'), (l) => l.length === 1, 10_000);
+    expect(valueOf((await metrics(sup, t.namespace, 'triad_limit_paused{'))[0])).toBe(0);
+  });
+
+  it('a service answering 429: the throttles are counted (triad_limit_throttled_total) and every order completes', async () => {
+    const t = await startTriad(td, { nats, redis }, { schedulers: 1, agentProcesses: 1, env: { TRIAD_HTTP_PORT: '0', TRIAD_HTTP_HOST: '127.0.0.1' } });
+    expect((await t.client.wait((await t.client.submit('orders', { orderId: 'warm', amount: 1 })).taskId, { timeoutMs: 60_000 })).status).toBe('completed');
+    t.services.payment.setFaults({ rateLimit: 2 });
+    t.services.payment.resetStats();
+    const ids = await Promise.all(Array.from({ length: 10 }, (_, i) => t.client.submit('orders', { orderId: `th-${i}`, amount: 10 }).then((r) => r.taskId)));
+    const ended = await Promise.all(ids.map((id) => t.client.wait(id, { timeoutMs: 180_000 })));
+    expect(ended.filter((s) => s.status !== 'completed').map((s) => `${s.taskId}: ${s.status} ${s.error ?? ''}`)).toEqual([]);
+    const throttled = t.services.payment.stats().throttled;
+    expect(throttled).toBeGreaterThan(0);
+    const sched = portOf(t.schedulers[0]!.output());
+    // Each 429 ends its attempt with a throttled result (decision 0020 §5.2); a stale one is not applied.
+    const counted = valueOf((await metrics(sched, t.namespace, 'triad_limit_throttled_total{'))[0]);
+    expect(counted).toBeGreaterThan(0);
+    expect(counted).toBeLessThanOrEqual(throttled);
+  });
+});
