@@ -28,6 +28,11 @@ export const ConfigSchema = z.object({
    * that take them, and an agent host takes them; `off` — one request per message, as before.
    */
   stepBatches: z.enum(['on', 'off'], { message: 'set it to "on" (step request batches, the default) or "off"' }).default('on'),
+  /**
+   * How often a scheduler or supervisor reads the dispatch limits' registry version (decision 0020 §1.9):
+   * a `triad limits set` applies everywhere within this long. One GET per interval per process.
+   */
+  limitsRefreshMs: z.coerce.number({ message: 'expected a whole number of milliseconds from 100 to 60000 (default 1000)' }).int('expected a whole number of milliseconds from 100 to 60000 (default 1000)').min(100, 'expected a whole number of milliseconds from 100 to 60000 (default 1000)').max(60_000, 'expected a whole number of milliseconds from 100 to 60000 (default 1000)').default(1_000),
 });
 
 export type Config = z.output<typeof ConfigSchema> & {
@@ -68,6 +73,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     redisWaitReplicas: env['TRIAD_REDIS_WAIT_REPLICAS'] || undefined,
     redisWaitMs: env['TRIAD_REDIS_WAIT_MS'] || undefined,
     stepBatches: env['TRIAD_STEP_BATCHES'] || undefined,
+    limitsRefreshMs: env['TRIAD_LIMITS_REFRESH_MS'] || undefined,
   });
   const envName: Record<string, string> = {
     namespace: 'TRIAD_NAMESPACE',
@@ -76,6 +82,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     redisWaitReplicas: 'TRIAD_REDIS_WAIT_REPLICAS',
     redisWaitMs: 'TRIAD_REDIS_WAIT_MS',
     stepBatches: 'TRIAD_STEP_BATCHES',
+    limitsRefreshMs: 'TRIAD_LIMITS_REFRESH_MS',
   };
   const details = parsed.success ? [] : parsed.error.issues.map((i) => `${envName[String(i.path[0])] ?? String(i.path[0])}: ${i.message}`);
   const nats = checkNatsSettings(natsOptionsFromEnv(env, o.labels));

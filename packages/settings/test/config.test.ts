@@ -14,6 +14,7 @@ describe('loadConfig', () => {
       redisWaitReplicas: 0,
       redisWaitMs: 1_000,
       stepBatches: 'on',
+      limitsRefreshMs: 1_000,
       nats: {},
       redis: {},
       redlock: [],
@@ -28,6 +29,7 @@ describe('loadConfig', () => {
       redisWaitReplicas: 0,
       redisWaitMs: 1_000,
       stepBatches: 'on',
+      limitsRefreshMs: 1_000,
       nats: { url: 'nats://n:4222' },
       redis: { url: 'rediss://cache:6380' },
       redlock: [],
@@ -37,6 +39,13 @@ describe('loadConfig', () => {
   it('reads TRIAD_STEP_BATCHES (on or off) and names it when it is neither', () => {
     expect(loadConfig({ TRIAD_STEP_BATCHES: 'off' }).stepBatches).toBe('off');
     expect(() => loadConfig({ TRIAD_STEP_BATCHES: 'maybe' })).toThrow(/TRIAD_STEP_BATCHES: set it to "on"/);
+  });
+
+  it('reads TRIAD_LIMITS_REFRESH_MS (decision 0020 §1.9: how soon a limit applies), 1000 by default, and names it when it is out of range', () => {
+    expect(loadConfig({}).limitsRefreshMs).toBe(1_000);
+    expect(loadConfig({ TRIAD_LIMITS_REFRESH_MS: '250' }).limitsRefreshMs).toBe(250);
+    expect(() => loadConfig({ TRIAD_LIMITS_REFRESH_MS: '10' })).toThrow(/TRIAD_LIMITS_REFRESH_MS: expected a whole number of milliseconds from 100 to 60000 \(default 1000\)/);
+    expect(() => loadConfig({ TRIAD_LIMITS_REFRESH_MS: 'soon' })).toThrow(/TRIAD_LIMITS_REFRESH_MS: expected a whole number of milliseconds/);
   });
 
   it('reads TRIAD_REDLOCK_URLS as the leadership lease instances, and names the entry that is wrong', () => {
