@@ -217,7 +217,7 @@ export class ApiServer {
         }
         const childWarnings = await this.childProblems(def);
         const r = await this.workflows.register(def, Date.now());
-        const warnings = [...(await this.agentWarnings(def)), ...childWarnings];
+        const warnings = [...(await this.agentWarnings(def)), ...childWarnings, ...(await this.limitWarnings(def))];
         this.log.info({ workflow: def.name, version: r.version, created: r.created, warnings }, 'workflow registered');
         return { name: def.name, ...r, warnings };
       },
@@ -430,6 +430,7 @@ export class ApiServer {
       'agentLimit.set': async (data) => {
         const l = req(data, AgentLimitSchema, 'agentLimit.set request');
         const warnings = (await this.agentWarnings({ steps: [{ agent: l.agent }] } as unknown as WorkflowDefinition)).map(() => `no agent "${l.agent}" has connected in namespace "${this.bus.names.namespace}" yet: the limit is stored and applies when its steps are dispatched`);
+        warnings.push(...(await this.unboundedCallers(l.agent)));
         return this.flow.set(l, warnings);
       },
       'agentLimit.list': async (data) => this.flow.list(req(data, AgentLimitListRequestSchema, 'agentLimit.list request')),
@@ -548,6 +549,33 @@ export class ApiServer {
    * Agents a definition names that have never connected in this namespace (no durable consumer on the
    * steps stream). A warning, not a refusal: agents are often deployed after their workflows.
    */
+  /**
+   * Decision 0020 §5.6: waiting for a dispatch limit is outside a definition's bounds; `deadlineMs` is what
+   * caps a task's total time. A workflow registered without one that calls a limited agent type is warned.
+   */
+  private async limitWarnings(def: WorkflowDefinition): Promise<string[]> {
+    if (def.deadlineMs !== undefined) return [];
+    const limited = await this.flow.limitedAgents().catch(() => new Set<string>());
+    return [...agentsOf(def)].filter((a) => limited.has(a)).map((a) => `agent "${a}" has a dispatch limit and this workflow sets no deadlineMs: its tasks may wait for that limit without a bound (set deadlineMs to cap a task's total time)`);
+  }
+
+  /** The latest versions of the workflows that call `agent` and set no deadlineMs (`triad limits set`'s warning, §1.8). */
+  private async unboundedCallers(agent: string): Promise<string[]> {
+    const names: string[] = [];
+    try {
+      for (const w of await this.workflows.list()) {
+        const def = await this.workflows.get(w.name);
+        if (def && def.deadlineMs === undefined && agentsOf(def).has(agent)) names.push(w.name);
+      }
+    } catch (e) {
+      this.log.debug({ err: errorMessage(e) }, 'could not read the workflows for the limit warning');
+      return [];
+    }
+    if (names.length === 0) return [];
+    const list = names.length > 10 ? `${names.slice(0, 10).join(', ')} and ${names.length - 10} more` : names.join(', ');
+    return [`workflow${names.length === 1 ? '' : 's'} ${list} call${names.length === 1 ? 's' : ''} ${agent} and set${names.length === 1 ? 's' : ''} no deadlineMs: their tasks may now wait for this limit without a bound (decision 0020 §5.6)`];
+  }
+
   private async agentWarnings(def: WorkflowDefinition): Promise<string[]> {
     const n = this.bus.names;
     const known = new Set<string>();
@@ -558,8 +586,7 @@ export class ApiServer {
       return [];
     }
     const warnings: string[] = [];
-    const agents = new Set(def.steps.flatMap((s) => [...(s.agent !== undefined ? [s.agent] : []), ...(s.compensate ? [s.compensate.agent] : [])]));
-    for (const agent of agents) {
+    for (const agent of agentsOf(def)) {
       if (!known.has(n.consumers.agent(agent))) {
         warnings.push(`no agent "${agent}" has connected in namespace "${n.namespace}" yet: its steps will wait until one starts`);
       }
@@ -704,4 +731,9 @@ export function unknownWorkflow(name: string, version?: number): TriadError {
       ? `unknown workflow "${name}": register it first (triad workflows register <file>, or client.registerWorkflow())`
       : `workflow "${name}" has no version ${version}: list versions with triad workflows`,
   );
+}
+
+/** The agent types a definition calls: its steps' and their compensations'. */
+function agentsOf(def: Pick<WorkflowDefinition, 'steps'>): Set<string> {
+  return new Set(def.steps.flatMap((s) => [...(s.agent !== undefined ? [s.agent] : []), ...(s.compensate ? [s.compensate.agent] : [])]));
 }

@@ -118,6 +118,12 @@ export class FlowControl {
     return { limit: { ...l, setAt: now }, ...(previous ? { previous } : {}), warnings };
   }
 
+  /** The agent types with a limit set (not pause-only, not draining), from the registry. */
+  async limitedAgents(): Promise<Set<string>> {
+    const entries = await this.o.limits.entries();
+    return new Set([...entries].filter(([, e]) => !('draining' in e.entry) && !('pausedUntil' in e.entry)).map(([agent]) => agent));
+  }
+
   async list(q: AgentLimitListRequest): Promise<AgentLimitStatus[]> {
     const entries = await this.o.limits.entries();
     const now = Date.now();
