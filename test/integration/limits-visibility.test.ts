@@ -6,6 +6,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentLimitStatus } from '@triad/protocol';
 import { startNats, startRedis, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { TaskStore } from '@triad/store';
 import { cli, startTriad, type TestTriad } from '../support/triad.js';
 
 const servers = withTeardown(afterAll);
@@ -138,5 +139,30 @@ describe("a waiting step's place, the keys' table and the limits' metrics (decis
     const counted = valueOf((await metrics(sched, t.namespace, 'triad_limit_throttled_total{'))[0]);
     expect(counted).toBeGreaterThan(0);
     expect(counted).toBeLessThanOrEqual(throttled);
+  });
+
+  it('the limits1 probe: a limit is refused while an older scheduler or supervisor runs, and set once they are gone (decision 0020 §1.8)', async () => {
+    const t = await startTriad(td, { nats, redis }, { schedulers: 1, agentProcesses: 1 });
+    // Every running process announces limits1: a limit is set.
+    expect((await cli(t, ['limits', 'set', 'payment', '--concurrency', '5'])).code).toBe(0);
+    // A scheduler of an older version answers discovery without limits1 (as schedulers before 0020 do).
+    const old = t.client.bus.nc.subscribe(`$SRV.INFO.triad-${t.namespace}`, {
+      callback: (_e, m) => m.respond(new TextEncoder().encode(JSON.stringify({ type: 'io.nats.micro.v1.info_response', name: `triad-${t.namespace}`, id: 'scheduler-old1', version: '0.9.0', metadata: { namespace: t.namespace, protocol: '1', features: 'when,sleep,waitFor,forEach,child' } }))),
+    });
+    const refused = await cli(t, ['limits', 'set', 'payment', '--concurrency', '3']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('scheduler-old1 (protocol 1, no "limits1") must be upgraded before limits can be set');
+    old.unsubscribe();
+    // An older supervisor's fresh report (no features) refuses it too; a report older than a minute does not.
+    const store = new TaskStore(t.redis, t.namespace);
+    const report = { supervisorId: 'supervisor-old2', leading: false, epoch: 0, handled: 0, expiredWaiting: 0, retries: 0, parked: 0, errors: 0, undos: 0, purged: 0, fencedWrites: 0 };
+    await store.reportSupervisorStatus('supervisor-old2', { ...report, at: Date.now() });
+    const bySupervisor = await cli(t, ['limits', 'set', 'payment', '--concurrency', '3']);
+    expect(bySupervisor.code).not.toBe(0);
+    expect(bySupervisor.stderr).toContain('supervisor supervisor-old2 (no "limits1") must be upgraded before limits can be set');
+    await store.reportSupervisorStatus('supervisor-old2', { ...report, at: Date.now() - 120_000 });
+    const set = await cli(t, ['limits', 'set', 'payment', '--concurrency', '3']);
+    expect(set.code, set.stderr).toBe(0);
+    expect(set.stdout).toContain('payment: at most 3 at once — every scheduler applies it within 1 s (was: at most 5 at once)');
   });
 });

@@ -379,6 +379,8 @@ export const SupervisorHealthSchema = z.object({
   compacted: z.number().int().nonnegative().default(0),
   /** Writes rejected because a newer leader epoch exists. */
   fencedWrites: z.number().int().nonnegative(),
+  /** What this supervisor runs beyond protocol 1: `limits1` (decision 0020); absent from older supervisors' reports. */
+  features: optional(z.array(z.string())),
 });
 export type SupervisorHealth = z.output<typeof SupervisorHealthSchema>;
 

@@ -10,6 +10,7 @@ import { PROTOCOL_MAJOR, deadLetter, protocolHeaders, unsupportedVersion, type B
 import { DEFAULT_SUPERVISION, childReferences, childResolver, cronProblems, nextTick, parseEvery, taskBound, unsupportedFeatures, validateDefinition, type ScheduleTiming, type StepFeature } from '@triad/core';
 import {
   ErrorCode,
+  LIMITS_FEATURE,
   AgentLimitSchema,
   AgentLimitListRequestSchema,
   AgentLimitClearRequestSchema,
@@ -76,6 +77,11 @@ import type { z } from 'zod';
  * (`features`). A definition that uses another is refused at registration, so a half-built kind can
  * never run; each increment of 0019 §10 adds its feature here with the transitions that run it.
  */
+/** How long the limits probe waits for the schedulers' discovery answers. */
+const LIMITS_PROBE_WAIT_MS = 500;
+/** A supervisor whose last report is older than this is taken as gone (its report stays in Redis). */
+const SUPERVISOR_REPORT_FRESH_MS = 60_000;
+
 export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>(['when', 'sleep', 'waitFor', 'forEach', 'child']);
 
 /**
@@ -431,6 +437,9 @@ export class ApiServer {
         const l = req(data, AgentLimitSchema, 'agentLimit.set request');
         const warnings = (await this.agentWarnings({ steps: [{ agent: l.agent }] } as unknown as WorkflowDefinition)).map(() => `no agent "${l.agent}" has connected in namespace "${this.bus.names.namespace}" yet: the limit is stored and applies when its steps are dispatched`);
         warnings.push(...(await this.unboundedCallers(l.agent)));
+        // An older scheduler would dead-letter the limits' commands: refused until every process runs them.
+        const outdated = await this.limitsProbe();
+        if (outdated.length > 0) throw new TriadError(ErrorCode.InvalidState, outdated.join('; '), { details: outdated });
         return this.flow.set(l, warnings);
       },
       'agentLimit.list': async (data) => this.flow.list(req(data, AgentLimitListRequestSchema, 'agentLimit.list request')),
@@ -559,6 +568,40 @@ export class ApiServer {
     return [...agentsOf(def)].filter((a) => limited.has(a)).map((a) => `agent "${a}" has a dispatch limit and this workflow sets no deadlineMs: its tasks may wait for that limit without a bound (set deadlineMs to cap a task's total time)`);
   }
 
+  /**
+   * Decision 0020 §1.8's probe: every scheduler that answers discovery (`$SRV.INFO`, 500 ms) and every
+   * supervisor that reported within the last minute must announce `limits1` — an older scheduler would
+   * dead-letter `queue_step` and `pump_limit`. What must be upgraded, one line each (empty: none).
+   */
+  private async limitsProbe(): Promise<string[]> {
+    const n = this.bus.names;
+    const outdated: string[] = [];
+    try {
+      const replies = await this.bus.nc.requestMany(`$SRV.INFO.triad-${n.namespace}`, undefined, { strategy: 'timer', maxWait: LIMITS_PROBE_WAIT_MS });
+      for await (const m of replies) {
+        let info: { id?: unknown; metadata?: { protocol?: unknown; features?: unknown } | null };
+        try {
+          info = JSON.parse(new TextDecoder().decode(m.data)) as typeof info;
+        } catch {
+          continue;
+        }
+        const features = typeof info.metadata?.features === 'string' ? info.metadata.features.split(',') : [];
+        if (!features.includes(LIMITS_FEATURE)) {
+          outdated.push(`${typeof info.id === 'string' ? info.id : 'a scheduler'} (protocol ${String(info.metadata?.protocol ?? '?')}, no "${LIMITS_FEATURE}") must be upgraded before limits can be set`);
+        }
+      }
+    } catch (e) {
+      this.log.debug({ err: errorMessage(e) }, 'limits probe: the schedulers did not answer discovery');
+    }
+    const now = Date.now();
+    for (const sup of (await this.tasks.supervisorStatus()).supervisors) {
+      if (now - Number(sup['at'] ?? 0) > SUPERVISOR_REPORT_FRESH_MS) continue;
+      const features = Array.isArray(sup['features']) ? sup['features'] : [];
+      if (!features.includes(LIMITS_FEATURE)) outdated.push(`supervisor ${String(sup['supervisorId'] ?? '?')} (no "${LIMITS_FEATURE}") must be upgraded before limits can be set`);
+    }
+    return outdated;
+  }
+
   /** The latest versions of the workflows that call `agent` and set no deadlineMs (`triad limits set`'s warning, §1.8). */
   private async unboundedCallers(agent: string): Promise<string[]> {
     const names: string[] = [];
@@ -604,7 +647,8 @@ export class ApiServer {
       version: `${PROTOCOL_MAJOR}.0.0`,
       description: `Triad scheduler API of namespace ${n.namespace} (docs/protocol.md)`,
       // features: the step features of decision 0019 it runs, comma-separated ('' = plain agent steps only).
-      metadata: { namespace: n.namespace, protocol: `${PROTOCOL_MAJOR}`, features: [...SCHEDULER_FEATURES].join(',') },
+      // …and limits1: it runs dispatch limits (decision 0020 §1.8; a limit is set only when every scheduler does).
+      metadata: { namespace: n.namespace, protocol: `${PROTOCOL_MAJOR}`, features: [...SCHEDULER_FEATURES, LIMITS_FEATURE].join(',') },
       queueGroup: n.queueGroup,
       endpoints: endpoints(n.subjects),
       stats: (name) => this.stats.get(name) ?? { requests: 0, errors: 0, lastError: '', processingNs: 0 },

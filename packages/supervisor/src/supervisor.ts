@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { PayloadStore, ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
-import { TASK_ID_PATTERN, bucketClient, encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
+import { LIMITS_FEATURE, TASK_ID_PATTERN, bucketClient, encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
 import { Leadership, LimitStore, PARENT_NOTICE_STEP, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type LeadershipState, type PendingAlert, type PurgedObjects, type RedisClient, type TaskStore } from '@triad/store';
 import { countTaskEnd, intercept, triadMetrics, type Next } from '@triad/telemetry';
@@ -127,6 +127,8 @@ export class Supervisor {
       purged: 0,
       compacted: 0,
       fencedWrites: 0,
+      // Announced so that a limit is set only once every supervisor runs them (decision 0020 §1.8).
+      features: [LIMITS_FEATURE],
     };
   }
 
