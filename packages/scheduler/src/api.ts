@@ -587,7 +587,7 @@ export class ApiServer {
         }
         const features = typeof info.metadata?.features === 'string' ? info.metadata.features.split(',') : [];
         if (!features.includes(LIMITS_FEATURE)) {
-          outdated.push(`${typeof info.id === 'string' ? info.id : 'a scheduler'} (protocol ${String(info.metadata?.protocol ?? '?')}, no "${LIMITS_FEATURE}") must be upgraded before limits can be set`);
+          outdated.push(`${typeof info.id === 'string' ? info.id : 'a scheduler'} (protocol ${typeof info.metadata?.protocol === 'string' ? info.metadata.protocol : '?'}, no "${LIMITS_FEATURE}") must be upgraded before limits can be set`);
         }
       }
     } catch (e) {
@@ -597,7 +597,7 @@ export class ApiServer {
     for (const sup of (await this.tasks.supervisorStatus()).supervisors) {
       if (now - Number(sup['at'] ?? 0) > SUPERVISOR_REPORT_FRESH_MS) continue;
       const features = Array.isArray(sup['features']) ? sup['features'] : [];
-      if (!features.includes(LIMITS_FEATURE)) outdated.push(`supervisor ${String(sup['supervisorId'] ?? '?')} (no "${LIMITS_FEATURE}") must be upgraded before limits can be set`);
+      if (!features.includes(LIMITS_FEATURE)) outdated.push(`supervisor ${typeof sup['supervisorId'] === 'string' ? sup['supervisorId'] : '?'} (no "${LIMITS_FEATURE}") must be upgraded before limits can be set`);
     }
     return outdated;
   }
