@@ -147,7 +147,9 @@ describe("a waiting step's place, the keys' table and the limits' metrics (decis
     expect((await cli(t, ['limits', 'set', 'payment', '--concurrency', '5'])).code).toBe(0);
     // A scheduler of an older version answers discovery without limits1 (as schedulers before 0020 do).
     const old = t.client.bus.nc.subscribe(`$SRV.INFO.triad-${t.namespace}`, {
-      callback: (_e, m) => m.respond(new TextEncoder().encode(JSON.stringify({ type: 'io.nats.micro.v1.info_response', name: `triad-${t.namespace}`, id: 'scheduler-old1', version: '0.9.0', metadata: { namespace: t.namespace, protocol: '1', features: 'when,sleep,waitFor,forEach,child' } }))),
+      callback: (_e, m) => {
+        m.respond(new TextEncoder().encode(JSON.stringify({ type: 'io.nats.micro.v1.info_response', name: `triad-${t.namespace}`, id: 'scheduler-old1', version: '0.9.0', metadata: { namespace: t.namespace, protocol: '1', features: 'when,sleep,waitFor,forEach,child' } })));
+      },
     });
     const refused = await cli(t, ['limits', 'set', 'payment', '--concurrency', '3']);
     expect(refused.code).not.toBe(0);
