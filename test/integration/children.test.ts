@@ -90,6 +90,24 @@ describe('child tasks', () => {
     expect(effect(taskId, 'notify')).toBeUndefined();
   });
 
+  it('a child id a client already took: the step fails at once with the reason, and the parent is undone', async () => {
+    const parentId = `taken-${Date.now()}`;
+    const childId = `${parentId}:ship-all:1`;
+    // A client's own task under the id the child would have.
+    await t.client.submit('shipment', {}, { taskId: childId });
+    expect((await t.client.wait(childId, { timeoutMs: 40_000 })).status).toBe('completed');
+    await t.client.submit('ordering', { shipping: {} }, { taskId: parentId });
+    const end = await t.client.wait(parentId, { timeoutMs: 40_000 });
+    expect(end.status).toBe('compensated');
+    expect(end.error).toMatch(new RegExp(`^step ship-all failed: child task ${childId} cannot be created: .*is taken by a task that is not the child of step ship-all of task ${parentId}`));
+    expect(stepOf(end, 'ship-all')).toMatchObject({ status: 'failed', effect: 'none' });
+    expect(effect(parentId, 'reserve')).toMatchObject({ applied: true, undone: true });
+    // The client's task is untouched: no link, its own effects kept.
+    const theirs = await t.client.getTask(childId);
+    expect(theirs.parent).toBeUndefined();
+    expect(effect(childId, 'send')).toMatchObject({ applied: true, undone: false });
+  });
+
   it('a parent step after a completed child fails: the child is undone in its turn, then the steps before it', async () => {
     const { taskId } = await t.client.submit('ordering', { failAt: 'notify', shipping: {} });
     const end = await t.client.wait(taskId, { timeoutMs: 40_000 });

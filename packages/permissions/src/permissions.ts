@@ -101,7 +101,7 @@ export const REDIS_SCRIPT_COMMANDS = {
  * stats, retires empty limiters and removes their registry entries.
  */
 export const REDIS_ROLE_SCRIPTS = {
-  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRegister', 'querySearch', 'startOp', 'checkpointOp', 'endOp', 'startQueued', 'startChild', 'cancelChild', 'undoChild'],
+  scheduler: ['createTask', 'applyResult', 'registerWorkflow', 'cancelTask', 'retryStep', 'releaseLeases', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRegister', 'querySearch', 'startOp', 'checkpointOp', 'endOp', 'startQueued', 'startChild', 'cancelChild', 'undoChild', 'childRefused'],
   supervisor: ['expireStep', 'expireTask', 'compactFinished', 'purgeFinished', 'elect', 'resign', 'fenceBucket', 'raiseEpoch', 'fireSchedule', 'limitApply', 'limitStats', 'limitRetire', 'limitRegister', 'attachObjects', 'takeParentNotice', 'childEnded', 'dropParentNotice'],
 } as const;
 

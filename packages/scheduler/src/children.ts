@@ -76,8 +76,11 @@ export class ChildOperations {
         });
       } catch (e) {
         if (isTriadError(e, ErrorCode.InvalidState)) {
-          // The id is another task's (a client chose it): the step's check keeps trying; an operator must act.
           this.log.error({ taskId: parentId, step: d.step, childId, err: errorMessage(e) }, 'child operation refused');
+          // A start refused because the id is another task's (a client chose it): the parent's step fails
+          // now (childRefused), under the parent's lease — queued after the operation this one came from,
+          // which may hold it, so not awaited. A cancel or an undo refused is left to the step's check.
+          if (op === 'start') void this.refuseStart(parentId, parent, d, childId, errorMessage(e));
           return;
         }
         throw e;
@@ -91,6 +94,22 @@ export class ChildOperations {
         return;
       }
       await new Promise((r) => setTimeout(r, outcome.nakDelayMs));
+    }
+  }
+
+  /** The parent's step fails for good: its child's id is taken (decision 0019 §5.2). Never throws. */
+  private async refuseStart(parentId: string, parent: RegisteredWorkflow, d: Dispatch, childId: string, reason: string): Promise<void> {
+    try {
+      const out = await this.withTaskLease(parentId, async (lease) => {
+        const now = Date.now();
+        const r = await this.tasks.childRefused({ lease, taskId: parentId, step: d.step, attempt: d.attempt, childId, reason, now, schedulerId: this.schedulerId });
+        if (r.applied) await this.publish(parentId, parent, r.transition, now);
+        return r;
+      });
+      if ('nakDelayMs' in out) this.log.warn({ taskId: parentId, step: d.step, childId }, "refused child start not recorded: another scheduler holds the parent's lease; the step's check sends the start again");
+      else if (out.applied) this.log.warn({ taskId: parentId, step: d.step, childId, action: out.action }, 'child step failed: its child task id is taken by another task');
+    } catch (e) {
+      this.log.error({ taskId: parentId, step: d.step, childId, err: errorMessage(e) }, "refused child start not recorded; the step's check sends the start again");
     }
   }
 

@@ -69,6 +69,10 @@ local function child_stop(op)
   end
   local refused = child_link_refusal(taskKey, taskId, ARGV[2], ARGV[3])
   if refused then return refused end
+  if op == 'undo' and redis.call('HEXISTS', taskKey, 'c') == 1 and redis.call('HGET', taskKey, 'status') == 'completed' then
+    -- Compacted by retention (decision 0019 §2.8): its steps' records are gone, so nothing can undo it.
+    return { INVALID_STATE, cjson.encode({ reason = "the child's record was compacted by retention; its effects can no longer be undone" }) }
+  end
   child_link_forward(taskKey, ARGV[4], tonumber(ARGV[5]))
   local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[4], compact = KEYS[6], search = KEYS[7] }, taskId, task_now(taskKey, tonumber(ARGV[6])))
   local status = redis.call('HGET', taskKey, 'status')

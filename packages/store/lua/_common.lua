@@ -1,6 +1,4 @@
 -- Shared fragment, inlined by the loader wherever a script says --@include _common.
---@include _msgpack
---@include _when
 -- Return codes (mirrored by ScriptCode in src/codes.ts).
 local OK, EXISTS, UNKNOWN_TASK, STALE, INVALID_STATE, VERSION_CONFLICT, UNKNOWN_STEP, STALE_EPOCH, LEASE_BUSY, FORGED, BUFFER_FULL, UNKNOWN_SCHEDULE = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
 -- A bulk operation already acted on this task (decision 0021 §2.3).
@@ -150,6 +148,8 @@ end
 -- A fan-out element's phase is named `<step>#<i>` (its record field, its deadline member): its events name
 -- the step and carry the element's index as `item`.
 local function element_of(name)
+  -- A plain find first: the pattern backtracks over the whole name, and most names have no '#'.
+  if not string.find(name, '#', 1, true) then return nil, nil end
   local step, i = string.match(name, '^(.+)#(%d+)$')
   if step then return step, tonumber(i) end
   return nil, nil
@@ -175,100 +175,19 @@ local function take_lock(taskKey, schedulerId)
   return tonumber(redis.call('HGET', taskKey, 'lockEpoch'))
 end
 
--- An operator alert, recorded by the transition that makes it necessary (decision 0009): in the open
--- alerts (closed by a retry of the task) and in the outbox the leader supervisor publishes from. Its id,
--- `<taskId>:<step>:<kind>:<attempt>`, is unique per give-up (a retried step that fails again is a new
--- alert, never dropped as a repeat). Needs ctx.alertsKey and ctx.outboxKey (the calling script's KEYS).
-local function record_alert(ctx, kind, step, failureCount, lastError, attempt)
-  local alert = { id = ctx.taskId .. ':' .. (step or TASK_DEADLINE) .. ':' .. kind .. ':' .. (attempt or 0), kind = kind, taskId = ctx.taskId,
-    step = step, failureCount = failureCount, raisedAt = ctx.now }
-  -- An element's alert names its step and its index (its id keeps `<step>#<i>`: one alert per element).
-  local base, i = element_of(step or '')
-  if base then alert.step, alert.item = base, i end
-  if lastError then alert.lastError = string.sub(lastError, 1, 4000) end
-  local json = cjson.encode(alert)
-  redis.call('HSET', ctx.alertsKey, alert.id, json)
-  redis.call('ZADD', ctx.outboxKey, ctx.now, json)
-end
-
--- A msgpack string header for `n` bytes.
-local function mp_str_header(n)
-  if n < 32 then return string.char(0xa0 + n) end
-  if n < 256 then return string.char(0xd9, n) end
-  return string.char(0xda) .. struct.pack('>I2', n)
-end
-
--- A task's output (decision 0019 §5.5): the map { <step>: <output> } of its processed sink steps (those
--- no other step depends on), assembled from the stored bytes, never decoded (nil for a step without one).
-local function task_output(ctx)
-  local plan = ctx.plan or cjson.decode(redis.call('HGET', ctx.taskKey, 'plan'))
-  local inner = {}
-  for _, s in ipairs(plan) do for _, d in ipairs(s.d) do inner[d] = true end end
-  local parts, count = {}, 0
-  for _, s in ipairs(plan) do
-    if not inner[s.n] then
-      local rec = ctx.recs and ctx.recs[s.n] or decode_step(redis.call('HGET', ctx.taskKey, 's:' .. s.n))
-      if rec and rec.status == 'processed' then
-        local out = redis.call('HGET', ctx.taskKey, 'o:' .. s.n)
-        if not out or out == '' then out = string.char(0xc0) end
-        parts[#parts + 1] = mp_str_header(#s.n) .. s.n .. out
-        count = count + 1
-      end
-    end
-  end
-  local header
-  if count < 16 then header = string.char(0x80 + count) else header = string.char(0xde) .. struct.pack('>I2', count) end
-  return header .. table.concat(parts)
-end
-
 ---------------------------------------------------------------------------------------------------
--- The search index (decision 0021 §1.2): one lexicographic sorted set per bucket (`ctx.finished.search`),
--- members `<kind>\31<value>\31<createdAt, 13 digits>\31<taskId>` of score 0, kinds t (tag `k=v`),
--- s (status), w (workflow), c (client). Only a task that carries tags is indexed: an untagged task costs
--- nothing more (its queries walk the tasks index, task-store.ts). A transition that changes a task's
--- status says so with note_status; the members follow once, at its end (sync_search), where the reply
--- already reads the task's fields: no Redis call more for an untagged task.
+-- The rarely needed functions — alerts, the search index's members, parks, the limiter's queue, fan-out,
+-- child tasks, the undo, the failure ladder, conditions, sleeps and signals, msgpack paths — are built
+-- on first use, by rare() (build_rare, below): a Lua chunk creates every closure its top level defines
+-- on every call, and with these a plain step's transition spent most of its time building functions it
+-- never called (docs/performance.md, "A plain task's cost"). The core below reaches them as
+-- `rare().name`; the rest of a script names them as before (the loader, src/scripts.ts, makes a local
+-- `name = rare().name` at `--@lazy-imports` for each one it uses).
 ---------------------------------------------------------------------------------------------------
-local SEARCH_SEP = '\31'
-local SEARCH_STATUSES = { 'running', 'completed', 'failed', 'compensating', 'compensated', 'compensation_failed', 'cancelled' }
-
-local function search_member(kind, value, createdAt, taskId)
-  return kind .. SEARCH_SEP .. value .. SEARCH_SEP .. string.format('%013d', tonumber(createdAt)) .. SEARCH_SEP .. taskId
-end
-
--- Every member of a task: its tags (decoded JSON), status, workflow and client.
-local function search_members(tags, status, workflow, client, createdAt, taskId)
-  local out = {}
-  for k, v in pairs(tags) do out[#out + 1] = search_member('t', k .. '=' .. v, createdAt, taskId) end
-  out[#out + 1] = search_member('s', status, createdAt, taskId)
-  out[#out + 1] = search_member('w', workflow, createdAt, taskId)
-  out[#out + 1] = search_member('c', client, createdAt, taskId)
-  return out
-end
-
--- The status members of every status but `keep` (all of them when nil): removed in one ZREM.
-local function other_status_members(keep, createdAt, taskId)
-  local out = {}
-  for _, st in ipairs(SEARCH_STATUSES) do
-    if st ~= keep then out[#out + 1] = search_member('s', st, createdAt, taskId) end
-  end
-  return out
-end
-
--- ZADD's arguments for members of score 0.
-local function zadd_args(members)
-  local a = {}
-  for _, m in ipairs(members) do a[#a + 1] = 0; a[#a + 1] = m end
-  return a
-end
-
--- Every member a task may have in the search index (all seven statuses: a stale one is removed too).
-local function all_search_members(tagsJson, workflow, client, createdAt, taskId)
-  local out = other_status_members(nil, createdAt, taskId)
-  for k, v in pairs(cjson.decode(tagsJson)) do out[#out + 1] = search_member('t', k .. '=' .. v, createdAt, taskId) end
-  out[#out + 1] = search_member('w', workflow, createdAt, taskId)
-  out[#out + 1] = search_member('c', client, createdAt, taskId)
-  return out
+local RARE, build_rare
+local function rare()
+  if not RARE then RARE = build_rare() end
+  return RARE
 end
 
 local function note_status(ctx, status)
@@ -284,8 +203,8 @@ local function sync_search(ctx, tagsJson, createdAt)
   if not tagsJson or tagsJson == '' then return end
   local searchKey = ctx.finished and ctx.finished.search
   if not searchKey then error('a transition changed the status of tagged task ' .. ctx.taskId .. ' without the search index in its KEYS') end
-  redis.call('ZREM', searchKey, unpack(other_status_members(status, createdAt, ctx.taskId)))
-  redis.call('ZADD', searchKey, 0, search_member('s', status, createdAt, ctx.taskId))
+  redis.call('ZREM', searchKey, unpack(rare().other_status_members(status, createdAt, ctx.taskId)))
+  redis.call('ZADD', searchKey, 0, rare().search_member('s', status, createdAt, ctx.taskId))
 end
 
 -- A child task that finished in this transition tells its parent (decision 0019 §5.3): its output (when
@@ -298,7 +217,7 @@ local function notify_parent(ctx, parent, holdUntil)
   local ended = ctx.finishedNow
   if not ended or not parent or parent == '' then return end
   ctx.finishedNow = nil
-  if ended == 'completed' then redis.call('HSET', ctx.taskKey, 'out', task_output(ctx)) end
+  if ended == 'completed' then redis.call('HSET', ctx.taskKey, 'out', rare().task_output(ctx)) end
   local hold = tonumber(holdUntil)
   if hold and hold > ctx.now then
     redis.call('ZADD', ctx.finished.zset, 'XX', hold, ctx.taskId)
@@ -396,28 +315,6 @@ local function start_attempt(ctx, spec, rec, kind, grantedCompleteBy)
   return ph
 end
 
--- Parks a phase until `untilTs`: no attempt is in flight; the supervisor retries it then.
-local function park(ctx, spec, rec, kind, untilTs, reason)
-  local ph = phase(rec, kind)
-  ph.completeBy = untilTs
-  if kind == 'compensate' then ph.parked = true else rec.status = 'parked' end
-  redis.call('ZADD', ctx.deadlinesKey, untilTs, deadline_member(ctx.taskId, spec.n))
-  push_event(ctx, 'step_parked', spec.n, ph.attempt, reason)
-  touch(ctx, spec.n)
-end
-
--- The agent gave up inside its window with a retryable failure (or its breaker stayed open past the
--- limit): the attempt's deadline moves to now, so the supervisor's next sweep counts the failure.
-local function report_retryable(ctx, spec, rec, kind, message)
-  local ph = phase(rec, kind)
-  ph.error = message
-  ph.completeBy = ctx.now
-  ph.reported = true
-  redis.call('ZADD', ctx.deadlinesKey, ctx.now, deadline_member(ctx.taskId, spec.n))
-  push_event(ctx, 'step_failed', spec.n, ph.attempt, message)
-  touch(ctx, spec.n)
-end
-
 
 ---------------------------------------------------------------------------------------------------
 -- Flow control (decision 0020 §2): a phase whose agent type is limited waits `queued` with a ticket
@@ -450,6 +347,151 @@ local function limited_agent(ctx, spec, kind)
   local sp = phase_spec(spec, kind)
   if type(sp) ~= 'table' or not sp.a or not ctx.limited[sp.a] then return nil end
   return sp.a
+end
+
+-- start_or_queue (§2.2), as its callers use it: queues the phase and returns true when its agent type is
+-- limited; returns false (the caller starts it as before) otherwise.
+local function maybe_queue(ctx, spec, rec, kind, ev, evReason)
+  local agent = limited_agent(ctx, spec, kind)
+  if not agent then return false end
+  rare().queue_phase(ctx, spec, rec, kind, agent, ev, evReason)
+  return true
+end
+
+-- Q5: the attempt that reported held a permit: it is released.
+local function release_permit(ctx, ph, attempt)
+  if ph.permit and ph.permit.a == attempt then limiter_add(ctx, ph.permit.g, 'release', ph.permit.t) end
+end
+
+-- A dependency is done when it is processed or skipped (decision 0019 §2.3: a skipped step's
+-- dependents run; it has no output, so a step that needs it gets none).
+local DEPENDENCY_DONE = { processed = true, skipped = true }
+
+---------------------------------------------------------------------------------------------------
+-- The rare functions (see rare() above): defined when a transition first needs one of them. The loader
+-- turns `--@lazy-end` into the table of every top-level local between the two markers.
+---------------------------------------------------------------------------------------------------
+build_rare = function()
+--@lazy-begin
+--@include _msgpack
+--@include _when
+
+-- An operator alert, recorded by the transition that makes it necessary (decision 0009): in the open
+-- alerts (closed by a retry of the task) and in the outbox the leader supervisor publishes from. Its id,
+-- `<taskId>:<step>:<kind>:<attempt>`, is unique per give-up (a retried step that fails again is a new
+-- alert, never dropped as a repeat). Needs ctx.alertsKey and ctx.outboxKey (the calling script's KEYS).
+local function record_alert(ctx, kind, step, failureCount, lastError, attempt)
+  local alert = { id = ctx.taskId .. ':' .. (step or TASK_DEADLINE) .. ':' .. kind .. ':' .. (attempt or 0), kind = kind, taskId = ctx.taskId,
+    step = step, failureCount = failureCount, raisedAt = ctx.now }
+  -- An element's alert names its step and its index (its id keeps `<step>#<i>`: one alert per element).
+  local base, i = element_of(step or '')
+  if base then alert.step, alert.item = base, i end
+  if lastError then alert.lastError = string.sub(lastError, 1, 4000) end
+  local json = cjson.encode(alert)
+  redis.call('HSET', ctx.alertsKey, alert.id, json)
+  redis.call('ZADD', ctx.outboxKey, ctx.now, json)
+end
+
+-- A msgpack string header for `n` bytes.
+local function mp_str_header(n)
+  if n < 32 then return string.char(0xa0 + n) end
+  if n < 256 then return string.char(0xd9, n) end
+  return string.char(0xda) .. struct.pack('>I2', n)
+end
+
+-- A task's output (decision 0019 §5.5): the map { <step>: <output> } of its processed sink steps (those
+-- no other step depends on), assembled from the stored bytes, never decoded (nil for a step without one).
+local function task_output(ctx)
+  local plan = ctx.plan or cjson.decode(redis.call('HGET', ctx.taskKey, 'plan'))
+  local inner = {}
+  for _, s in ipairs(plan) do for _, d in ipairs(s.d) do inner[d] = true end end
+  local parts, count = {}, 0
+  for _, s in ipairs(plan) do
+    if not inner[s.n] then
+      local rec = ctx.recs and ctx.recs[s.n] or decode_step(redis.call('HGET', ctx.taskKey, 's:' .. s.n))
+      if rec and rec.status == 'processed' then
+        local out = redis.call('HGET', ctx.taskKey, 'o:' .. s.n)
+        if not out or out == '' then out = string.char(0xc0) end
+        parts[#parts + 1] = mp_str_header(#s.n) .. s.n .. out
+        count = count + 1
+      end
+    end
+  end
+  local header
+  if count < 16 then header = string.char(0x80 + count) else header = string.char(0xde) .. struct.pack('>I2', count) end
+  return header .. table.concat(parts)
+end
+
+---------------------------------------------------------------------------------------------------
+-- The search index (decision 0021 §1.2): one lexicographic sorted set per bucket (`ctx.finished.search`),
+-- members `<kind>\31<value>\31<createdAt, 13 digits>\31<taskId>` of score 0, kinds t (tag `k=v`),
+-- s (status), w (workflow), c (client). Only a task that carries tags is indexed: an untagged task costs
+-- nothing more (its queries walk the tasks index, task-store.ts). A transition that changes a task's
+-- status says so with note_status; the members follow once, at its end (sync_search), where the reply
+-- already reads the task's fields: no Redis call more for an untagged task.
+---------------------------------------------------------------------------------------------------
+local SEARCH_SEP = '\31'
+local SEARCH_STATUSES = { 'running', 'completed', 'failed', 'compensating', 'compensated', 'compensation_failed', 'cancelled' }
+
+local function search_member(kind, value, createdAt, taskId)
+  return kind .. SEARCH_SEP .. value .. SEARCH_SEP .. string.format('%013d', tonumber(createdAt)) .. SEARCH_SEP .. taskId
+end
+
+-- Every member of a task: its tags (decoded JSON), status, workflow and client.
+local function search_members(tags, status, workflow, client, createdAt, taskId)
+  local out = {}
+  for k, v in pairs(tags) do out[#out + 1] = search_member('t', k .. '=' .. v, createdAt, taskId) end
+  out[#out + 1] = search_member('s', status, createdAt, taskId)
+  out[#out + 1] = search_member('w', workflow, createdAt, taskId)
+  out[#out + 1] = search_member('c', client, createdAt, taskId)
+  return out
+end
+
+-- The status members of every status but `keep` (all of them when nil): removed in one ZREM.
+local function other_status_members(keep, createdAt, taskId)
+  local out = {}
+  for _, st in ipairs(SEARCH_STATUSES) do
+    if st ~= keep then out[#out + 1] = search_member('s', st, createdAt, taskId) end
+  end
+  return out
+end
+
+-- ZADD's arguments for members of score 0.
+local function zadd_args(members)
+  local a = {}
+  for _, m in ipairs(members) do a[#a + 1] = 0; a[#a + 1] = m end
+  return a
+end
+
+-- Every member a task may have in the search index (all seven statuses: a stale one is removed too).
+local function all_search_members(tagsJson, workflow, client, createdAt, taskId)
+  local out = other_status_members(nil, createdAt, taskId)
+  for k, v in pairs(cjson.decode(tagsJson)) do out[#out + 1] = search_member('t', k .. '=' .. v, createdAt, taskId) end
+  out[#out + 1] = search_member('w', workflow, createdAt, taskId)
+  out[#out + 1] = search_member('c', client, createdAt, taskId)
+  return out
+end
+
+-- Parks a phase until `untilTs`: no attempt is in flight; the supervisor retries it then.
+local function park(ctx, spec, rec, kind, untilTs, reason)
+  local ph = phase(rec, kind)
+  ph.completeBy = untilTs
+  if kind == 'compensate' then ph.parked = true else rec.status = 'parked' end
+  redis.call('ZADD', ctx.deadlinesKey, untilTs, deadline_member(ctx.taskId, spec.n))
+  push_event(ctx, 'step_parked', spec.n, ph.attempt, reason)
+  touch(ctx, spec.n)
+end
+
+-- The agent gave up inside its window with a retryable failure (or its breaker stayed open past the
+-- limit): the attempt's deadline moves to now, so the supervisor's next sweep counts the failure.
+local function report_retryable(ctx, spec, rec, kind, message)
+  local ph = phase(rec, kind)
+  ph.error = message
+  ph.completeBy = ctx.now
+  ph.reported = true
+  redis.call('ZADD', ctx.deadlinesKey, ctx.now, deadline_member(ctx.taskId, spec.n))
+  push_event(ctx, 'step_failed', spec.n, ph.attempt, message)
+  touch(ctx, spec.n)
 end
 
 -- A step's key value (§1.1): the task input's value at the limit's path, as a string; '' when absent, nil,
@@ -506,15 +548,6 @@ local function queue_phase(ctx, spec, rec, kind, agent, ev, evReason, firstAt, w
   touch(ctx, spec.n)
 end
 
--- start_or_queue (§2.2), as its callers use it: queues the phase and returns true when its agent type is
--- limited; returns false (the caller starts it as before) otherwise.
-local function maybe_queue(ctx, spec, rec, kind, ev, evReason)
-  local agent = limited_agent(ctx, spec, kind)
-  if not agent then return false end
-  queue_phase(ctx, spec, rec, kind, agent, ev, evReason)
-  return true
-end
-
 -- Q8: a queued phase stops waiting (its ticket is dequeued from the limiter).
 local function drop_ticket(ctx, ph)
   if ph.q then
@@ -540,11 +573,6 @@ local function throttle_phase(ctx, spec, rec, kind, agent, retryAfterMs, message
     'throttled by ' .. agent .. ': paused until ' .. untilTs .. ' (Retry-After ' .. retryAfterMs .. ' ms): ' .. message)
   limiter_add(ctx, agent, 'pause', { k = ph.q.k, u = untilTs })
   return true
-end
-
--- Q5: the attempt that reported held a permit: it is released.
-local function release_permit(ctx, ph, attempt)
-  if ph.permit and ph.permit.a == attempt then limiter_add(ctx, ph.permit.g, 'release', ph.permit.t) end
 end
 
 
@@ -1086,11 +1114,6 @@ local function ladder_after_failure(ctx, spec, rec, kind)
   return 'park'
 end
 
-
--- A dependency is done when it is processed or skipped (decision 0019 §2.3: a skipped step's
--- dependents run; it has no output, so a step that needs it gets none).
-local DEPENDENCY_DONE = { processed = true, skipped = true }
-
 -- The task input's bytes for a condition (nil: the task has none), read once per transition.
 local function task_input(ctx)
   if ctx.input == nil then
@@ -1340,6 +1363,9 @@ local function fail_at_start(ctx, spec, rec, why, lastError)
   give_up(ctx, spec, rec, 'run', why, lastError, true, 'start-' .. rec.startFailures)
 end
 
+--@lazy-end
+end
+
 -- Readiness (decision 0019 §2.4 R1): a pending step whose dependencies are all done is skipped when its
 -- `when` is false (with the reason), fails when its condition cannot be read (the bytes are not msgpack:
 -- a permanent failure, so the task's onFailure applies), and starts otherwise. A pass that skipped a step
@@ -1358,20 +1384,21 @@ local function start_ready(ctx)
           if not DEPENDENCY_DONE[recs[d].status] then ready = false break end
         end
         if ready then
-          local holds, reason = step_condition(ctx, s, rec)
+          local holds, reason = true, nil
+          if s.w then holds, reason = rare().step_condition(ctx, s, rec) end
           if holds == nil then
-            fail_at_start(ctx, s, rec, 'failed: its condition could not be evaluated: ' .. reason, reason)
+            rare().fail_at_start(ctx, s, rec, 'failed: its condition could not be evaluated: ' .. reason, reason)
             return false
           elseif holds and s.k == 's' then
             -- A durable sleep (R2-R4): a deadline in the index; one already due completes now.
-            local wakeAt, why = sleep_until(ctx, s)
+            local wakeAt, why = rare().sleep_until(ctx, s)
             if not wakeAt then
-              fail_at_start(ctx, s, rec, 'failed: ' .. why, why)
+              rare().fail_at_start(ctx, s, rec, 'failed: ' .. why, why)
               return false
             end
             rec.startedAt = ctx.now
             if wakeAt <= ctx.now then
-              complete_without_agent(ctx, s, rec)
+              rare().complete_without_agent(ctx, s, rec)
               changed = true
             else
               rec.status = 'sleeping'
@@ -1382,7 +1409,7 @@ local function start_ready(ctx)
             end
           elseif holds and s.k == 'w' then
             -- A wait for a signal (R6/R7): the oldest buffered signal of its name, else wait until the timeout.
-            local queue = signal_queue(ctx)
+            local queue = rare().signal_queue(ctx)
             local found
             for i, q in ipairs(queue) do
               if q.name == s.ws.s then found = i break end
@@ -1394,7 +1421,7 @@ local function start_ready(ctx)
               local data = redis.call('HGET', ctx.taskKey, 'sd:' .. q.id)
               redis.call('HDEL', ctx.taskKey, 'sd:' .. q.id)
               if #queue == 0 then redis.call('HDEL', ctx.taskKey, 'sq') else redis.call('HSET', ctx.taskKey, 'sq', cjson.encode(queue)) end
-              deliver_signal(ctx, s, rec, q.id, q.by, data)
+              rare().deliver_signal(ctx, s, rec, q.id, q.by, data)
               changed = true
             else
               rec.status = 'waiting'
@@ -1405,17 +1432,17 @@ local function start_ready(ctx)
             end
           elseif holds and s.k == 'c' then
             -- A child task (R14): started by the caller; the step waits for its notice.
-            local input, why = child_input(ctx, s)
+            local input, why = rare().child_input(ctx, s)
             if why then
-              fail_at_start(ctx, s, rec, 'failed: ' .. why, why)
+              rare().fail_at_start(ctx, s, rec, 'failed: ' .. why, why)
               return false
             end
-            child_start(ctx, s, rec, input)
+            rare().child_start(ctx, s, rec, input)
           elseif holds and s.fe then
             -- A fan-out (R10, R11, R4): elements start in index order, at most maxParallel at once.
-            local started, why = fe_begin(ctx, s, rec)
+            local started, why = rare().fe_begin(ctx, s, rec)
             if not started then
-              fail_at_start(ctx, s, rec, 'failed: ' .. why, why)
+              rare().fail_at_start(ctx, s, rec, 'failed: ' .. why, why)
               return false
             elseif started == 'failed' then
               return false
@@ -1466,8 +1493,8 @@ local function reply(code, ctx, body)
     for _, d in ipairs(dispatch) do
       -- A fan-out element's request carries its value, under `=<step>#<i>` (no step name holds = or #).
       if d.item then
-        out[#out + 1] = '=' .. element_name(d.step, d.item)
-        out[#out + 1] = element_value(ctx, d.step, d.item)
+        out[#out + 1] = '=' .. rare().element_name(d.step, d.item)
+        out[#out + 1] = rare().element_value(ctx, d.step, d.item)
       elseif d.child == 'start' then
         -- A child's input, when it is not the parent's whole input: under `=<step>` (decision 0019 §5.2).
         local ci = redis.call('HGET', taskKey, 'ci:' .. d.step)
@@ -1487,3 +1514,5 @@ local function reply(code, ctx, body)
   end
   return out
 end
+
+--@lazy-imports rare

@@ -152,8 +152,8 @@ redis.call('HSET', taskKey, 'updatedAt', ctx.now)
 local spec
 if item then
   spec = spec_of(ctx, ARGV[2])
-  rec = element_rec(ctx, spec, item)
-  spec = element_spec(ctx, spec, item)
+  rec = rare().element_rec(ctx, spec, item)
+  spec = rare().element_spec(ctx, spec, item)
 else
   rec = recs_of(ctx)[name]
   spec = spec_of(ctx, name)
@@ -175,15 +175,15 @@ if ok and kind == 'compensate' then
     -- An element's compensation: the next ones start; the undo moves on once the step's are all done.
     local sspec, srec = spec_of(ctx, spec.fs), recs_of(ctx)[spec.fs]
     srec.fe.compRunning = srec.fe.compRunning - 1
-    if fe_comp_fill(ctx, sspec, srec) and srec.status == 'compensated' then next_compensation(ctx) end
+    if rare().fe_comp_fill(ctx, sspec, srec) and srec.status == 'compensated' then rare().next_compensation(ctx) end
   else
-    next_compensation(ctx)
+    rare().next_compensation(ctx)
   end
 elseif ok and item then
-  if fe_element_done(ctx, spec, rec, message, drain) then
+  if rare().fe_element_done(ctx, spec, rec, message, drain) then
     if start_ready(ctx) then finish_task(ctx, 'completed') end
   elseif drain then
-    next_compensation(ctx)
+    rare().next_compensation(ctx)
   end
 elseif ok then
   rec.status = 'processed'
@@ -195,17 +195,17 @@ elseif ok then
   redis.call('HSET', taskKey, 'o:' .. stepName, message)
   redis.call('ZREM', deadlinesKey, deadline_member(taskId, stepName))
   push_event(ctx, 'step_done', stepName, attempt)
-  if drain then next_compensation(ctx)
+  if drain then rare().next_compensation(ctx)
   elseif start_ready(ctx) then finish_task(ctx, 'completed') end
 elseif drain then
   -- A throttle in a drain is a drain (abandoned), but the service's pause still holds for the others.
   local agent = (ARGV[17] or '') ~= '' and limited_agent(ctx, spec, kind)
   if agent then limiter_add(ctx, agent, 'pause', { u = ctx.now + tonumber(ARGV[17]) }) end
-  abandon(ctx, spec, rec, 'ended while the task was being undone: ' .. message)
+  rare().abandon(ctx, spec, rec, 'ended while the task was being undone: ' .. message)
 elseif (ARGV[17] or '') ~= '' and limited_agent(ctx, spec, kind) then
   -- Q6 (decision 0020 §5): paused in the limiter, back in line; past maxCircuitOpen a retryable failure.
-  if not throttle_phase(ctx, spec, rec, kind, limited_agent(ctx, spec, kind), tonumber(ARGV[17]), message) then
-    report_retryable(ctx, spec, rec, kind, message .. ' (' .. ph.circuitCount .. ' attempts refused by an open breaker or a throttling service, over maxCircuitOpen ' .. (sp.l[4] or 10) .. ': each now counts as a failure)')
+  if not rare().throttle_phase(ctx, spec, rec, kind, limited_agent(ctx, spec, kind), tonumber(ARGV[17]), message) then
+    rare().report_retryable(ctx, spec, rec, kind, message .. ' (' .. ph.circuitCount .. ' attempts refused by an open breaker or a throttling service, over maxCircuitOpen ' .. (sp.l[4] or 10) .. ': each now counts as a failure)')
   end
 elseif ARGV[10] ~= '' or (ARGV[17] or '') ~= '' then
   local throttled = (ARGV[17] or '') ~= ''
@@ -216,14 +216,14 @@ elseif ARGV[10] ~= '' or (ARGV[17] or '') ~= '' then
     if ph.giveUpAt and untilTs > ph.giveUpAt then untilTs = ph.giveUpAt end
     ph.error = message
     ph.parkedFor = 'breaker' -- why it is parked, for `triad status` (decision 0021 §3.2): a refusal, the breaker's or a throttling service's
-    park(ctx, spec, rec, kind, untilTs, throttled and ('throttled by the service: ' .. message) or message)
+    rare().park(ctx, spec, rec, kind, untilTs, throttled and ('throttled by the service: ' .. message) or message)
   else
-    report_retryable(ctx, spec, rec, kind, message .. ' (' .. ph.circuitCount .. ' attempts refused by an open breaker or a throttling service, over maxCircuitOpen ' .. limit .. ': each now counts as a failure)')
+    rare().report_retryable(ctx, spec, rec, kind, message .. ' (' .. ph.circuitCount .. ' attempts refused by an open breaker or a throttling service, over maxCircuitOpen ' .. limit .. ': each now counts as a failure)')
   end
 elseif ARGV[6] == '0' then
-  give_up(ctx, spec, rec, kind, 'failed permanently: ' .. message, message, true)
+  rare().give_up(ctx, spec, rec, kind, 'failed permanently: ' .. message, message, true)
 else
-  report_retryable(ctx, spec, rec, kind, message)
+  rare().report_retryable(ctx, spec, rec, kind, message)
 end
 
 flush(ctx)

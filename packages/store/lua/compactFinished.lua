@@ -13,7 +13,8 @@
   (skipped: index entries whose task is gone, already compacted, or not in a compactable status.)
 
   The compact record (what src/task-view.ts reads back):
-    kept as is   id, workflow, version, status, seq, createdAt, finishedAt, error, staleResults, client, o:<step>;
+    kept as is   id, workflow, version, status, seq, createdAt, finishedAt, error, staleResults, client, tags, objs,
+                 a child's link and output (parent, parentStep, parentKind, parentAttempt, out), o:<step>;
                  input only for compensated and cancelled tasks (it explains what was undone).
     dropped      plan (the pinned definition stays in triad:<ns>:{<ns>:wf}:wf:<name> as v:<version>), replyTo,
                  lockedBy, lockEpoch, onFailure, updatedAt (= finishedAt), endAs, doneSeq, and input of
@@ -34,7 +35,11 @@
 --@include _common
 
 local COMPACTABLE = { completed = true, compensated = true, cancelled = true }
-local KEEP = { 'id', 'workflow', 'version', 'status', 'seq', 'createdAt', 'finishedAt', 'error', 'staleResults', 'client', 'tags', 'objs' }
+-- A child task keeps its link to its parent's step phase and its output (decision 0019 §2.8): `triad status`
+-- shows the link; a late operation of that step (a start its check re-sent) finds the child its own, not
+-- a task that took the id, and the notice it answers with is the one the parent would have had.
+local KEEP = { 'id', 'workflow', 'version', 'status', 'seq', 'createdAt', 'finishedAt', 'error', 'staleResults', 'client', 'tags', 'objs',
+  'parent', 'parentStep', 'parentKind', 'parentAttempt', 'out' }
 
 -- A whole number as text ('' when absent): cjson decodes numbers as doubles, and tostring would print
 -- large ones in exponent form.

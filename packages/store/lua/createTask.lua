@@ -48,7 +48,7 @@ if (ARGV[16] or '') ~= '' then fields[#fields + 1], fields[#fields + 2] = 'objs'
 local tagsJson = ARGV[15] or ''
 if tagsJson ~= '' then
   fields[#fields + 1], fields[#fields + 2] = 'tags', tagsJson
-  redis.call('ZADD', KEYS[9], unpack(zadd_args(search_members(cjson.decode(tagsJson), 'running', ARGV[2], ARGV[13], now, taskId))))
+  redis.call('ZADD', KEYS[9], unpack(rare().zadd_args(rare().search_members(cjson.decode(tagsJson), 'running', ARGV[2], ARGV[13], now, taskId))))
 end
 redis.call('HSET', taskKey, unpack(fields))
 ctx.recs = {}

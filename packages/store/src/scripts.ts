@@ -11,7 +11,7 @@ import { isCluster, type RedisClient } from './client.js';
 
 const LUA_DIR = new URL('../lua/', import.meta.url);
 
-export const SCRIPT_NAMES = ['createTask', 'applyResult', 'expireStep', 'expireTask', 'retryStep', 'cancelTask', 'releaseLeases', 'purgeFinished', 'compactFinished', 'fenceBucket', 'registerWorkflow', 'elect', 'resign', 'raiseEpoch', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'fireSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRetire', 'limitRegister', 'querySearch', 'startOp', 'checkpointOp', 'endOp', 'attachObjects', 'startQueued', 'startChild', 'cancelChild', 'undoChild', 'takeParentNotice', 'childEnded', 'dropParentNotice'] as const;
+export const SCRIPT_NAMES = ['createTask', 'applyResult', 'expireStep', 'expireTask', 'retryStep', 'cancelTask', 'releaseLeases', 'purgeFinished', 'compactFinished', 'fenceBucket', 'registerWorkflow', 'elect', 'resign', 'raiseEpoch', 'takeIntakeSlot', 'signalTask', 'putSchedule', 'pauseSchedule', 'deleteSchedule', 'fireSchedule', 'limitApply', 'limitPump', 'limitConfigure', 'limitStats', 'limitPlace', 'limitRetire', 'limitRegister', 'querySearch', 'startOp', 'checkpointOp', 'endOp', 'attachObjects', 'startQueued', 'startChild', 'cancelChild', 'undoChild', 'takeParentNotice', 'childEnded', 'dropParentNotice', 'childRefused'] as const;
 export type ScriptName = (typeof SCRIPT_NAMES)[number];
 
 export interface LoadedScript {
@@ -41,13 +41,64 @@ interface BufferScripting {
   evalBuffer(lua: string, ...args: (string | number | Buffer)[]): Promise<unknown>;
 }
 
+/** Lua without its comments (long ones, then line ones): for finding the names a text uses. */
+function stripComments(lua: string): string {
+  return lua.replace(/--\[(=*)\[[\s\S]*?\]\1\]/g, '').replace(/--[^\n]*/g, '');
+}
+
+/** The names a text uses bare (not as a field: `x.name`, `x:name`), among `names`. */
+function namesUsed(lua: string, names: readonly string[]): string[] {
+  const bare = new Set(stripComments(lua).match(/(?<![\w.:])[A-Za-z_]\w*/g));
+  return names.filter((n) => bare.has(n));
+}
+
+/**
+ * Lazy definitions (`_common.lua`'s rare functions). Redis runs a script's whole chunk on every call, so a
+ * `local function` at its top level is a closure built on every call, whether the call needs it or not.
+ * Functions a transition seldom needs are therefore defined inside a builder function, between the lines
+ * `--@lazy-begin` and `--@lazy-end`, and built on first use through an accessor (`rare()` in _common.lua).
+ * Here:
+ * - `--@lazy-end` becomes `return { <name> = <name>, … }` of every top-level local between the markers
+ *   (a line at column 0 starting `local`);
+ * - `--@lazy-imports <accessor>` becomes `local <name> = <accessor>().<name>` for each of those names the
+ *   text outside the builder uses bare — the scripts keep naming them as before (a script that uses one
+ *   builds them all on every call, as before this existed; the plain path's scripts, createTask and
+ *   applyResult, call `<accessor>().<name>` only where they need one);
+ * - it is an error when the text before the imports uses one of them bare (it would be a global there),
+ *   or when `<accessor>().<name>` names none of them.
+ */
+export function resolveLazy(lua: string): string {
+  const begin = lua.indexOf('\n--@lazy-begin\n');
+  if (begin < 0) return lua;
+  const end = lua.indexOf('\n--@lazy-end\n', begin);
+  const imports = /^--@lazy-imports (\w+)\s*$/m.exec(lua);
+  if (end < 0 || !imports) throw new Error('--@lazy-begin needs a --@lazy-end after it and a --@lazy-imports <accessor> line');
+  if (lua.indexOf('\n--@lazy-begin\n', begin + 1) >= 0) throw new Error('one --@lazy-begin region per script');
+  const body = lua.slice(begin, end);
+  const names = [...new Set([...body.matchAll(/^local (?:function )?([\w, ]+?)\s*(?:=|\(|$)/gm)].flatMap((m) => m[1]!.split(',').map((n) => n.trim())))];
+  const accessor = imports[1]!;
+  const outside = lua.slice(0, begin) + lua.slice(end);
+  const beforeImports = outside.slice(0, outside.indexOf(imports[0]));
+  const early = namesUsed(beforeImports, names);
+  if (early.length > 0) throw new Error(`${early.join(', ')}: lazily defined, so used before --@lazy-imports as ${accessor}().<name>`);
+  for (const m of stripComments(outside).matchAll(new RegExp(`${accessor}\\(\\)\\.(\\w+)`, 'g'))) {
+    if (!names.includes(m[1]!)) throw new Error(`${accessor}().${m[1]!}: no top-level local of that name between --@lazy-begin and --@lazy-end`);
+  }
+  const used = namesUsed(outside, names);
+  return (
+    lua.slice(0, end) +
+    `\nreturn { ${names.map((n) => `${n} = ${n}`).join(', ')} }\n` +
+    lua.slice(end + '\n--@lazy-end\n'.length).replace(imports[0], used.map((n) => `local ${n} = ${accessor}().${n}`).join('\n'))
+  );
+}
+
 let cache: Map<ScriptName, LoadedScript> | undefined;
 
 export function loadScripts(): Map<ScriptName, LoadedScript> {
   if (!cache) {
     cache = new Map();
     for (const name of SCRIPT_NAMES) {
-      const lua = readLua(name);
+      const lua = resolveLazy(readLua(name));
       cache.set(name, { name, lua, sha: createHash('sha1').update(lua).digest('hex') });
     }
   }
@@ -79,10 +130,36 @@ async function callScript(redis: RedisClient, name: ScriptName, keys: readonly s
   try {
     return await r.evalshaBuffer(script.sha, ...rest);
   } catch (e) {
-    if (e instanceof Error && e.message.startsWith('NOSCRIPT')) return r.evalBuffer(script.lua, ...rest);
-    throw e;
+    if (!(e instanceof Error && e.message.startsWith('NOSCRIPT'))) throw e;
+  }
+  // Not loaded (a fresh server, a restart, a failover). The first caller sends the text with EVAL; calls
+  // that failed meanwhile wait for it and try EVALSHA again, instead of each sending the text: a
+  // scheduler starting under load has dozens of calls in flight, and each EVAL of a ~100 KB script
+  // costs Redis its SHA-1 and the transfer (measured: ~230 EVALs at a bench's start, 0.28 G instructions).
+  const clientLoads = loading.get(redis) ?? new Map<ScriptName, Promise<unknown>>();
+  loading.set(redis, clientLoads);
+  const pending = clientLoads.get(name);
+  if (pending) {
+    await pending.catch(() => undefined);
+    try {
+      return await r.evalshaBuffer(script.sha, ...rest);
+    } catch (e) {
+      // Another node of a cluster, or flushed again in between: this call sends the text itself.
+      if (!(e instanceof Error && e.message.startsWith('NOSCRIPT'))) throw e;
+      return r.evalBuffer(script.lua, ...rest);
+    }
+  }
+  const load = r.evalBuffer(script.lua, ...rest);
+  clientLoads.set(name, load);
+  try {
+    return await load;
+  } finally {
+    if (clientLoads.get(name) === load) clientLoads.delete(name);
   }
 }
+
+/** Per connection, the script whose text an EVAL is sending now (see callScript). */
+const loading = new WeakMap<RedisClient, Map<ScriptName, Promise<unknown>>>();
 
 /**
  * Script calls made in one turn of the event loop leave in one socket write: the first corks the

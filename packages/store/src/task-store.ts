@@ -657,6 +657,26 @@ export class TaskStore {
   }
 
   /**
+   * The parent's side of a refused start (childRefused.lua, decision 0019 §5.2): the child's id is taken by
+   * a task that is not the step's child, so the step fails for good now and the task follows its
+   * onFailure. Not applied (stale) when the step no longer waits for that start.
+   */
+  async childRefused(a: { lease: LeaseClaim; taskId: string; step: string; attempt: number; childId: string; reason: string; now: number; schedulerId: string }): Promise<{ applied: true; action: string; transition: Transition } | { applied: false; reason: string }> {
+    const k = this.keys;
+    const b = k.forTask(a.taskId);
+    const reply = (await runScript(
+      this.redis,
+      'childRefused',
+      [k.task(a.taskId), b.deadlines, b.finished, a.lease.key, b.compact, b.alerts, b.alertOutbox, b.search],
+      [a.taskId, a.step, a.attempt, a.childId, a.reason, a.now, a.schedulerId, a.lease.token, a.lease.ms],
+    )) as unknown[];
+    const code = Number(reply[0]);
+    if (code === ScriptCode.Stale) return { applied: false, reason: parseBody(reply[1]).reason ?? 'stale' };
+    if (code !== ScriptCode.Ok) throw scriptError(code, `refused child of ${a.taskId}/${a.step}`, parseBody(reply[1]).reason);
+    return { applied: true, action: (parseBody(reply[1]) as { action?: string }).action ?? 'error', transition: parseTransition(reply) };
+  }
+
+  /**
    * A child step's `cancel` or `undo` (cancelChild.lua, undoChild.lua): the child's own undo begins (or
    * a tombstone stands for a child never started, or its notice is written again when it ended).
    */

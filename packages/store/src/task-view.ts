@@ -339,5 +339,7 @@ export function compactTaskView(taskId: string, h: TaskHash, plan: readonly Plan
   if (client) state.client = client;
   const tags = parseTags(str('tags'));
   if (tags) state.tags = tags;
+  const parent = str('parent');
+  if (parent) state.parent = { taskId: parent, step: str('parentStep') ?? '' };
   return state;
 }

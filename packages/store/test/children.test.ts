@@ -129,6 +129,19 @@ describe('child tasks', () => {
 
     await applied(store, ok('p1', 'notify', 'mail', 1, T0 + 60));
     expect((await store.getTask('p1'))?.status).toBe('completed');
+
+    // Retention compacts them after the child's hold: the child keeps its link — shown, and a late start of the
+    // step (its check re-sending it) finds its own child, not a task that took the id.
+    expect(await store.compactFinished(HOLD, 10, EPOCH)).toEqual({ compacted: 2, skipped: 0 }); // the parent and the child
+    const compacted = await store.getTask('p1:ship:1');
+    expect(compacted).toMatchObject({ compacted: true, status: 'completed', parent: { taskId: 'p1', step: 'ship' } });
+    expect(await startChild(store, input as Uint8Array, HOLD + 1)).toEqual({ applied: false, action: 'exists', status: 'completed' });
+    // The notice it answered with is the one the parent had (its step moved on: nothing changes) …
+    expect(await store.deliverNotice('p1:ship:1', HOLD + 2, EPOCH)).toMatchObject({ parentId: 'p1', step: 'ship', childStatus: 'completed' });
+    // … and an undo (an operator's retry of the parent past its bound) is refused: nothing can undo it now.
+    const undo = store.stopChild('undo', { lease: HELD, childId: 'p1:ship:1', link: link('compensate', 1), workflow: 'shipment', client: 'client-1', reason: 'the parent task is being undone', now: HOLD + 3, schedulerId: 'sched-1' });
+    await expect(undo).rejects.toThrow(/compacted by retention; its effects can no longer be undone/);
+    expect((await store.getTask('p1:ship:1'))?.status).toBe('completed');
   });
 
   it('a child that fails fails the step: the parent is undone, and the failed child is not undone twice', async () => {
@@ -280,6 +293,31 @@ describe('child tasks', () => {
       .catch((e: unknown) => e);
     expect(isTriadError(taken, 'INVALID_STATE')).toBe(true);
     expect((taken as Error).message).toContain('task id p1:ship:1 is taken by a task that is not the child of step ship of task p2');
+  });
+
+  it('a child id a client already took fails the step at once (childRefused): the task is undone, nothing waits', async () => {
+    const store = new TaskStore(r(), ns());
+    const t = await parentWaiting(store);
+    // A client submitted a task under the id the child would have.
+    await created(store, 'p1:ship:1', childPlan, {}, 'compensate', T0 + 15);
+    const taken = await startChild(store, t.outputs.get('=ship') as Uint8Array, T0 + 20).catch((e: unknown) => e);
+    expect(isTriadError(taken, 'INVALID_STATE')).toBe(true);
+    const refused = await store.childRefused({ lease: HELD, taskId: 'p1', step: 'ship', attempt: 1, childId: 'p1:ship:1', reason: (taken as Error).message, now: T0 + 21, schedulerId: 'sched-1' });
+    if (!refused.applied) throw new Error(`expected applied: ${refused.reason}`);
+    expect(refused.action).toBe('compensate');
+    expect(refused.transition.events.map((e) => [e.type, e.step])).toEqual([
+      ['step_failed', 'ship'],
+      ['compensating', undefined],
+      ['compensation_started', 'reserve'],
+    ]);
+    expect(refused.transition.events[0]?.reason).toMatch(/^child task p1:ship:1 cannot be created: .*task id p1:ship:1 is taken by a task that is not the child of step ship of task p1/);
+    expect(refused.transition.dispatch.map((d) => [d.step, d.kind])).toEqual([['reserve', 'compensate']]);
+    expect(await step(store, 'p1', 'ship')).toMatchObject({ status: 'failed', effect: 'none' });
+    expect((await deadlines(store)).has('p1|ship')).toBe(false);
+    // Told twice (a redelivery): the step no longer waits for that start.
+    expect(await store.childRefused({ lease: HELD, taskId: 'p1', step: 'ship', attempt: 1, childId: 'p1:ship:1', reason: 'again', now: T0 + 22, schedulerId: 'sched-1' })).toMatchObject({ applied: false });
+    // The client's task is untouched.
+    expect((await store.getTask('p1:ship:1'))?.parent).toBeUndefined();
   });
 
   it('a child whose workflow cannot be started is a cancelled stub that fails the step with the reason', async () => {

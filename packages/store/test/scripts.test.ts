@@ -2,7 +2,8 @@
 // write (coalesceWrites in scripts.ts), each still gets its own reply, and calls in later turns are not held.
 import type { Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { runScript } from '../src/index.js';
+import { loadScripts, runScript } from '../src/index.js';
+import { resolveLazy } from '../src/scripts.js';
 import { usePrivateRedis } from './redis-server.js';
 
 const r = usePrivateRedis('triad-scripts-test');
@@ -49,6 +50,21 @@ describe('runScript', () => {
     expect(redis.stream.writableCorked).toBe(0);
   });
 
+  it('sends a script\'s text once when many calls find it not loaded (the others wait and use EVALSHA)', async () => {
+    const redis = r();
+    const keys = Array.from({ length: 30 }, (_, i) => `test:scripts:${process.pid}:flushed:${i}`);
+    await Promise.all(keys.map((k) => redis.set(k, 't')));
+    await redis.script('FLUSH');
+    await redis.config('RESETSTAT');
+    const replies = await Promise.all(keys.map((k) => runScript(redis, 'releaseLeases', [k], ['t'])));
+    expect(replies).toEqual(keys.map(() => 1));
+    const stats = await redis.info('commandstats');
+    const calls = (cmd: string): number => Number(new RegExp(`^cmdstat_${cmd}:calls=(\\d+)`, 'm').exec(stats)?.[1] ?? 0);
+    expect(calls('eval')).toBe(1);
+    expect(calls('evalsha')).toBe(30 + 29);
+    expect(await redis.exists(...keys)).toBe(0);
+  });
+
   it('does not hold a call made in a later turn', async () => {
     const redis = r();
     const key = `test:scripts:${process.pid}:later`;
@@ -64,5 +80,30 @@ describe('runScript', () => {
     } finally {
       writes.restore();
     }
+  });
+});
+
+describe('lazy definitions (resolveLazy)', () => {
+  const fragment = (rest: string): string =>
+    ['local RARE, build_rare', 'local function rare()', '  if not RARE then RARE = build_rare() end', '  return RARE', 'end', 'build_rare = function()', '--@lazy-begin', 'local function twice(x) return 2 * x end', 'local LIMIT, OTHER = 10, 20', '--@lazy-end', 'end', '--@lazy-imports rare', rest].join('\n');
+
+  it('returns every top-level local of the region and imports only those the rest names bare', () => {
+    const lua = resolveLazy(fragment('return twice(LIMIT) -- OTHER in a comment is no use'));
+    expect(lua).toContain('return { twice = twice, LIMIT = LIMIT, OTHER = OTHER }');
+    expect(lua).toContain('local twice = rare().twice\nlocal LIMIT = rare().LIMIT\nreturn twice(LIMIT)');
+    expect(lua).not.toContain('local OTHER');
+    expect(resolveLazy(fragment('return rare().twice(1)'))).not.toMatch(/^local \w+ = rare\(\)/m);
+  });
+
+  it('refuses a lazy name used before the imports, and rare().<name> of no lazy local', () => {
+    expect(() => resolveLazy(fragment('').replace('local RARE, build_rare', 'local y = twice(1)\nlocal RARE, build_rare'))).toThrow(/twice: lazily defined/);
+    expect(() => resolveLazy(fragment('return rare().thrice(1)'))).toThrow(/rare\(\)\.thrice: no top-level local/);
+  });
+
+  it("keeps the plain path's scripts from building the rare functions: createTask and applyResult import none", async () => {
+    const scripts = loadScripts();
+    for (const name of ['createTask', 'applyResult'] as const) expect(scripts.get(name)!.lua).not.toMatch(/^local \w+ = rare\(\)\./m);
+    // Every script compiles (Lua's limits: 200 locals, 60 upvalues per function).
+    for (const s of scripts.values()) expect(await r().script('LOAD', s.lua)).toBe(s.sha);
   });
 });

@@ -12,11 +12,11 @@ import { performance } from 'node:perf_hooks';
 import { PayloadStore, ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
 import { LIMITS_FEATURE, TASK_ID_PATTERN, bucketClient, encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
-import { Leadership, LimitStore, PARENT_NOTICE_STEP, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type LeadershipState, type PendingAlert, type PurgedObjects, type RedisClient, type TaskStore } from '@triad/store';
+import { Leadership, LimitStore, PARENT_NOTICE_STEP, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type LeadershipState, type NoticeDelivery, type PendingAlert, type PurgedObjects, type RedisClient, type TaskStore } from '@triad/store';
 import { countTaskEnd, intercept, triadMetrics, type Next } from '@triad/telemetry';
 import { resolveSupervisorSettings, type ResolvedSupervisorSettings, type SupervisorSettings } from './options.js';
 import { ScheduleFiring, catchUpWindowMs } from './schedules.js';
-import { countAction, countSweep, supervisorMetrics, traceAction, type ActionInput, type SupervisorMetrics, type SweepOutcome } from './telemetry.js';
+import { countAction, countNotice, countSweep, supervisorMetrics, traceAction, type ActionInput, type NoticeInput, type SupervisorMetrics, type SweepOutcome } from './telemetry.js';
 
 /** Expired steps handled at once within a sweep. */
 const SWEEP_CONCURRENCY = 16;
@@ -66,6 +66,7 @@ export class Supervisor {
   /** The handlers inside their interceptors (tracing, metrics). */
   private readonly handleAction: Next<ActionInput, void>;
   private readonly handleSweep: Next<number, SweepOutcome>;
+  private readonly deliverNotice: Next<NoticeInput, NoticeDelivery | undefined>;
   /** The settings, every default applied (options.ts). */
   readonly settings: ResolvedSupervisorSettings;
   private sweepTimer: NodeJS.Timeout | undefined;
@@ -100,6 +101,7 @@ export class Supervisor {
     this.payloads = new PayloadStore(o.bus);
     this.handleAction = intercept((i) => this.act(i), traceAction(o.bus, this.log), countAction(this.metrics));
     this.handleSweep = intercept((now) => this.sweepExpired(now), countSweep(this.metrics));
+    this.deliverNotice = intercept(({ childId, now, epoch }) => this.o.tasks.deliverNotice(childId, now, epoch), countNotice(this.metrics));
     this.limits = o.tasks.limits?.store ?? new LimitStore(o.tasks.redis, o.bus.names.namespace);
     this.schedules = new ScheduleFiring(o.schedules ?? new ScheduleStore(o.tasks.redis, o.bus.names.namespace), o.bus, this.log, this.metrics);
     this.leadership = new Leadership({
@@ -287,7 +289,7 @@ export class Supervisor {
             if (step === PARENT_NOTICE_STEP) {
               // A finished child task's notice (decision 0019 §5.3): delivered to its parent's step, whose
               // transition is acted on as an expiry of that step is.
-              const n = await this.o.tasks.deliverNotice(taskId, now, epoch);
+              const n = await this.deliverNotice({ childId: taskId, now, epoch });
               if (n) {
                 this.log.info({ taskId: n.parentId, step: n.step, childId: n.childId, childStatus: n.childStatus, action: n.expiry.action }, 'child task notice delivered');
                 await this.handleAction({ taskId: n.parentId, step: n.step, epoch, expiry: n.expiry, now });

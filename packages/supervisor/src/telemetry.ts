@@ -5,7 +5,7 @@
  */
 import type { Bus } from '@triad/bus';
 import type { Logger } from '@triad/telemetry';
-import type { Expiry } from '@triad/store';
+import type { Expiry, NoticeDelivery } from '@triad/store';
 import { ROOT_CONTEXT, SpanKind, contextFromHeaders, inSpan, spanContextOf, tracingEnabled, triadMetrics, type Context, type Interceptor, type Link } from '@triad/telemetry';
 
 /** The action a fenced transition decided for one expired step, to be carried out (events, commands). */
@@ -32,6 +32,7 @@ export function supervisorMetrics(namespace: string) {
   return {
     ladderActions: (action: string) => m.ladderActions.inc({ namespace, action }),
     scheduleTicks: (action: string, n: number) => m.scheduleTicks.inc({ namespace, action }, n),
+    childNotices: (status: string, action: string) => m.childNotices.inc({ namespace, status, action }),
     sweeps: m.sweeps.labels(labels),
     sweepDuration: m.sweepDuration.labels(labels),
     sweepLag: m.sweepLag.labels(labels),
@@ -109,4 +110,20 @@ async function stepContext(bus: Bus, log: Logger, taskId: string, step: string, 
     log.debug({ err: e instanceof Error ? e.message : String(e), taskId, step }, 'trace context of the task not read: the action starts a trace of its own');
     return { parent: ROOT_CONTEXT };
   }
+}
+
+/** What the leader needs to deliver one child task's notice (decision 0019 §5.3). */
+export interface NoticeInput {
+  childId: string;
+  now: number;
+  epoch: number;
+}
+
+/** `triad_child_notices_total{status, action}`: each notice delivered, by the child's end and the parent step's action. */
+export function countNotice(m: Pick<SupervisorMetrics, 'childNotices'>): Interceptor<NoticeInput, NoticeDelivery | undefined> {
+  return async (input, next) => {
+    const n = await next(input);
+    if (n) m.childNotices(n.childStatus, n.expiry.action);
+    return n;
+  };
 }

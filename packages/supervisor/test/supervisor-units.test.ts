@@ -2,8 +2,9 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SUPERVISION } from '@triad/core';
 import { ErrorCode } from '@triad/protocol';
-import { MIN_SWEEP_GAP_MS, SUPERVISOR_DEFAULTS, catchUpWindowMs, countTick, resolveSupervisorSettings, sweepDelay, type TickInput, type TickOutcome } from '../src/index.js';
+import { MIN_SWEEP_GAP_MS, SUPERVISOR_DEFAULTS, catchUpWindowMs, countNotice, countTick, resolveSupervisorSettings, sweepDelay, type NoticeInput, type TickInput, type TickOutcome } from '../src/index.js';
 import type { SupervisorMetrics } from '../src/telemetry.js';
+import type { Expiry } from '@triad/store';
 
 describe('sweepDelay', () => {
   const base = { leading: true, behind: false, now: 10_000, intervalMs: 1_000 };
@@ -61,5 +62,18 @@ describe('schedule ticks', () => {
     await run({ action: 'fired', missed: 7 });
     await run({ action: 'noop', missed: 3 });
     expect(counted).toEqual([['fired', 1], ['skipped', 1], ['fired', 1], ['missed', 7]]);
+  });
+});
+
+describe('child notices', () => {
+  it('triad_child_notices_total counts each delivered notice by the child\'s end and the parent step\'s action, nothing when none was taken', async () => {
+    const counted: [string, string][] = [];
+    const interceptor = countNotice({ childNotices: (status: string, action: string) => counted.push([status, action]) });
+    const input: NoticeInput = { childId: 'p1:ship:1', now: 1, epoch: 1 };
+    const delivered = (childStatus: string, action: string) => ({ parentId: 'p1', step: 'ship', childId: 'p1:ship:1', childStatus, expiry: { action } as Expiry });
+    await interceptor(input, () => Promise.resolve(delivered('completed', 'done')));
+    await interceptor(input, () => Promise.resolve(delivered('failed', 'compensate')));
+    await interceptor(input, () => Promise.resolve(undefined));
+    expect(counted).toEqual([['completed', 'done'], ['failed', 'compensate']]);
   });
 });

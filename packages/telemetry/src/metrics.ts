@@ -56,6 +56,7 @@ function build(registry: Registry) {
     leadershipChanges: counter('triad_supervisor_leadership_changes_total', 'Times this supervisor became leader, or saw the epoch change.', ['namespace']),
     fencedWrites: counter('triad_supervisor_fenced_writes_total', 'Leader writes rejected because a newer epoch exists.', ['namespace']),
     alertsPublished: counter('triad_alerts_published_total', 'Operator alerts published to the alerts stream.', ['namespace']),
+    childNotices: counter('triad_child_notices_total', "Child tasks' notices the leader delivered to their parent's step (decision 0019 §5.3), by how the child ended (completed, failed, compensated, compensation_failed, cancelled) and what the parent's step did (done, error, compensate, drain, ended, compensated, noop).", ['namespace', 'status', 'action']),
     scheduleTicks: counter('triad_schedule_ticks_total', 'Schedule ticks the leader handled: fired (a task submitted), skipped (overlap skip: the previous task still ran), missed (older than the catch-up window after an outage: not fired).', ['namespace', 'action']),
     // Least privilege (decision 0022).
     apiRequestsRefused: counter('triad_api_requests_refused_total', "API requests neither run nor answered because their reply subject is not the requester's inbox (dead-lettered with the reason).", ['namespace', 'endpoint']),
