@@ -143,6 +143,9 @@ describe("a waiting step's place, the keys' table and the limits' metrics (decis
 
   it('the limits1 probe: a limit is refused while an older scheduler or supervisor runs, and set once they are gone (decision 0020 §1.8)', async () => {
     const t = await startTriad(td, { nats, redis }, { schedulers: 1, agentProcesses: 1 });
+    // Supervisors report limits1 and their limiter counters (queue_step and pump_limit commands sent).
+    const sup = await until('a supervisor report', () => t.client.supervisorStatus(), (st) => st.supervisors.length > 0, 10_000);
+    expect(sup.supervisors[0]).toMatchObject({ features: ['limits1'], queueChecks: 0, limitWakes: 0 });
     // Every running process announces limits1: a limit is set.
     expect((await cli(t, ['limits', 'set', 'payment', '--concurrency', '5'])).code).toBe(0);
     // A scheduler of an older version answers discovery without limits1 (as schedulers before 0020 do).

@@ -379,6 +379,10 @@ export const SupervisorHealthSchema = z.object({
   compacted: z.number().int().nonnegative().default(0),
   /** Writes rejected because a newer leader epoch exists. */
   fencedWrites: z.number().int().nonnegative(),
+  /** Queued phases whose check re-sent their ticket to a scheduler (`queue_step` commands; decision 0020 §2.6). */
+  queueChecks: z.number().int().nonnegative().default(0),
+  /** Limiters whose wake time passed with no scheduler pumping them (`pump_limit` commands; decision 0020 §2.5). */
+  limitWakes: z.number().int().nonnegative().default(0),
   /** What this supervisor runs beyond protocol 1: `limits1` (decision 0020); absent from older supervisors' reports. */
   features: optional(z.array(z.string())),
 });

@@ -129,6 +129,8 @@ export class Supervisor {
       purged: 0,
       compacted: 0,
       fencedWrites: 0,
+      queueChecks: 0,
+      limitWakes: 0,
       // Announced so that a limit is set only once every supervisor runs them (decision 0020 §1.8).
       features: [LIMITS_FEATURE],
     };
@@ -372,6 +374,7 @@ export class Supervisor {
           if (at === undefined || at + LIMIT_WAKE_GRACE_MS > now) return;
           const cmd: SupervisorCommand = { type: 'pump_limit', agent, epoch };
           await publishDurable(bus, bus.names.subjects.command, encode(cmd));
+          this.health.limitWakes++;
         }),
       );
       if (now - this.lastRetireAt >= this.settings.intervalMs) {
@@ -470,7 +473,7 @@ export class Supervisor {
     for (const [agent, r] of x.limiter ?? []) {
       for (const q of r.queue) {
         const cmd: SupervisorCommand = { type: 'queue_step', taskId, step: q.phase, kind: q.kind, ticket: q.ticket, epoch };
-        work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${q.ticket}:queue:${now}`));
+        work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${q.ticket}:queue:${now}`).then(() => void this.health.queueChecks++));
       }
       if (r.dequeue.length > 0) {
         work.push(
@@ -479,6 +482,7 @@ export class Supervisor {
             if (reply.waiting > 0 && reply.wakeAt !== undefined && reply.wakeAt <= now) {
               const cmd: SupervisorCommand = { type: 'pump_limit', agent, epoch };
               await publishDurable(bus, bus.names.subjects.command, encode(cmd));
+              this.health.limitWakes++;
             }
           }),
         );
