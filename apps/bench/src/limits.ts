@@ -115,3 +115,51 @@ export async function measureLimits(
     .sort((a, b) => b[1] - a[1]);
   return { agent: o.agent, tasks: o.tasks, steps: o.steps, pairs: o.pairs, runs, unlimited: pick(false), limited: pick(true), ratio: median(ratios), extraCommands };
 }
+
+export interface FairnessResult {
+  agent: string;
+  /** Tasks of customer A submitted first, and how many of them waited in line when B submitted. */
+  aTasks: number;
+  aWaitingAtB: number;
+  bTasks: number;
+  /** From B's submissions to the last of B's tasks completed, ms. */
+  bCompleteMs: number;
+  /** A's tasks not completed when B's last completed: B did not wait behind A's line. */
+  aNotCompletedAtB: number;
+}
+
+/**
+ * Fairness latency (decision 0020 §9.5): `aTasks` one-step io10 tasks of customer A queue under
+ * `--key input.customerId --per-key-concurrency 1`; once most of them wait, `bTasks` of customer B are
+ * submitted; how long until B's complete (the issue's "within a few seconds", reported, not asserted).
+ */
+export async function measureFairness(
+  client: TriadClient,
+  o: { workflow: string; agent: string; aTasks: number; bTasks: number },
+  progress: (msg: string) => void,
+): Promise<FairnessResult> {
+  await client.setAgentLimit(o.agent, { key: 'input.customerId', perKeyConcurrency: 1 });
+  try {
+    await sleep(PROPAGATION_MS);
+    const a = await Promise.all(Array.from({ length: o.aTasks }, (_, i) => client.submit(o.workflow, { customerId: 'A', n: i }).then((r) => r.taskId)));
+    let aWaiting = 0;
+    const until = Date.now() + 60_000;
+    while (Date.now() < until) {
+      const s = (await client.agentLimits({ agent: o.agent, keys: 5 }))[0];
+      aWaiting = s?.keys?.find((k) => k.key === 'A')?.waiting ?? 0;
+      if (aWaiting >= o.aTasks / 2) break;
+      await sleep(20);
+    }
+    const t0 = Date.now();
+    const b = await Promise.all(Array.from({ length: o.bTasks }, (_, i) => client.submit(o.workflow, { customerId: 'B', n: i }).then((r) => r.taskId)));
+    await Promise.all(b.map((id) => client.wait(id, { timeoutMs: 120_000 })));
+    const bCompleteMs = Date.now() - t0;
+    const aStates = await Promise.all(a.map((id) => client.getTask(id)));
+    const aNotCompletedAtB = aStates.filter((s) => s.status !== 'completed').length;
+    progress(`limits: fairness — ${o.bTasks} tasks of B completed in ${bCompleteMs} ms while ${aNotCompletedAtB} of A's ${o.aTasks} had not`);
+    await Promise.all(a.map((id) => client.wait(id, { timeoutMs: 300_000 })));
+    return { agent: o.agent, aTasks: o.aTasks, aWaitingAtB: aWaiting, bTasks: o.bTasks, bCompleteMs, aNotCompletedAtB };
+  } finally {
+    await client.clearAgentLimit(o.agent).catch(() => undefined);
+  }
+}

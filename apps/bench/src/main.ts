@@ -24,7 +24,7 @@ import { readCounters } from './counters.js';
 import { removeNamespace } from './cleanup.js';
 import { Completions } from './completions.js';
 import { measureLatency } from './latency.js';
-import { measureLimits } from './limits.js';
+import { measureFairness, measureLimits } from './limits.js';
 import { measureMemory, type SupervisorControl } from './memory.js';
 import { measureHandover, measureRecovery } from './recovery.js';
 import { measureSleepLateness } from './sleep-lateness.js';
@@ -206,6 +206,12 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
       () => [...servers.processes, ...actors.running()],
       progress,
     );
+    // Fairness latency: an I/O-bound agent (10 ms a step) so that a line of one customer takes seconds.
+    const io1 = ioWorkflow(1);
+    await client.registerWorkflow(io1);
+    await actors.agent(['io10']);
+    progress('limits: fairness — 600 tasks of customer A in line (1 at a time per customer), then 5 of B');
+    results.limitsFairness = await measureFairness(client, { workflow: io1.name, agent: 'io10', aTasks: 600, bTasks: 5 }, progress);
   }
   if (has('recovery')) {
     const stall = stallWorkflow(o.recoveryBudgetMs);

@@ -12,7 +12,7 @@ import type { PeerName, PeerResult } from './peers/peer.js';
 import type { HandoverResult, RecoveryResult } from './recovery.js';
 import type { SleepLatenessResult } from './sleep-lateness.js';
 import type { ScalingResult } from './scaling.js';
-import type { LimitsResult } from './limits.js';
+import type { FairnessResult, LimitsResult } from './limits.js';
 import type { ScalingClusterResult } from './scaling-cluster.js';
 import type { ScanResult } from './scan.js';
 import type { Durability } from './servers.js';
@@ -41,6 +41,8 @@ export interface Results {
   scalingCluster?: ScalingClusterResult;
   /** What a dispatch limit costs a step (decision 0020 §9.5). */
   limits?: LimitsResult;
+  /** How soon another key's tasks complete behind one key's line (decision 0020 §9.5). */
+  limitsFairness?: FairnessResult;
   /** Supervisor retries counted during the load tests: 0 means no step expired while queued. */
   supervisorRetriesDuringLoad?: number;
 }
@@ -221,6 +223,11 @@ export function rows(r: Results): Row[] {
     add('limits: Redis commands per step, unlimited / limited (inside scripts included)', `${fmt(l.unlimited.redisTotalPerStep, 2)} / ${fmt(l.limited.redisTotalPerStep, 2)}`);
     add('limits: the commands a limited step adds, per step', l.extraCommands.slice(0, 8).map(([c, d]) => `${c} +${fmt(d, 1)}`).join(', '));
   }
+  if (r.limitsFairness) {
+    const f = r.limitsFairness;
+    add(`limits fairness: ${f.bTasks} tasks of B complete behind ${f.aWaitingAtB} of A waiting (${f.agent}, per key 1), ms`, fmt(f.bCompleteMs, 0));
+    add(`limits fairness: A's tasks (of ${f.aTasks}) not completed when B's last did`, String(f.aNotCompletedAtB));
+  }
   return out;
 }
 
@@ -397,6 +404,10 @@ export function jsonSummary(r: Results): Record<string, unknown> {
     put('limits_evalsha_per_step_limited', r.limits.limited.evalshaPerStep);
     put('limits_cpu_ms_per_step_unlimited', r.limits.unlimited.cpuMsPerStep, 3);
     put('limits_cpu_ms_per_step_limited', r.limits.limited.cpuMsPerStep, 3);
+  }
+  if (r.limitsFairness) {
+    put('limits_fairness_b_complete_ms', r.limitsFairness.bCompleteMs, 0);
+    put('limits_fairness_a_not_completed', r.limitsFairness.aNotCompletedAtB, 0);
   }
   if (r.scalingCluster) {
     for (const row of r.scalingCluster.rows) {
