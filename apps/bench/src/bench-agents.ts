@@ -12,7 +12,8 @@ const IO_CONCURRENCY = Number(process.env['BENCH_IO_CONCURRENCY'] ?? 4);
 
 const noop = defineAgent({
   name: 'noop',
-  handler: () => Promise.resolve({}),
+  // Returns the input's `payload` (a throughput run with --payload-bytes), else {}.
+  handler: ({ input }) => Promise.resolve((input as { payload?: unknown } | undefined)?.payload ?? {}),
 });
 
 const io10 = defineAgent({

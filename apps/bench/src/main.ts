@@ -35,7 +35,7 @@ import { measureScalingCluster } from './scaling-cluster.js';
 import { measureScan, type ScanResult, type ScanTarget } from './scan.js';
 import { envServers, startDurableServers, startRedis, startServers, type Servers } from './servers.js';
 import { measureFloors } from './floors.js';
-import { measureThroughput } from './throughput.js';
+import { benchPayload, measureThroughput } from './throughput.js';
 import { sleep } from './timing.js';
 import { parseOptions, type Mode, type Options } from './options.js';
 import { ioWorkflow, noopWorkflow, stallWorkflow } from './workflows.js';
@@ -159,11 +159,18 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
 
   if (has('throughput')) {
     progress(`throughput: warm-up, then ${o.tasks} tasks × ${o.steps} steps at once`);
-    await runBatch(client, completions, noop.name, Math.min(200, Math.ceil(o.tasks / 10)), o.steps);
-    results.throughput = await measureThroughput(client, completions, noop.name, o.tasks, o.steps, () => readCounters(redis, servers.natsMonitorUrl), [
-      ...servers.processes,
-      ...actors.running(),
-    ]);
+    const input = o.payloadBytes > 0 ? { payload: benchPayload(o.payloadBytes) } : {};
+    await runBatch(client, completions, noop.name, Math.min(200, Math.ceil(o.tasks / 10)), o.steps, input);
+    results.throughput = await measureThroughput(
+      client,
+      completions,
+      noop.name,
+      o.tasks,
+      o.steps,
+      () => readCounters(redis, servers.natsMonitorUrl),
+      [...servers.processes, ...actors.running()],
+      input,
+    );
     if (o.latencyTasks > 0) {
       progress(`latency: ${o.warmup} warm-up + ${o.latencyTasks} 3-step tasks one at a time`);
       results.latency = await measureLatency(client, noop3.name, o.latencyTasks, o.warmup);

@@ -10,6 +10,8 @@ export type Mode = (typeof MODES)[number] | (typeof EXTRA_MODES)[number];
 export interface Options {
   tasks: number;
   steps: number;
+  /** Throughput: each task's input carries a payload of about this many bytes, which each step returns (0: none). */
+  payloadBytes: number;
   agents: number;
   json: boolean;
   mode: Mode[];
@@ -67,6 +69,7 @@ export function parseOptions(argv: string[]): Options {
     .description('Triad benchmark: throughput, latency, recovery, scan cost, memory and scaling, against BullMQ and Restate (--peers) and the raw JetStream limit, in one run')
     .option('--tasks <n>', 'throughput: tasks submitted at once', int(1), 2000)
     .option('--steps <n>', 'throughput: sequential no-op steps per task', int(1), 3)
+    .option('--payload-bytes <n>', 'throughput: a payload of about this many bytes in each task input, returned by each step as its output', int(0), 0)
     .option('--agents <n>', 'agent processes running the no-op agent', int(1), 1)
     .option('--json', 'print one JSON object with the figures as the last line', false)
     .addOption(

@@ -26,12 +26,23 @@ export async function measureThroughput(
   steps: number,
   counters: () => Promise<Counters>,
   processes: readonly ProcessRef[],
+  input: unknown = {},
 ): Promise<ThroughputResult> {
   const before = await counters();
   const cpu = cpuWindow(processes);
-  const r = await runBatch(client, completions, workflow, tasks, steps);
+  const r = await runBatch(client, completions, workflow, tasks, steps, input);
   const shares = cpu.end(r.elapsedMs);
   const work = perStep(before, await counters(), tasks * steps);
   const secs = r.elapsedMs / 1000;
   return { tasks, steps, elapsedMs: r.elapsedMs, submitMs: r.submitMs, tasksPerSec: tasks / secs, stepsPerSec: (tasks * steps) / secs, work, cpu: shares };
+}
+
+/**
+ * A payload of about `bytes` bytes encoded, shaped like business data (a list of records with a few
+ * fields each) rather than one string: what decoding costs is per value, not per byte.
+ */
+export function benchPayload(bytes: number): { lines: { sku: string; qty: number; price: number; note: string }[] } {
+  const lines: { sku: string; qty: number; price: number; note: string }[] = [];
+  for (let i = 0; i * 40 < bytes; i++) lines.push({ sku: `sku-${i}`, qty: i % 7, price: i * 1.25, note: 'n' });
+  return { lines };
 }

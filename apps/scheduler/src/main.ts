@@ -20,6 +20,7 @@ runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
     logger: log,
     maxObjectBytes: payloadSettingsFromEnv(process.env).maxObjectBytes,
     ...(config.stepBatches === 'off' ? { stepBatchMax: 1 } : {}),
+    eventBatches: config.eventBatches === 'on',
   });
   await scheduler.start();
   onShutdown(() => scheduler.stop());

@@ -8,7 +8,7 @@
 import { hostname } from 'node:os';
 import type { MsgHdrs, Subscription } from '@nats-io/nats-core';
 import { randomUUID } from 'node:crypto';
-import { PayloadStore, deadLetter, ensureConsumer, explainNoJetStream, offloadValue, resolveRefs, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
+import { PayloadStore, deadLetter, ensureConsumer, explainNoJetStream, offloadEncoded, resolveRefs, startConsumer, type Bus, type Disposition, type RunningConsumer } from '@triad/bus';
 import { nuid } from '@nats-io/nats-core';
 import { contextFromHeaders, intercept, traceHeaders, type HeaderReader, type Next } from '@triad/telemetry';
 import {
@@ -19,6 +19,8 @@ import {
   decode,
   decodeStepRequests,
   encode,
+  encodeMap,
+  RawMsgpack,
   errorMessage,
   isTriadError,
   outputObjectPrefix,
@@ -399,8 +401,8 @@ export class AgentHost {
    * (decision 0021 §4.3); the value to send. Throws a TriadError: INVALID_MESSAGE for a value holding the
    * reserved key or above TRIAD_MAX_OBJECT_BYTES, UNAVAILABLE when the store refused the upload.
    */
-  private async offloadOutput(req: Pick<StepRequest, 'taskId' | 'step' | 'kind' | 'attempt' | 'item' | 'bucket'>, output: unknown): Promise<unknown> {
-    return offloadValue(output, 'output', this.settings.inlineMaxBytes, async (bytes) => {
+  private async offloadOutput(req: Pick<StepRequest, 'taskId' | 'step' | 'kind' | 'attempt' | 'item' | 'bucket'>, output: unknown): Promise<Uint8Array | undefined> {
+    return offloadEncoded(output, 'output', this.settings.inlineMaxBytes, async (bytes) => {
       if (!req.bucket) throw new TriadError(ErrorCode.InvalidMessage, `the output is ${bytes.length} bytes, above the inline limit of ${this.settings.inlineMaxBytes}, and the step request names no bucket: upgrade the schedulers (large payloads, decision 0021)`);
       return this.payloads.put(req.bucket, `${outputObjectPrefix(req.taskId, req.step, req.kind, req.attempt, req.item?.index)}${nuid.next()}`, bytes);
     });
@@ -413,7 +415,9 @@ export class AgentHost {
     let result: StepResult;
     if (outcome.kind === 'ok') {
       try {
-        result = { ...base, ok: true, output: await this.offloadOutput(req, outcome.output) };
+        // The output encoded once (to measure it), then embedded as those bytes (encodeMap below).
+        const output = await this.offloadOutput(req, outcome.output);
+        result = { ...base, ok: true, ...(output ? { output: new RawMsgpack(output) } : {}) };
       } catch (e) {
         // The handler ran: its effect is unknown. A store that refused is worth another attempt; an
         // output Triad cannot carry is not.
@@ -430,7 +434,7 @@ export class AgentHost {
     }
     let bytes: Uint8Array;
     try {
-      bytes = encode(result);
+      bytes = encodeMap(Object.entries(result));
     } catch (e) {
       // An output too large to send is the handler's bug: report it as a permanent failure.
       // The handler ran and returned, so its effect is unknown to Triad (it may well have happened).

@@ -48,11 +48,28 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
   const windowMs = req.completeBy - o.safetyMarginMs - wallNow();
   if (windowMs <= 0) return { kind: 'expired', tries: 0 };
   const deadline = performance.now() + windowMs;
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new Error(`complete-by ${new Date(req.completeBy).toISOString()} reached`)), windowMs);
-  const closed = new Promise<'closed'>((resolve) => controller.signal.addEventListener('abort', () => resolve('closed'), { once: true }));
+  // The window closes by the timer or the external signal. The handlers' AbortSignal is made only when a
+  // handler reads `ctx.signal` (a step that never does costs no AbortController, no abort event).
+  let closedBy: { reason: unknown } | undefined;
+  let controller: AbortController | undefined;
+  let onClose!: (v: 'closed') => void;
+  const closed = new Promise<'closed'>((resolve) => (onClose = resolve));
+  const close = (reason: unknown): void => {
+    if (closedBy) return;
+    closedBy = { reason };
+    controller?.abort(reason);
+    onClose('closed');
+  };
+  const signal = (): AbortSignal => {
+    if (!controller) {
+      controller = new AbortController();
+      if (closedBy) controller.abort(closedBy.reason);
+    }
+    return controller.signal;
+  };
+  const timer = setTimeout(() => close(new Error(`complete-by ${new Date(req.completeBy).toISOString()} reached`)), windowMs);
   const external = o.signal;
-  const onExternal = (): void => controller.abort(external?.reason);
+  const onExternal = (): void => close(external?.reason);
   if (external?.aborted) onExternal();
   else external?.addEventListener('abort', onExternal, { once: true });
   try {
@@ -82,7 +99,9 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
         ...(req.effect ? { effect: req.effect } : {}),
         completeBy: req.completeBy,
         ...(req.item ? { item: { index: req.item.index, count: req.item.count, value: req.item.value } } : {}),
-        signal: controller.signal,
+        get signal() {
+          return signal();
+        },
       };
       let outcome: { ok: true; value: unknown } | { ok: false; error: unknown } | 'closed';
       // Promise.resolve().then: a handler that throws synchronously becomes a rejection like any other.
@@ -94,7 +113,7 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
       } catch (error) {
         outcome = { ok: false, error };
       }
-      if (outcome === 'closed' || controller.signal.aborted) return { kind: 'expired', tries: t };
+      if (outcome === 'closed' || closedBy) return { kind: 'expired', tries: t };
       if (!outcome.ok && outcome.error instanceof BrokenCircuitError) {
         // Refused by the breaker on this try: only the earlier tries called the service.
         if (!mayHaveApplied) return { kind: 'circuit_open', retryAfterMs: o.breaker?.halfOpenAfterMs ?? 0, tries: t - 1 };
@@ -123,6 +142,7 @@ export async function runStep(req: StepRequest, agent: AgentDefinition, o: RunSt
   } finally {
     clearTimeout(timer);
     external?.removeEventListener('abort', onExternal);
-    if (!controller.signal.aborted) controller.abort(STEP_FINISHED);
+    // A signal read later (a handler that kept its context) is already aborted.
+    close(STEP_FINISHED);
   }
 }

@@ -174,6 +174,39 @@ describe('runStep', () => {
     expect(String((seen?.reason as Error | undefined)?.message)).toMatch(/complete-by .* reached/);
   });
 
+  it("makes the handler's AbortSignal only when the handler reads it: one read after the step ended is already aborted, one read after an external abort carries its reason", async () => {
+    // A handler that never reads ctx.signal (the common no-op step): no controller, the step still ends.
+    let kept: StepContext<unknown> | undefined;
+    const { agent } = recordingAgent((ctx) => {
+      kept = ctx;
+      return 'done';
+    });
+    expect(await runStep(request(), agent, opts)).toEqual({ kind: 'ok', output: 'done', tries: 1 });
+    const late = kept?.signal;
+    expect(late?.aborted).toBe(true);
+    expect((late?.reason as Error | undefined)?.message).toBe('step finished');
+    // The same signal on every read within a step.
+    expect(kept?.signal).toBe(late);
+    // An external abort (the agent lost its lease) closes the window whether or not the signal was read.
+    const external = new AbortController();
+    let seen: AbortSignal | undefined;
+    const hang = recordingAgent(() => {
+      queueMicrotask(() => external.abort(new Error('lease lost')));
+      return new Promise<never>(() => undefined);
+    });
+    const grab = recordingAgent((ctx) => {
+      seen = ctx.signal;
+      return new Promise<never>(() => undefined);
+    });
+    expect(await runStep(request(), hang.agent, { ...opts, signal: external.signal })).toEqual({ kind: 'expired', tries: 1 });
+    expect((hang.calls[0]?.signal.reason as Error | undefined)?.message).toBe('lease lost');
+    const external2 = new AbortController();
+    setTimeout(() => external2.abort(new Error('lease lost again')), 20);
+    expect(await runStep(request(), grab.agent, { ...opts, signal: external2.signal })).toEqual({ kind: 'expired', tries: 1 });
+    expect(seen?.aborted).toBe(true);
+    expect((seen?.reason as Error | undefined)?.message).toBe('lease lost again');
+  });
+
   it('a handler that honours the signal (rejects on abort) yields expired, not failed', async () => {
     // completeBy = now + 150; the injected clock makes the window exactly 150 ms however slow the machine.
     const base = Date.now();

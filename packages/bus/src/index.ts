@@ -28,7 +28,9 @@ export {
   deadLetter,
   publishTaskEvents,
   sendTaskEvents,
+  encodeTaskEvents,
+  storeTaskEvents,
   type DeadLetterOrigin,
 } from './publish.js';
 export { protocolHeaders, unsupportedVersion, PROTOCOL_HEADER, REPLY_TO_HEADER, PROTOCOL_MAJOR } from './headers.js';
-export { PayloadStore, readObject, offloadValue, resolveRefs, sha256Hex, mib, type PayloadStoreOptions } from './payloads.js';
+export { PayloadStore, readObject, offloadValue, offloadEncoded, resolveRefs, sha256Hex, mib, type PayloadStoreOptions } from './payloads.js';

@@ -303,10 +303,29 @@ export async function offloadValue(value: unknown, what: string, inlineMaxBytes:
 }
 
 /**
+ * offloadValue's answer already encoded: the bytes of what a writer sends (the value's own encoding when
+ * inline, else the reference's), undefined for an undefined value — so the value is encoded once, not
+ * once to measure it and again inside its message (decision 0025).
+ */
+export async function offloadEncoded(value: unknown, what: string, inlineMaxBytes: number, upload: (bytes: Uint8Array) => Promise<ObjectRef>): Promise<Uint8Array | undefined> {
+  const at = reservedKeyPath(value, what);
+  if (at !== undefined) throw new TriadError(ErrorCode.InvalidMessage, reservedKeyMessage(at));
+  if (value === undefined) return undefined;
+  const bytes = encode(value, Number.MAX_SAFE_INTEGER);
+  if (bytes.length <= inlineMaxBytes) return bytes;
+  return encode(await upload(bytes));
+}
+
+/**
  * `value` with every object reference in it, at any depth, replaced by the value stored in its object
  * (`download` fetches and checks the bytes). A Triad value this version does not know is an error.
+ * A value with no Triad value in it — almost every one — is returned as it is after one synchronous walk.
  */
-export async function resolveRefs(value: unknown, download: (ref: ObjectRef) => Promise<Uint8Array>): Promise<unknown> {
+export function resolveRefs(value: unknown, download: (ref: ObjectRef) => Promise<Uint8Array>): Promise<unknown> {
+  return holdsTriadValue(value) ? resolveIn(value, download) : Promise.resolve(value);
+}
+
+async function resolveIn(value: unknown, download: (ref: ObjectRef) => Promise<Uint8Array>): Promise<unknown> {
   if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value) || value instanceof Date) return value;
   if (isTriadValue(value)) {
     if (value.$triad !== 'object') throw new TriadError(ErrorCode.InvalidMessage, `unknown Triad value "${String(value.$triad)}": this reader is older than its writer`);
@@ -315,14 +334,30 @@ export async function resolveRefs(value: unknown, download: (ref: ObjectRef) => 
     return unpackTrusted(await download(ref.data));
   }
   if (Array.isArray(value)) {
-    const out = await Promise.all(value.map((v) => resolveRefs(v, download)));
+    const out = await Promise.all(value.map((v) => resolveIn(v, download)));
     return out.some((v, i) => v !== value[i]) ? out : value;
   }
   if (Object.getPrototypeOf(value) !== Object.prototype) return value;
   let out: Record<string, unknown> | undefined;
   for (const [k, v] of Object.entries(value)) {
-    const w = await resolveRefs(v, download);
+    const w = await resolveIn(v, download);
     if (w !== v) (out ??= { ...(value as Record<string, unknown>) })[k] = w;
   }
   return out ?? value;
+}
+
+/** Whether a Triad value (`$triad` first) is anywhere in `value`, where resolveRefs looks: arrays and plain objects. Iterative. */
+function holdsTriadValue(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  for (let v = stack.pop(); stack.length > 0 || v !== undefined; v = stack.pop()) {
+    if (v === null || typeof v !== 'object' || ArrayBuffer.isView(v) || v instanceof Date) continue;
+    if (isTriadValue(v)) return true;
+    if (Array.isArray(v)) {
+      for (const x of v) stack.push(x);
+      continue;
+    }
+    if (Object.getPrototypeOf(v) !== Object.prototype) continue;
+    for (const k in v) stack.push((v as Record<string, unknown>)[k]);
+  }
+  return false;
 }

@@ -114,7 +114,21 @@ export async function publishTaskEvents(bus: Bus, client: string, taskId: string
  */
 export function sendTaskEvents(bus: Bus, client: string, taskId: string, events: readonly TaskEvent[], replyTo?: string): void {
   const bytes = eventBatch(bus, taskId, events, replyTo);
-  if (!bytes) return;
+  if (bytes) storeTaskEvents(bus, client, taskId, events, bytes);
+}
+
+/** One transition's events as they travel (a `TaskEventBatch`), or undefined when there are none. */
+export function encodeTaskEvents(taskId: string, events: readonly TaskEvent[]): Uint8Array | undefined {
+  if (events.length === 0) return undefined;
+  const batch: TaskEventBatch = { taskId, events: [...events] };
+  return encode(batch);
+}
+
+/**
+ * Stores one transition's encoded events (`bytes`, from encodeTaskEvents) in the EVENTS stream under the
+ * submitting client, with a plain NATS publish and the message id that drops a repeat (see sendTaskEvents).
+ */
+export function storeTaskEvents(bus: Bus, client: string, taskId: string, events: readonly TaskEvent[], bytes: Uint8Array): void {
   bus.nc.publish(bus.names.subjects.event(client, taskId), bytes, { headers: protocolHeaders({ 'Nats-Msg-Id': eventMessageId(client, taskId, events) }) });
 }
 
@@ -128,10 +142,8 @@ function eventMessageId(client: string, taskId: string, events: readonly TaskEve
 
 /** Encodes one transition's events and sends them to the submitter's reply subject, if any. */
 function eventBatch(bus: Bus, taskId: string, events: readonly TaskEvent[], replyTo?: string): Uint8Array | undefined {
-  if (events.length === 0) return undefined;
-  const batch: TaskEventBatch = { taskId, events: [...events] };
-  const bytes = encode(batch);
-  if (replyTo) publishPlain(bus, replyTo, bytes);
+  const bytes = encodeTaskEvents(taskId, events);
+  if (bytes && replyTo) publishPlain(bus, replyTo, bytes);
   return bytes;
 }
 

@@ -1,5 +1,6 @@
 // The bus's own pure logic: protocol headers and version refusal, the stream layout it asks JetStream
-// for, its settings from the environment, and how it classifies publish errors.
+// for, its settings from the environment, how it classifies publish errors, and how payload references
+// are found in a value.
 import { describe, expect, it } from 'vitest';
 import { headers } from '@nats-io/nats-core';
 import { DiscardPolicy, RetentionPolicy } from '@nats-io/jetstream';
@@ -10,6 +11,7 @@ import {
   isBacklogFull,
   isLeaderChange,
   protocolHeaders,
+  resolveRefs,
   streamReplicas,
   streamSpecs,
   submitBacklogPerClient,
@@ -80,5 +82,23 @@ describe('publish errors', () => {
     expect(isBacklogFull(Object.assign(new Error('x'), { api_error: { err_code: 10077 } }))).toBe(true);
     expect(isBacklogFull(new Error('outer', { cause: new Error('maximum messages per subject exceeded') }))).toBe(true);
     expect(isBacklogFull(new Error('maximum payload exceeded'))).toBe(false);
+  });
+});
+
+describe('payload references (resolveRefs)', () => {
+  const ref = { $triad: 'object', v: 1, bucket: 'triad_2_ns_c1', name: 'n', size: 1, sha256: 'a'.repeat(64) };
+
+  it('returns a value holding no reference as it is, without downloading', async () => {
+    const downloads: unknown[] = [];
+    const value = { a: [1, { b: 'x', c: new Uint8Array([1]) }, undefined, null], d: new Date(0) };
+    expect(await resolveRefs(value, (r) => (downloads.push(r), Promise.resolve(new Uint8Array([0xc0]))))).toBe(value);
+    expect(downloads).toEqual([]);
+  });
+
+  it('replaces a reference at any depth, and refuses an unknown Triad value', async () => {
+    const value = { a: [1, { b: ref }], keep: 'k' };
+    const out = await resolveRefs(value, () => Promise.resolve(new Uint8Array([0x2a])));
+    expect(out).toEqual({ a: [1, { b: 42 }], keep: 'k' });
+    await expect(resolveRefs([{ $triad: 'other' }], () => Promise.resolve(new Uint8Array([0xc0])))).rejects.toThrow(/unknown Triad value "other"/);
   });
 });

@@ -13,7 +13,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createInbox, nuid, type Msg, type Subscription } from '@nats-io/nats-core';
+import { nuid, type Msg, type Subscription } from '@nats-io/nats-core';
 import { REPLY_TO_HEADER, connectBus, explainPermissionViolation, isBacklogFull, mib, offloadValue, protocolHeaders, publishRetrying, readObject, resolveRefs, sha256Hex, type Bus } from '@triad/bus';
 import { SpanKind, inSpan } from '@triad/telemetry';
 import { runBulkOperation, type BulkApi, type BulkRunOptions } from './bulk.js';
@@ -31,6 +31,8 @@ import {
   type ProbeRequest,
   DEFAULT_PRIORITY,
   TaskEventBatchSchema,
+  EVENT_BATCH_REPLY_MARK,
+  decodeTaskEventMessage,
   TriadError,
   decode,
   encode,
@@ -923,14 +925,20 @@ export class TriadClient {
     return (await resolveRefs(value, (ref) => this.downloadBytes(ref))) as T;
   }
 
-  /** A private reply subject (in this client's inbox) and an iterator of the events the scheduler sends there. */
+  /**
+   * A private reply subject (in this client's inbox) and an iterator of the events the scheduler sends
+   * there. Several tasks may share it: each event names its task. Its last token starts with `b~`, which
+   * tells a scheduler that it reads event batches (decision 0025): the transitions of one scheduler turn
+   * then come in one message.
+   */
   replySubject(): { subject: string; events: AsyncIterable<TaskEvent>; close(): void } {
-    const subject = createInbox(this.bus.names.subjects.inboxPrefix(this.clientId));
+    const subject = `${this.bus.names.subjects.inboxPrefix(this.clientId)}.${EVENT_BATCH_REPLY_MARK}${nuid.next()}`;
     const sub: Subscription = this.bus.nc.subscribe(subject);
     async function* events(): AsyncGenerator<TaskEvent> {
       for await (const m of sub) {
-        const d = decode(m.data, TaskEventBatchSchema, 'task events');
-        if (d.ok) yield* d.value.events;
+        const d = decodeTaskEventMessage(m.data);
+        if (!d.ok) continue;
+        for (const b of d.value) if (b.ok) yield* b.value.events;
       }
     }
     return { subject, events: events(), close: () => sub.unsubscribe() };

@@ -237,6 +237,79 @@ export function msgpackField(bytes: Uint8Array, key: string): Uint8Array | undef
   return undefined;
 }
 
+/**
+ * Messages at least this large are decoded with their payload left opaque (decodeWithOpaquePayload):
+ * below it, the walk and the copy cost more than decoding a small payload (measured, performance.md).
+ */
+export const OPAQUE_PAYLOAD_MIN_BYTES = 2_048;
+
+/**
+ * Decodes and validates untrusted `bytes` like decode(), except the value under the top-level `field` —
+ * a payload the reader carries on but does not read (decision 0025: a task's input, a step's output).
+ * That value is checked (well-formed msgpack, nesting within MAX_NESTING_DEPTH with its message) but not
+ * decoded: `value` lacks it, and `payload` is a view of its bytes. Undefined — decode the message as
+ * usual — when it is under OPAQUE_PAYLOAD_MIN_BYTES or over `maxBytes`, is not one whole map, or has no
+ * such field (then decoding it whole says what is wrong with it, if anything). Never throws.
+ */
+export function decodeWithOpaquePayload<S extends z.ZodType>(
+  bytes: Uint8Array,
+  schema: S,
+  what: string,
+  field: string,
+  maxBytes: number = DEFAULT_MAX_MESSAGE_BYTES,
+): Decoded<{ value: z.output<S>; payload: Uint8Array }> | undefined {
+  if (bytes.length < OPAQUE_PAYLOAD_MIN_BYTES || bytes.length > maxBytes) return undefined;
+  const span = payloadSpan(bytes, field);
+  if (!span) return undefined;
+  if (span === 'too deep') {
+    return { ok: false, error: new TriadError(ErrorCode.InvalidMessage, `${what} is nested more than ${MAX_NESTING_DEPTH} levels deep (maps and arrays); flatten it`) };
+  }
+  // The message without the payload's pair: its count one less, the pair's bytes cut out.
+  const [pairStart, start, end, countAt, countLen] = span;
+  const rest = new Uint8Array(bytes.length - (end - pairStart));
+  rest.set(bytes.subarray(0, pairStart));
+  rest.set(bytes.subarray(end), pairStart);
+  if (countLen === 0) rest[0] = 0x80 | (((bytes[0] ?? 0) & 0x0f) - 1);
+  else {
+    let count = 0;
+    for (let i = 0; i < countLen; i++) count = count * 256 + (bytes[countAt + i] ?? 0);
+    count--;
+    for (let i = countLen - 1; i >= 0; i--, count = Math.floor(count / 256)) rest[countAt + i] = count & 0xff;
+  }
+  const raw = unpackUntrusted(rest, what);
+  if (!raw.ok) return raw;
+  const d = validate(raw.value, schema, what);
+  return d.ok ? { ok: true, value: { value: d.value, payload: bytes.subarray(start, end) } } : d;
+}
+
+/**
+ * Where the value under `key` lies in the top-level map `bytes`: [pair start, value start, value end,
+ * the offset and length of the map's pair count (length 0: a fixmap, the count in byte 0)], checked to
+ * nest within MAX_NESTING_DEPTH (the map is level 1). Undefined when `bytes` is not one whole map with
+ * that key as a string, or is malformed (the caller then decodes it whole, which says why).
+ */
+function payloadSpan(bytes: Uint8Array, key: string): [number, number, number, number, number] | 'too deep' | undefined {
+  try {
+    const r = new MsgpackCursor(bytes);
+    const t = bytes[0];
+    const countLen = t === 0xde ? 2 : t === 0xdf ? 4 : 0;
+    const pairs = r.mapHeader();
+    if (pairs === undefined) return undefined;
+    let found: [number, number, number, number, number] | undefined;
+    for (let i = 0; i < pairs; i++) {
+      const pairStart = r.at;
+      const k = r.stringOrSkip();
+      const start = r.at;
+      if (!r.skipWithin(MAX_NESTING_DEPTH - 1)) return 'too deep';
+      if (k === key && !found) found = [pairStart, start, r.at, 1, countLen];
+    }
+    // Trailing bytes: not one whole message (decoding it whole refuses it with the reason).
+    return r.at === bytes.length ? found : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 const utf8 = new TextDecoder();
 
 /** Walks msgpack bytes value by value: enough to find a map's field without decoding the rest. */
@@ -284,6 +357,41 @@ class MsgpackCursor {
     const start = this.at;
     this.advance(len);
     return utf8.decode(this.b.subarray(start, this.at));
+  }
+
+  /**
+   * Moves past one whole value like skip(), and says whether its maps and arrays nest at most `levels`
+   * deep (a scalar is 0, a flat map 1). Iterative: a stack of the containers' remaining items.
+   */
+  skipWithin(levels: number): boolean {
+    const open: number[] = [];
+    let pending = 1;
+    for (;;) {
+      while (pending === 0) {
+        const outer = open.pop();
+        if (outer === undefined) return true;
+        pending = outer;
+      }
+      pending--;
+      const before = this.at;
+      const t = this.b[before];
+      const container = t !== undefined && ((t >= 0x80 && t <= 0x9f) || (t >= 0xdc && t <= 0xdf));
+      if (!container) {
+        this.skip();
+        continue;
+      }
+      this.at++;
+      let items: number;
+      if (t <= 0x8f) items = 2 * (t & 0x0f);
+      else if (t <= 0x9f) items = t & 0x0f;
+      else if (t === 0xdc) items = this.uint(2);
+      else if (t === 0xdd) items = this.uint(4);
+      else if (t === 0xde) items = 2 * this.uint(2);
+      else items = 2 * this.uint(4);
+      if (open.length + 1 > levels) return false;
+      open.push(pending);
+      pending = items;
+    }
   }
 
   /** Moves past one whole value (containers included), iteratively. */

@@ -191,8 +191,9 @@ export {
   type ApiReply,
   type ClientLimit,
 } from './messages.js';
-export { encode, encodeMap, msgpackField, isAbsentValue, RawMsgpack, decode, decodeOrThrow, validate, unpackLeading, unpackTrusted, unpackUntrusted, integersAsIntegers, DEFAULT_MAX_MESSAGE_BYTES, MAX_NESTING_DEPTH, MAX_LISTED_ISSUES, MAX_ISSUE_CHARS, type Decoded } from './codec.js';
+export { encode, encodeMap, msgpackField, decodeWithOpaquePayload, OPAQUE_PAYLOAD_MIN_BYTES, isAbsentValue, RawMsgpack, decode, decodeOrThrow, validate, unpackLeading, unpackTrusted, unpackUntrusted, integersAsIntegers, DEFAULT_MAX_MESSAGE_BYTES, MAX_NESTING_DEPTH, MAX_LISTED_ISSUES, MAX_ISSUE_CHARS, type Decoded } from './codec.js';
 export { decodeResults, StepResultBatchSchema, MAX_RESULTS_PER_BATCH, type StepResultBatch, type ResultItem } from './result-batch.js';
+export { decodeTaskEventMessage, takesEventBatches, TaskEventBatchesSchema, MAX_EVENT_BATCHES_PER_MESSAGE, EVENT_BATCH_REPLY_MARK, type TaskEventBatches } from './event-batch.js';
 export { decodeStepRequests, StepRequestBatchSchema, MAX_REQUESTS_PER_BATCH, type StepRequestBatch, type RequestItem } from './request-batch.js';
 export {
   API,

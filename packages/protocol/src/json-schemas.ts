@@ -22,6 +22,7 @@ import {
 import { StepResultBatchSchema } from './result-batch.js';
 import { ObjectRefSchema } from './objects.js';
 import { StepRequestBatchSchema } from './request-batch.js';
+import { TaskEventBatchesSchema } from './event-batch.js';
 
 const MESSAGES: Record<string, { schema: z.ZodType; title: string }> = {
   submission: { schema: SubmissionSchema, title: 'A task submission (triad.<ns>.submit.<client>)' },
@@ -30,6 +31,7 @@ const MESSAGES: Record<string, { schema: z.ZodType; title: string }> = {
   'step-result': { schema: StepResultSchema, title: "An agent's result for one step attempt (triad.<ns>.result.<agent>)" },
   'step-result-batch': { schema: StepResultBatchSchema, title: 'Several encoded step results in one message (triad.<ns>.result.<agent>)' },
   'task-event-batch': { schema: TaskEventBatchSchema, title: "One transition's task events (triad.<ns>.event.<client>.<taskId>, and the reply subject)" },
+  'task-event-batches': { schema: TaskEventBatchesSchema, title: "Several transitions' encoded task events in one message, to a reply subject that reads them (its last token starts with b~)" },
   'supervisor-command': { schema: SupervisorCommandSchema, title: 'Supervisor to scheduler: send this step attempt (triad.<ns>.command)' },
   alert: { schema: AlertSchema, title: 'An operator alert (triad.<ns>.alert)' },
   'dead-letter': { schema: DeadLetterSchema, title: 'A message that could not be handled, with the reason (triad.<ns>.dlq.<source>)' },

@@ -5,7 +5,7 @@
  * scheduler validates, applies and dead-letters each on its own, with its own bytes.
  */
 import { z } from 'zod';
-import { DEFAULT_MAX_MESSAGE_BYTES, unpackUntrusted, validate, type Decoded } from './codec.js';
+import { DEFAULT_MAX_MESSAGE_BYTES, decodeWithOpaquePayload, unpackUntrusted, validate, type Decoded } from './codec.js';
 import { ErrorCode, TriadError } from './errors.js';
 import { StepResultSchema, type StepResult } from './messages.js';
 
@@ -24,7 +24,7 @@ export const StepResultBatchSchema = z
 export type StepResultBatch = z.output<typeof StepResultBatchSchema>;
 
 /** One result of a results message: decoded and validated, or the reason it is not, with its bytes. */
-export type ResultItem = ({ ok: true; value: StepResult; bytes: Uint8Array } | { ok: false; error: TriadError; bytes: Uint8Array }) & {
+export type ResultItem = ({ ok: true; value: StepResult; bytes: Uint8Array; output?: Uint8Array } | { ok: false; error: TriadError; bytes: Uint8Array }) & {
   /** The result's trace context in a batch (its `traceparent`), when the agent sent one. */
   traceparent?: string;
 };
@@ -37,6 +37,9 @@ export function decodeResults(bytes: Uint8Array, maxBytes: number = DEFAULT_MAX_
   if (bytes.length > maxBytes) {
     return { ok: false, error: new TriadError(ErrorCode.PayloadTooLarge, `step result message is ${bytes.length} bytes, over the limit of ${maxBytes}`) };
   }
+  // A large result's output is carried as its bytes, never decoded here (decision 0025).
+  const opaque = decodeWithOpaquePayload(bytes, StepResultSchema, 'step result', 'output', maxBytes);
+  if (opaque) return opaque.ok ? { ok: true, value: { single: true, items: [{ ok: true, value: opaque.value.value, bytes, output: opaque.value.payload }] } } : opaque;
   const unpacked = unpackUntrusted(bytes, 'step result');
   if (!unpacked.ok) return unpacked;
   const raw = unpacked.value;
@@ -62,6 +65,8 @@ export function decodeResults(bytes: Uint8Array, maxBytes: number = DEFAULT_MAX_
 }
 
 function item(bytes: Uint8Array, what: string): ResultItem {
+  const opaque = decodeWithOpaquePayload(bytes, StepResultSchema, what, 'output');
+  if (opaque) return opaque.ok ? { ok: true, value: opaque.value.value, bytes, output: opaque.value.payload } : { ok: false, error: opaque.error, bytes };
   const raw = unpackUntrusted(bytes, what);
   if (!raw.ok) return { ok: false, bytes, error: raw.error };
   const d = validate(raw.value, StepResultSchema, what);

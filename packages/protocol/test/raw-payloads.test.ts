@@ -4,7 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Packr } from 'msgpackr';
-import { RawMsgpack, encode, encodeMap, isAbsentValue, msgpackField, unpackTrusted } from '../src/index.js';
+import { z } from 'zod';
+import { MAX_NESTING_DEPTH, OPAQUE_PAYLOAD_MIN_BYTES, RawMsgpack, decode, decodeWithOpaquePayload, encode, encodeMap, isAbsentValue, msgpackField, unpackTrusted } from '../src/index.js';
 
 const SEED = 27_0001;
 /** Every msgpack shape a payload can take: ints of every width, floats, strings of every length class, bins, nesting. */
@@ -74,5 +75,70 @@ describe('isAbsentValue', () => {
     expect(isAbsentValue(undefined)).toBe(true);
     expect(isAbsentValue(encode(null))).toBe(false);
     expect(isAbsentValue(encode({}))).toBe(false);
+  });
+});
+
+describe('decodeWithOpaquePayload (decision 0025: a payload carried on, not decoded)', () => {
+  const schema = z.object({ id: z.string(), payload: z.unknown().optional() }).passthrough();
+  /** A value nested `levels` arrays deep around a filler big enough to take the opaque path. */
+  const nested = (levels: number): unknown => {
+    let v: unknown = 'x'.repeat(OPAQUE_PAYLOAD_MIN_BYTES);
+    for (let i = 0; i < levels; i++) v = [v];
+    return v;
+  };
+
+  it('agrees with decode() on any message: the same value less the payload, the payload as its bytes', () => {
+    fc.assert(
+      fc.property(fc.dictionary(fc.string({ maxLength: 8 }), payload, { maxKeys: 20, noNullPrototype: true }), payload, fc.boolean(), (others, value, big) => {
+        const fields = { ...others, id: 'a', payload: big ? [value, 'y'.repeat(OPAQUE_PAYLOAD_MIN_BYTES)] : value };
+        delete (fields as Record<string, unknown>)['__proto__'];
+        const bytes = encode(fields);
+        const whole = decode(bytes, schema, 'm');
+        const o = decodeWithOpaquePayload(bytes, schema, 'm', 'payload');
+        if (bytes.length < OPAQUE_PAYLOAD_MIN_BYTES) {
+          expect(o).toBeUndefined();
+          return;
+        }
+        expect(o?.ok).toBe(whole.ok);
+        if (!o?.ok || !whole.ok) return;
+        const { payload: _p, ...rest } = whole.value;
+        // Compared as encoded: bins decode as Buffer or Uint8Array depending on the bytes they came from.
+        expect(Buffer.from(encode(o.value.value)).equals(Buffer.from(encode(rest)))).toBe(true);
+        expect(Buffer.from(o.value.payload).equals(Buffer.from(msgpackField(bytes, 'payload') ?? []))).toBe(true);
+      }),
+      { seed: SEED, numRuns: 300 },
+    );
+  });
+
+  it('keeps the nesting limit: a payload as deep as decode() allows passes, one level more is refused with the same reason', () => {
+    // The message map is level 1: its payload may open MAX_NESTING_DEPTH - 1 levels.
+    const ok = encode({ id: 'a', payload: nested(MAX_NESTING_DEPTH - 1) });
+    const deep = encode({ id: 'a', payload: nested(MAX_NESTING_DEPTH) });
+    expect(decode(ok, schema, 'm').ok).toBe(true);
+    expect(decodeWithOpaquePayload(ok, schema, 'm', 'payload')?.ok).toBe(true);
+    const whole = decode(deep, schema, 'm');
+    const o = decodeWithOpaquePayload(deep, schema, 'm', 'payload');
+    expect(whole.ok).toBe(false);
+    expect(o?.ok).toBe(false);
+    if (o && !o.ok && !whole.ok) expect(o.error.message).toBe(whole.error.message);
+  });
+
+  it('leaves small messages, maps of 16 fields or more, messages without the field and trailing bytes to the usual decode', () => {
+    const big = 'z'.repeat(OPAQUE_PAYLOAD_MIN_BYTES);
+    expect(decodeWithOpaquePayload(encode({ id: 'a', payload: 1 }), schema, 'm', 'payload')).toBeUndefined();
+    expect(decodeWithOpaquePayload(encode({ id: 'a', other: big }), schema, 'm', 'payload')).toBeUndefined();
+    const withTrailing = Buffer.concat([encode({ id: 'a', payload: big }), Buffer.from([0x01])]);
+    expect(decodeWithOpaquePayload(withTrailing, schema, 'm', 'payload')).toBeUndefined();
+    // A map16 (more than 15 fields): its count is rewritten, not its type byte.
+    const many: Record<string, unknown> = { id: 'a', payload: { big } };
+    for (let i = 0; i < 20; i++) many[`f${i}`] = i;
+    const bytes = encode(many);
+    expect(bytes[0]).toBe(0xde);
+    const o = decodeWithOpaquePayload(bytes, schema, 'm', 'payload');
+    expect(o?.ok).toBe(true);
+    if (o?.ok) {
+      expect(Object.keys(o.value.value)).toHaveLength(21);
+      expect(unpackTrusted(o.value.payload)).toEqual({ big });
+    }
   });
 });

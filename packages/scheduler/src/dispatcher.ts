@@ -4,12 +4,13 @@
  * Alerts are not sent from here: the transition records them and the leader supervisor publishes them
  * (decision 0009).
  */
-import { sendTaskEvents, type Bus } from '@triad/bus';
+import type { Bus } from '@triad/bus';
 import { idempotencyKey } from '@triad/core';
 import { RawMsgpack, encodeMap, isAbsentValue, objectBucket, type RegisteredWorkflow, type StepKind } from '@triad/protocol';
 import { countTaskEnd, type Logger } from '@triad/telemetry';
 import { elementOutputKey, elementValueKey, toTaskEvent, type Dispatch, type LimiterRequests, type Transition } from '@triad/store';
 import { BatchTakers, StepSender } from './step-batches.js';
+import { EventSender } from './event-batches.js';
 
 /** A step request's message id; a fan-out element's names it (`<step>#<i>`, decision 0019 §4). */
 export function stepMessageId(taskId: string, step: string, kind: StepKind, attempt: number, item?: number): string {
@@ -85,6 +86,8 @@ export function stepRequestMessages(namespace: string, taskId: string, wf: Regis
 export interface DispatcherOptions {
   /** The most step requests per batch to an agent type that takes batches (decision 0023); 1: none. */
   stepBatchMax?: number;
+  /** Whether reply subjects that read event batches get them (decision 0025); default false. */
+  eventBatches?: boolean;
   logger?: Logger;
 }
 
@@ -94,6 +97,8 @@ export type ChildOperation = (taskId: string, wf: RegisteredWorkflow, t: Transit
 export class Dispatcher {
   /** Sends step requests: alone, or in batches to agent types that take them (decision 0023). */
   readonly steps: StepSender;
+  /** Stores events and sends them to reply subjects: batched to those that read batches (decision 0025). */
+  readonly events: EventSender;
   /** Where a transition's limiter requests go once its messages are out (the scheduler's FlowControl; decision 0020). */
   onLimiter: ((requests: LimiterRequests) => Promise<void>) | undefined;
   private child: ChildOperation | undefined;
@@ -104,6 +109,7 @@ export class Dispatcher {
   ) {
     const max = o.stepBatchMax ?? 1;
     this.steps = new StepSender(bus, max > 1 ? new BatchTakers(bus, o.logger) : undefined, max);
+    this.events = new EventSender(bus, o.eventBatches ?? false);
   }
 
   /** Who applies child operations (the scheduler's ChildOperations); without one they are left to the parent's check. */
@@ -121,7 +127,7 @@ export class Dispatcher {
     }
     // Events are history, not state (decision 0001): sent without asking for JetStream's ack. Publishes
     // on one connection keep their order in the stream.
-    sendTaskEvents(this.bus, t.client, taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo);
+    this.events.send(t.client, taskId, t.events.map((e) => toTaskEvent(taskId, e, now)), t.replyTo);
     // Child operations after the parent's events, so a watcher sees the step wait before its child begins.
     const child = this.child;
     if (child) for (const d of t.dispatch) if (d.child !== undefined) work.push(child(taskId, wf, t, d));

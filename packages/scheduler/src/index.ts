@@ -8,3 +8,4 @@ export { schedulerMetrics, type SchedulerMetrics, type SubmissionInput, type Sub
 export { ApiServer, scheduleTiming } from './api.js';
 export { Dispatcher, stepMessageId, stepRequestMessages, type StepRequestMessage, type DispatcherOptions } from './dispatcher.js';
 export { BatchTakers, StepSender, BATCH_TAKERS_MAX_AGE_MS } from './step-batches.js';
+export { EventSender } from './event-batches.js';

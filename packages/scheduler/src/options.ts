@@ -21,6 +21,12 @@ export const SchedulerSettingsSchema = z.object({
    * 1 sends every request alone (TRIAD_STEP_BATCHES=off).
    */
   stepBatchMax: z.number().int().min(1).max(MAX_REQUESTS_PER_BATCH).default(MAX_REQUESTS_PER_BATCH),
+  /**
+   * Whether the events of one event-loop turn's transitions go as one message to a reply subject that
+   * reads batches (decision 0025); false (the default: not shown to pay, performance.md round 6) sends
+   * one message per transition (TRIAD_EVENT_BATCHES=on|off).
+   */
+  eventBatches: z.boolean().default(false),
 });
 
 export type SchedulerSettings = z.input<typeof SchedulerSettingsSchema>;

@@ -26,6 +26,7 @@ import {
   MAX_THROTTLE_RETRY_AFTER_MS,
   TaskIdSchema,
   decodeResults,
+  decodeWithOpaquePayload,
   errorMessage,
   SubmissionSchema,
   SupervisorCommandSchema,
@@ -100,7 +101,7 @@ export class Scheduler {
     this.id = o.id ?? `scheduler-${randomUUID().slice(0, 8)}`;
     this.log = o.logger ?? silentLogger;
     this.payloads = new PayloadStore(o.bus, { maxObjectBytes: this.settings.maxObjectBytes, ...(o.topology?.replicas !== undefined ? { replicas: o.topology.replicas } : {}) });
-    this.dispatcher = new Dispatcher(o.bus, { stepBatchMax: this.settings.stepBatchMax, logger: this.log });
+    this.dispatcher = new Dispatcher(o.bus, { stepBatchMax: this.settings.stepBatchMax, eventBatches: this.settings.eventBatches, logger: this.log });
     this.intake = o.intake ?? new IntakeStore(o.tasks.redis, o.bus.names.namespace, this.log);
     const ns = o.bus.names.namespace;
     this.metrics = schedulerMetrics(ns);
@@ -170,7 +171,9 @@ export class Scheduler {
     if (!client) {
       return { outcome: 'rejected', reason: 'subject', disposition: { deadLetter: `submission on ${subject}: the subject must name the submitting client (triad.<ns>.submit.<client>)` } };
     }
-    const d = decode(data, SubmissionSchema, 'submission');
+    // A large submission's input is carried as its bytes, never decoded here (decision 0025).
+    const opaque = decodeWithOpaquePayload(data, SubmissionSchema, 'submission', 'input');
+    const d = opaque ? (opaque.ok ? { ok: true as const, value: opaque.value.value } : opaque) : decode(data, SubmissionSchema, 'submission');
     if (!d.ok) {
       await this.rejectUnparsed(client, data, d.error, headers);
       return { outcome: 'rejected', reason: 'invalid', client, disposition: { deadLetter: d.error.message } };
@@ -196,7 +199,7 @@ export class Scheduler {
     if (!compiled) return refuse(unknownWorkflow(sub.workflow, sub.version), { answerReplyTo: true, reason: 'unknown_workflow' });
     const wf = compiled.workflow;
     // The input as the submission carries it (validated with it): stored and sent on as bytes, never encoded again.
-    const input = payloadBytes(data, 'input');
+    const input = opaque?.ok ? Buffer.from(opaque.value.payload) : payloadBytes(data, 'input');
     // An input in the object store (decision 0021 §4.5): it must be this client's upload for this task.
     let objects: string[] | undefined;
     if (isObjectRef(input)) {
@@ -321,7 +324,7 @@ export class Scheduler {
     const first = items[0];
     // A single result continues the trace of the attempt that sent it (its `traceparent` header); each
     // result of a batch continues its own, from the batch's `traceparents` (decision 0013).
-    if (single && first?.ok) return (await this.handleResult({ result: first.value, bytes: first.bytes, agentType, deliveryCount, parent: contextFromHeaders(headers), batched: false })).disposition;
+    if (single && first?.ok) return (await this.handleResult({ result: first.value, bytes: first.bytes, output: first.output, agentType, deliveryCount, parent: contextFromHeaders(headers), batched: false })).disposition;
     const settled = await Promise.allSettled(items.map((item) => this.applyBatched(item, agentType, subject, deliveryCount)));
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     // Redelivered whole: the results applied meanwhile are then rejected as stale, never applied twice.
@@ -342,7 +345,7 @@ export class Scheduler {
     }
     for (let tries = 0; ; tries++) {
       const parent = item.traceparent ? contextFromHeaders({ get: (k) => (k === 'traceparent' ? (item.traceparent ?? '') : '') }) : ROOT_CONTEXT;
-      const { disposition: d } = await this.handleResult({ result: item.value, bytes: item.bytes, agentType, deliveryCount, parent, batched: true });
+      const { disposition: d } = await this.handleResult({ result: item.value, bytes: item.bytes, output: item.output, agentType, deliveryCount, parent, batched: true });
       if (d === 'ack' || d === 'defer') return;
       if ('deadLetter' in d) {
         await deadLettered(d.deadLetter);
@@ -357,10 +360,10 @@ export class Scheduler {
   }
 
   /** `bytes`: the result as the agent encoded it; its output is stored as those bytes, not encoded again. */
-  private async applyResult({ result: r, bytes, agentType, deliveryCount }: ResultInput): Promise<ResultOutcome> {
+  private async applyResult({ result: r, bytes, output: opaqueOutput, agentType, deliveryCount }: ResultInput): Promise<ResultOutcome> {
     // An output in the object store (decision 0021 §4.5): the object must be this very attempt's upload,
     // in a bucket of this namespace; the script checks the bucket is the task's client's.
-    const output = r.ok ? payloadBytes(bytes, 'output') : undefined;
+    const output = r.ok ? (opaqueOutput ? Buffer.from(opaqueOutput) : payloadBytes(bytes, 'output')) : undefined;
     let outputObject: { client: string; name: string } | undefined;
     if (output && isObjectRef(output)) {
       const ns = this.o.bus.names.namespace;

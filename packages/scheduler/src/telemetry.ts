@@ -33,6 +33,8 @@ export interface SubmissionOutcome {
 export interface ResultInput {
   result: StepResult;
   bytes: Uint8Array;
+  /** The output's bytes when the decoder left it opaque (a large result, decision 0025): not in `result`. */
+  output?: Uint8Array | undefined;
   agentType: string;
   deliveryCount: number;
   parent: Context;

@@ -33,6 +33,8 @@ export const ConfigSchema = z.object({
    * a `triad limits set` applies everywhere within this long. One GET per interval per process.
    */
   limitsRefreshMs: z.coerce.number({ message: 'expected a whole number of milliseconds from 100 to 60000 (default 1000)' }).int('expected a whole number of milliseconds from 100 to 60000 (default 1000)').min(100, 'expected a whole number of milliseconds from 100 to 60000 (default 1000)').max(60_000, 'expected a whole number of milliseconds from 100 to 60000 (default 1000)').default(1_000),
+  /** TRIAD_EVENT_BATCHES: a scheduler's events to reply subjects that read batches, batched per event-loop turn (decision 0025). */
+  eventBatches: z.enum(['on', 'off'], { message: 'set it to "on" (event batches to reply subjects that read them) or "off" (the default)' }).default('off'),
 });
 
 export type Config = z.output<typeof ConfigSchema> & {
@@ -74,6 +76,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     redisWaitMs: env['TRIAD_REDIS_WAIT_MS'] || undefined,
     stepBatches: env['TRIAD_STEP_BATCHES'] || undefined,
     limitsRefreshMs: env['TRIAD_LIMITS_REFRESH_MS'] || undefined,
+    eventBatches: env['TRIAD_EVENT_BATCHES'] || undefined,
   });
   const envName: Record<string, string> = {
     namespace: 'TRIAD_NAMESPACE',
@@ -83,6 +86,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     redisWaitMs: 'TRIAD_REDIS_WAIT_MS',
     stepBatches: 'TRIAD_STEP_BATCHES',
     limitsRefreshMs: 'TRIAD_LIMITS_REFRESH_MS',
+    eventBatches: 'TRIAD_EVENT_BATCHES',
   };
   const details = parsed.success ? [] : parsed.error.issues.map((i) => `${envName[String(i.path[0])] ?? String(i.path[0])}: ${i.message}`);
   const nats = checkNatsSettings(natsOptionsFromEnv(env, o.labels));

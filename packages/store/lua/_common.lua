@@ -49,8 +49,9 @@ end
 -- The time a transition records: the caller's clock, but never before the task's last transition. A
 -- caller reads its clock before its script takes the task's lease, so without this a scheduler delayed
 -- between the two (or with a slower clock) could record a step starting before its dependency finished.
-local function task_now(taskKey, now)
-  local last = tonumber(redis.call('HGET', taskKey, 'updatedAt'))
+local function task_now(taskKey, now, updatedAt)
+  -- `updatedAt`: the task's field when the caller read it with others already (else read here).
+  local last = tonumber(updatedAt or redis.call('HGET', taskKey, 'updatedAt'))
   if last and last > now then return last end
   return now
 end
@@ -166,13 +167,14 @@ local function push_event(ctx, etype, step, attempt, reason, status, untilTs, si
 end
 
 -- Takes the task for this scheduler; the lock epoch grows on every hand-over between schedulers.
-local function take_lock(taskKey, schedulerId)
-  local owner = redis.call('HGET', taskKey, 'lockedBy')
+-- `known`: { lockedBy, lockEpoch } when the caller read them with others already (else read here).
+local function take_lock(taskKey, schedulerId, known)
+  local owner = known and known[1] or redis.call('HGET', taskKey, 'lockedBy')
   if owner ~= schedulerId then
     redis.call('HSET', taskKey, 'lockedBy', schedulerId)
     return redis.call('HINCRBY', taskKey, 'lockEpoch', 1)
   end
-  return tonumber(redis.call('HGET', taskKey, 'lockEpoch'))
+  return tonumber(known and known[2] or redis.call('HGET', taskKey, 'lockEpoch'))
 end
 
 ---------------------------------------------------------------------------------------------------

@@ -64,7 +64,11 @@ local item = (ARGV[16] and ARGV[16] ~= '') and tonumber(ARGV[16]) or nil
 local ok, message, kind = ARGV[4] == '1', ARGV[5], ARGV[12]
 
 if not take_lease(KEYS[4], ARGV[11], ARGV[13], true) then return { LEASE_BUSY, '{}' } end
-if redis.call('EXISTS', taskKey) == 0 then return { UNKNOWN_TASK, '{}' } end
+-- One read for the fields the transition needs of the task (every task record has a status; a compacted
+-- one no plan).
+local head = redis.call('HMGET', taskKey, 'status', 'plan', 'updatedAt', 'lockedBy', 'lockEpoch')
+local taskStatus = head[1]
+if not taskStatus then return { UNKNOWN_TASK, '{}' } end
 if (ARGV[18] or '') ~= '' then
   local owner = redis.call('HMGET', taskKey, 'client', 'objs')
   if (owner[1] or 'default') ~= ARGV[19] then
@@ -75,18 +79,24 @@ if (ARGV[18] or '') ~= '' then
   objs[#objs + 1] = ARGV[18]
   redis.call('HSET', taskKey, 'objs', cjson.encode(objs))
 end
-local rec = decode_step(redis.call('HGET', taskKey, 's:' .. stepName))
-if not rec then
-  -- A late result for a task retention has compacted (compactFinished.lua): stale, not unknown.
+-- A late result for a task retention has compacted (compactFinished.lua, which drops the plan): stale, not unknown.
+if not head[2] then
   if redis.call('HEXISTS', taskKey, 'c') == 1 then
     return { STALE, cjson.encode({ reason = 'the task finished and its record was compacted' }) }
   end
   return { UNKNOWN_STEP, '{}' }
 end
-local taskStatus = redis.call('HGET', taskKey, 'status')
+local plan = cjson.decode(head[2])
+-- Every step's record in one read, kept for the transition (ctx.recs below): the step's is read once.
+local recs = load_steps(taskKey, plan)
+local rec = recs[stepName]
+if not rec then
+  -- Not a step of the plan: by its record, if it has one (a forged name is FORGED below), as ever.
+  rec = decode_step(redis.call('HGET', taskKey, 's:' .. stepName))
+  if not rec then return { UNKNOWN_STEP, '{}' } end
+end
 
 -- Only the agent type the plan names for this phase may report it (its result subject says which it is).
-local plan = cjson.decode(redis.call('HGET', taskKey, 'plan'))
 local fanout = false
 do
   local expected
@@ -143,11 +153,12 @@ else
   drain = taskStatus == 'compensating'
 end
 
-local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, tonumber(ARGV[7])))
+local ctx = new_ctx(taskKey, deadlinesKey, { zset = KEYS[3], compact = KEYS[5], search = KEYS[8] }, taskId, task_now(taskKey, tonumber(ARGV[7]), head[3]))
 ctx.alertsKey, ctx.outboxKey = KEYS[6], KEYS[7]
 ctx.plan = plan
+ctx.recs = recs
 set_limited(ctx, ARGV[20])
-local lockEpoch = take_lock(taskKey, ARGV[8])
+local lockEpoch = take_lock(taskKey, ARGV[8], { head[4], head[5] })
 redis.call('HSET', taskKey, 'updatedAt', ctx.now)
 local spec
 if item then
