@@ -48,6 +48,8 @@ describe('loadConfig', () => {
     expect(loadConfig({ TRIAD_LIMITS_REFRESH_MS: '250' }).limitsRefreshMs).toBe(250);
     expect(() => loadConfig({ TRIAD_LIMITS_REFRESH_MS: '10' })).toThrow(/TRIAD_LIMITS_REFRESH_MS: expected a whole number of milliseconds from 100 to 60000 \(default 1000\)/);
     expect(() => loadConfig({ TRIAD_LIMITS_REFRESH_MS: 'soon' })).toThrow(/TRIAD_LIMITS_REFRESH_MS: expected a whole number of milliseconds/);
+  });
+
   it('reads TRIAD_EVENT_BATCHES (on or off) and names it when it is neither', () => {
     expect(loadConfig({ TRIAD_EVENT_BATCHES: 'on' }).eventBatches).toBe('on');
     expect(() => loadConfig({ TRIAD_EVENT_BATCHES: 'maybe' })).toThrow(/TRIAD_EVENT_BATCHES: set it to "on"/);
