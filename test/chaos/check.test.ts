@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Effect } from '@triad/example-orders';
 import type { StepStatus, TaskState, TaskStatus } from '@triad/protocol';
-import { check, passed, type CheckInput } from './check.js';
+import { check, checkLimits, passed, type CheckInput } from './check.js';
 import { chaosBound } from './workflow.js';
 
 const NS = 'chaos_ns';
@@ -197,5 +197,22 @@ describe('chaos verdict', () => {
     );
     expect(v.unbounded).toBe(2);
     expect(v.examples.unbounded.map((e) => e.split(':')[0])).toEqual(['early-late', 'after-late']);
+  });
+});
+
+describe('the limits lane (decision 0020 §9.4)', () => {
+  const state = (taskId: string, status: TaskStatus, error?: string): TaskState => ({ taskId, workflow: 'orders', version: 1, status, input: {}, lockEpoch: 0, seq: 0, createdAt: 0, updatedAt: 0, steps: [], ...(error ? { error } : {}) });
+  const ok = { concurrency: 3, maxInFlight: 3, inFlightAfter: 0, waitingAfter: 0, states: new Map([['a', state('a', 'completed')], ['b', state('b', 'failed', 'step charge: payment 503')]]) };
+
+  it('passes when the service never held more than the limit and the limiter came back to nothing', () => {
+    expect(checkLimits(ok)).toEqual({ concurrency: 3, max_in_flight: 3, in_flight_after: 0, waiting_after: 0, failed_by_throttle: 0, ok: true });
+  });
+
+  it('fails on more calls at once than the limit, a permit or a ticket left behind, or a task failed by a throttle', () => {
+    expect(checkLimits({ ...ok, maxInFlight: 4 }).ok).toBe(false);
+    expect(checkLimits({ ...ok, inFlightAfter: 1 }).ok).toBe(false);
+    expect(checkLimits({ ...ok, waitingAfter: 2 }).ok).toBe(false);
+    const throttled = checkLimits({ ...ok, states: new Map([['c', state('c', 'failed', 'step charge: throttled by the service: payment is rate limited')]]) });
+    expect(throttled).toMatchObject({ failed_by_throttle: 1, ok: false });
   });
 });

@@ -225,3 +225,36 @@ export function check(input: CheckInput): Verdict {
 export function passed(v: Pick<Verdict, 'lost' | 'duplicate_effects' | 'orphan_effects' | 'unbounded'>): boolean {
   return v.lost === 0 && v.duplicate_effects === 0 && v.orphan_effects === 0 && v.unbounded === 0;
 }
+
+/** What the limits lane saw (decision 0020 §9.4): the payment service's own count, the limiter's after the calm phase. */
+export interface LimitsInput {
+  concurrency: number;
+  /** The payment service's most calls held at once over the run (its /stats). */
+  maxInFlight: number;
+  /** `triad limits list` for payment once every task ended: live permits and waiting steps. */
+  inFlightAfter: number;
+  waitingAfter: number;
+  /** The tasks' final states: a task failed by a throttle counts against the lane. */
+  states: ReadonlyMap<string, TaskState>;
+}
+
+export interface LimitsVerdict {
+  concurrency: number;
+  max_in_flight: number;
+  in_flight_after: number;
+  waiting_after: number;
+  failed_by_throttle: number;
+  ok: boolean;
+}
+
+/**
+ * The limits lane's verdict: the service never held more than the limit, nothing was left in flight or
+ * waiting once the work was done (no leaked permit, no forgotten ticket), and no task failed by a throttle.
+ * (The task bound is not part of it: waiting for a limit is outside a definition's bounds, decision 0020 §5.6.)
+ */
+export function checkLimits(i: LimitsInput): LimitsVerdict {
+  let failedByThrottle = 0;
+  for (const s of i.states.values()) if ((s.status === 'failed' || s.status === 'compensation_failed') && /throttl/i.test(s.error ?? '')) failedByThrottle++;
+  const v = { concurrency: i.concurrency, max_in_flight: i.maxInFlight, in_flight_after: i.inFlightAfter, waiting_after: i.waitingAfter, failed_by_throttle: failedByThrottle };
+  return { ...v, ok: i.maxInFlight <= i.concurrency && i.inFlightAfter === 0 && i.waitingAfter === 0 && failedByThrottle === 0 };
+}

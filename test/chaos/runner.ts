@@ -40,13 +40,17 @@
 //   during a Redis outage carries the time it was issued. After a supervisor leader kill: from the kill
 //   to the first sweep of another leader (its lastSweepAt). Unmeasured ones are counted apart.
 // The run passes when lost, duplicate_effects, orphan_effects and unbounded are all 0.
+// With --limits (decision 0020 §9.4) payment is limited (at most 3 at once, 1 per customer of 5) through
+// the run; the verdict adds: payment's own maxInFlight ≤ 3, nothing in flight and nothing waiting in its
+// limiter once every task ended, no task failed by a throttle — and leaves unbounded out (waiting for a
+// limit is outside a definition's bounds, §5.6).
 import { randomInt, randomUUID } from 'node:crypto';
 import { TriadError, isTerminal, type TaskState } from '@triad/protocol';
 import type { RemoteService } from '@triad/example-orders';
 import { TaskStore } from '@triad/store';
 import { sleep, startNats, startRedis, waitFor, type Teardown } from '../harness/index.js';
 import { SERVICE_NAMES, startTriad, type TestTriad } from '../support/triad.js';
-import { check, passed, type Verdict } from './check.js';
+import { check, checkLimits, passed, type LimitsVerdict, type Verdict } from './check.js';
 import { actorLane, faultLog, MAX_LATENCY_MS, serverLane, serviceLane, type FaultCounts, type FaultLog } from './faults.js';
 import { FLEET_SIZE, Fleet } from './fleet.js';
 import type { ChaosOptions } from './options.js';
@@ -76,7 +80,14 @@ export interface ChaosReport extends Verdict {
   /** From faultsStoppedAt until the last accepted task was terminal (or the wait limit). */
   drain_ms: number;
   duration_ms: number;
+  /** With --limits: the limits lane's verdict (then `unbounded` is reported but not judged: waits are outside the bound). */
+  limits?: LimitsVerdict;
 }
+
+/** The limits lane's limit on payment (decision 0020 §9.4). */
+const CHAOS_LIMIT = { concurrency: 3, key: 'input.customerId', perKeyConcurrency: 1 } as const;
+/** Customers the limits lane's orders belong to (their key). */
+const CHAOS_CUSTOMERS = 5;
 
 export interface RunContext {
   teardown: Teardown;
@@ -112,6 +123,13 @@ export async function runChaos(o: ChaosOptions, ctx: RunContext): Promise<ChaosR
     },
   });
   await t.client.registerWorkflow(chaosOrdersWorkflow());
+  if (o.limits) {
+    await t.client.setAgentLimit('payment', CHAOS_LIMIT);
+    // Every scheduler applies it within TRIAD_LIMITS_REFRESH_MS (1 s): no charge goes out unlimited.
+    await sleep(1_300);
+    t.services.payment.resetStats();
+    progress(`chaos: limits lane — payment at most ${CHAOS_LIMIT.concurrency} at once, ${CHAOS_LIMIT.perKeyConcurrency} per customer`);
+  }
   const fleet = await Fleet.adopt(t, supervision);
   // Recovery is observed in the state store itself, so a client's own reconnect does not enter it.
   const store = new TaskStore(t.redis, t.namespace);
@@ -181,10 +199,13 @@ export async function runChaos(o: ChaosOptions, ctx: RunContext): Promise<ChaosR
     faultsStoppedAt,
   });
   const recovery = recoveries(log);
+  const limits = o.limits ? await limitsLane(t, states, CHAOS_SUPERVISION.sweepIntervalMs) : undefined;
   return {
     seed,
     minutes: o.minutes,
-    ok: passed(verdict),
+    // With limits, waiting is outside the bound (decision 0020 §5.6): unbounded is reported, not judged.
+    ok: limits ? passed({ ...verdict, unbounded: 0 }) && limits.ok : passed(verdict),
+    ...(limits ? { limits } : {}),
     ...verdict,
     faults: log.counts,
     cancels: subs.cancels,
@@ -196,6 +217,22 @@ export async function runChaos(o: ChaosOptions, ctx: RunContext): Promise<ChaosR
     drain_ms: drainMs,
     duration_ms: Date.now() - startedAt,
   };
+}
+
+/**
+ * The limits lane's checks once every task ended: payment's own maxInFlight over the run, and the limiter
+ * back to nothing in flight and nothing waiting within a budget + the permit grace + a few sweeps.
+ */
+async function limitsLane(t: TestTriad, states: ReadonlyMap<string, TaskState>, intervalMs: number): Promise<LimitsVerdict> {
+  let last = { inFlight: -1, waiting: -1 };
+  const until = Date.now() + 1_500 + 1_000 + 3 * intervalMs + 10_000;
+  for (;;) {
+    const p = (await t.client.agentLimits({ agent: 'payment' }).catch(() => []))[0];
+    if (p) last = { inFlight: p.inFlight, waiting: p.waiting };
+    if ((last.inFlight === 0 && last.waiting === 0) || Date.now() > until) break;
+    await sleep(250);
+  }
+  return checkLimits({ concurrency: CHAOS_LIMIT.concurrency, maxInFlight: t.services.payment.stats().maxInFlight, inFlightAfter: last.inFlight, waitingAfter: last.waiting, states });
 }
 
 interface Submissions {
@@ -224,6 +261,8 @@ async function submitAll(t: TestTriad, s: Submissions, o: ChaosOptions, rnd: Ran
     const lines = rnd.int(0, 3);
     const input = { orderId: `chaos-${i}`, amount: rnd.int(1, 500), ...(lines > 0 ? { items: Array.from({ length: lines }, (_x, l) => ({ sku: `sku-${l}`, qty: 1 + l })) } : {}) };
     const signalAfterMs = input.amount > CHAOS_APPROVAL_OVER && rnd.chance(0.75) ? rnd.between(50, 2_500) : undefined;
+    // The limits lane's key (drawn last, and only then, so a seed's other choices stay what they were).
+    if (o.limits) Object.assign(input, { customerId: `c-${rnd.int(0, CHAOS_CUSTOMERS - 1)}` });
     s.inFlight.push(
       (async () => {
         try {

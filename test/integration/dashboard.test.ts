@@ -286,6 +286,52 @@ describe('the dashboard in a browser', () => {
     await triad.client.deleteSchedule('dash-hourly');
   });
 
+  it("shows the dispatch limits (decision 0020 §6): the limits table live, an agent type's keys on a click, a queued step's place in its DAG box and detail", async () => {
+    triad.services.payment.setFaults({ latencyMs: 4_000 });
+    await triad.client.setAgentLimit('payment', { concurrency: 1, key: 'input.customerId' });
+    try {
+      const page = await open(`${operatorUrl}/#/limits`);
+      await page.locator('#limits tr[data-agent="payment"]').waitFor();
+      await new Promise((r) => setTimeout(r, 1_300)); // every scheduler applies a limit within 1 s
+      const ids: string[] = [];
+      for (const [i, customerId] of ['A', 'A', 'A', 'B'].entries()) ids.push((await triad.client.submit('orders', { orderId: `dash-lim-${i}`, amount: 7, customerId })).taskId);
+      // Refreshed like the task list: the charges in line show up without a reload.
+      await expect.poll(async () => Number(await page.locator('#limits tr[data-agent="payment"]').getAttribute('data-waiting')), { timeout: 30_000 }).toBeGreaterThanOrEqual(2);
+      expect(await page.locator('#limits tr[data-agent="payment"] td').first().textContent()).toBe('payment');
+      await page.locator('#limits tr[data-agent="payment"]').click();
+      await page.locator('#limit-keys tr[data-key="A"]').waitFor();
+      expect(Number(await page.locator('#limit-keys tr[data-key="A"]').getAttribute('data-waiting'))).toBeGreaterThanOrEqual(1);
+      await page.screenshot({ path: join(IMAGES, 'dashboard-limits.png') });
+
+      // A task whose charge waits: its DAG box says queued and its place, its detail the limit and the place.
+      let queued: string | undefined;
+      await waitFor(
+        async () => {
+          for (const id of ids) if ((await triad.client.getTask(id)).steps.find((x) => x.name === 'charge')?.status === 'queued') return (queued = id);
+          return undefined;
+        },
+        { timeoutMs: 30_000, what: 'a charge waiting for the limit of payment' },
+      );
+      const task = await open(`${operatorUrl}/#/tasks/${queued}`);
+      await task.locator('svg.dag g.node.st-queued[data-step="charge"]').waitFor();
+      expect(await task.locator('svg.dag text[data-status-line="charge"]').textContent()).toMatch(/^queued · place \d+$/);
+      expect(await task.locator('#steps tr[data-step="charge"] td.detail').textContent()).toMatch(/^waits for a limit of payment: place \d+ \(key [AB], priority 3, [\d.]+m?s so far\)$/);
+
+      // The keys of an agent type with no limit: a 404 that says where to look.
+      const none = await task.request.get(`${operatorUrl}/api/limits/nolimit/keys`);
+      expect(none.status()).toBe(404);
+      // A read-only identity is told the limits are an operator's (agentLimit.list holds other tenants' keys).
+      const viewerPage = await open(`${viewerUrl}/#/limits`);
+      await viewerPage.locator('#limits-why', { hasText: "operator's to read" }).waitFor();
+      expect(await viewerPage.locator('#limits tbody tr').count()).toBe(0);
+      triad.services.payment.setFaults({ latencyMs: 0 });
+      for (const id of ids) expect((await triad.client.wait(id, { timeoutMs: 60_000 })).status).toBe('completed');
+    } finally {
+      triad.services.payment.setFaults({ latencyMs: 0 });
+      await triad.client.clearAgentLimit('payment');
+    }
+  });
+
   it("a client-role identity sees its own tasks only, no action buttons, and its server refuses actions", async () => {
     triad.services.payment.setFaults({ latencyMs: 3_000 });
     const viewer = await TriadClient.connect(clientOptionsFromEnv({ ...triad.env, NATS_USER: 'viewer', NATS_PASSWORD: 'viewer-secret', TRIAD_CLIENT_ID: 'viewer' }));

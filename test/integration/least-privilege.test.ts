@@ -68,6 +68,23 @@ describe('the example with every actor on its own identity', () => {
     expect(await t.redis.call('ACL', 'LOG')).toEqual([]);
   });
 
+  it("a dispatch limit (decision 0020) under the actors' own identities: the scheduler's limits1 probe is allowed, orders complete through it, nothing denied", async () => {
+    const violations = (): string[] => nats.log().split('\n').filter((l) => / - (Publish|Subscription) Violation - /.test(l) && l.includes('SRV'));
+    // The operator sets it; the scheduler asks the schedulers' discovery ($SRV.INFO) first.
+    const r = await t.client.setAgentLimit('payment', { concurrency: 1 });
+    expect(r.limit).toMatchObject({ agent: 'payment', concurrency: 1 });
+    try {
+      await new Promise((res) => setTimeout(res, 1_300));
+      const web = await clientAs(nsA, 'client-web');
+      const states = await Promise.all([1, 2, 3].map((i) => web.run('orders', { orderId: `lp-lim-${i}`, amount: 10 * i }, { timeoutMs: 60_000 })));
+      for (const s of states) expect(s.status, s.taskId).toBe('completed');
+      expect(violations()).toEqual([]);
+      expect(await t.redis.call('ACL', 'LOG')).toEqual([]);
+    } finally {
+      await t.client.clearAgentLimit('payment');
+    }
+  });
+
   it("a child task (decision 0019 §5) runs under the actors' own identities and is its parent's client's to read", async () => {
     await t.client.registerWorkflow({ name: 'lp-parent', steps: [{ name: 'order', child: { workflow: 'orders' } }] });
     const web = await clientAs(nsA, 'client-web');

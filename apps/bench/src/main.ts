@@ -24,6 +24,7 @@ import { readCounters } from './counters.js';
 import { removeNamespace } from './cleanup.js';
 import { Completions } from './completions.js';
 import { measureLatency } from './latency.js';
+import { measureFairness, measureLimits } from './limits.js';
 import { measureMemory, type SupervisorControl } from './memory.js';
 import { measureHandover, measureRecovery } from './recovery.js';
 import { measureSleepLateness } from './sleep-lateness.js';
@@ -200,6 +201,24 @@ async function run(o: Options, cleanups: (() => Promise<void>)[]): Promise<Resul
   if (has('scaling-cluster')) {
     if (!servers.own) throw new Error('--mode scaling-cluster starts its own clusters and compares them with the run\'s own servers: run it without --use-env');
     results.scalingCluster = await measureScalingCluster(servers, tmp, o.scalingClusterTasks, [1, 2, 4], progress);
+  }
+  if (has('limits')) {
+    progress(`limits: ${o.limitsPairs} pairs of ${o.limitsTasks} tasks × 3 steps, unlimited and limited (concurrency never reached)`);
+    await runBatch(client, completions, noop3.name, Math.min(200, Math.ceil(o.limitsTasks / 10)), 3);
+    results.limits = await measureLimits(
+      client,
+      completions,
+      { workflow: noop3.name, agent: 'noop', tasks: o.limitsTasks, steps: 3, pairs: o.limitsPairs },
+      () => readCounters(redis, servers.natsMonitorUrl),
+      () => [...servers.processes, ...actors.running()],
+      progress,
+    );
+    // Fairness latency: an I/O-bound agent (10 ms a step) so that a line of one customer takes seconds.
+    const io1 = ioWorkflow(1);
+    await client.registerWorkflow(io1);
+    await actors.agent(['io10']);
+    progress('limits: fairness — 600 tasks of customer A in line (1 at a time per customer), then 5 of B');
+    results.limitsFairness = await measureFairness(client, { workflow: io1.name, agent: 'io10', aTasks: 600, bTasks: 5 }, progress);
   }
   if (has('recovery')) {
     const stall = stallWorkflow(o.recoveryBudgetMs);

@@ -4,7 +4,7 @@ import { PEERS, type PeerName } from './peers/peer.js';
 
 export const MODES = ['throughput', 'recovery', 'scan', 'memory', 'scaling'] as const;
 /** Modes only run when named (not part of `all`): they start servers of their own. */
-export const EXTRA_MODES = ['scaling-cluster'] as const;
+export const EXTRA_MODES = ['scaling-cluster', 'limits'] as const;
 export type Mode = (typeof MODES)[number] | (typeof EXTRA_MODES)[number];
 
 export interface Options {
@@ -32,6 +32,8 @@ export interface Options {
   scalingTasks: number;
   scalingRepeats: number;
   scalingClusterTasks: number;
+  limitsTasks: number;
+  limitsPairs: number;
 }
 
 const int = (min: number) => (v: string): number => {
@@ -102,6 +104,8 @@ export function parseOptions(argv: string[]): Options {
     .option('--memory-tasks <n>', 'memory: finished tasks created', int(1), 1000)
     .option('--scaling-tasks <n>', 'scaling: io10 tasks per measurement', int(1), 400)
     .option('--scaling-repeats <n>', 'scaling: 1-agent / 2-agent pairs, alternating', int(1), 2)
+    .option('--limits-tasks <n>', 'limits (only when named): no-op 3-step tasks per run, unlimited and with the agent type limited at a concurrency never reached', int(1), 1000)
+    .option('--limits-pairs <n>', 'limits: unlimited / limited pairs, alternating which goes first', int(1), 3)
     .option('--scaling-cluster-tasks <n>', 'scaling-cluster (only when named): no-op 3-step tasks per measurement, single servers vs clusters, 1/2/4 processes', int(1), 300)
     .showHelpAfterError('(bench --help lists the options)')
     .parse(argv);

@@ -12,6 +12,7 @@ import type { PeerName, PeerResult } from './peers/peer.js';
 import type { HandoverResult, RecoveryResult } from './recovery.js';
 import type { SleepLatenessResult } from './sleep-lateness.js';
 import type { ScalingResult } from './scaling.js';
+import type { FairnessResult, LimitsResult } from './limits.js';
 import type { ScalingClusterResult } from './scaling-cluster.js';
 import type { ScanResult } from './scan.js';
 import type { Durability } from './servers.js';
@@ -38,6 +39,10 @@ export interface Results {
   memory?: MemoryResult;
   scaling?: ScalingResult;
   scalingCluster?: ScalingClusterResult;
+  /** What a dispatch limit costs a step (decision 0020 §9.5). */
+  limits?: LimitsResult;
+  /** How soon another key's tasks complete behind one key's line (decision 0020 §9.5). */
+  limitsFairness?: FairnessResult;
   /** Supervisor retries counted during the load tests: 0 means no step expired while queued. */
   supervisorRetriesDuringLoad?: number;
 }
@@ -207,6 +212,22 @@ export function rows(r: Results): Row[] {
     add('scaling: share of steps run by the busier of the 2 processes', s.busierShare.map((v) => `${fmt(100 * v, 0)}%`).join(', '));
     add('scaling ratio (2 ÷ 1)', fmt(s.ratio, 2), '≥ 1.8', check(s.ratio >= 1.8));
   }
+  if (r.limits) {
+    const l = r.limits;
+    const runs = (limited: boolean): string => l.runs.filter((x) => x.limited === limited).map((x) => fmt(x.stepsPerSec, 0)).join(', ');
+    add(`limits: steps/s unlimited, median of ${l.pairs} (${l.tasks} tasks × ${l.steps}; runs ${runs(false)})`, fmt(l.unlimited.stepsPerSec, 0));
+    add(`limits: steps/s with ${l.agent} limited at a concurrency never reached (runs ${runs(true)})`, fmt(l.limited.stepsPerSec, 0));
+    add('limits: limited ÷ unlimited steps/s (median of the pairs)', fmt(l.ratio, 2));
+    add('limits: CPU ms per step, unlimited / limited (all processes)', `${fmt(l.unlimited.cpuMsPerStep, 3)} / ${fmt(l.limited.cpuMsPerStep, 3)}`);
+    add('limits: Redis scripts (evalsha) per step, unlimited / limited', `${fmt(l.unlimited.evalshaPerStep, 2)} / ${fmt(l.limited.evalshaPerStep, 2)}`);
+    add('limits: Redis commands per step, unlimited / limited (inside scripts included)', `${fmt(l.unlimited.redisTotalPerStep, 2)} / ${fmt(l.limited.redisTotalPerStep, 2)}`);
+    add('limits: the commands a limited step adds, per step', l.extraCommands.slice(0, 8).map(([c, d]) => `${c} +${fmt(d, 1)}`).join(', '));
+  }
+  if (r.limitsFairness) {
+    const f = r.limitsFairness;
+    add(`limits fairness: ${f.bTasks} tasks of B complete behind ${f.aWaitingAtB} of A waiting (${f.agent}, per key 1), ms`, fmt(f.bCompleteMs, 0));
+    add(`limits fairness: A's tasks (of ${f.aTasks}) not completed when B's last did`, String(f.aNotCompletedAtB));
+  }
   return out;
 }
 
@@ -374,6 +395,19 @@ export function jsonSummary(r: Results): Record<string, unknown> {
     put('scaling_one_agent_steps_per_sec', r.scaling.oneAgentStepsPerSec, 1);
     put('scaling_two_agents_steps_per_sec', r.scaling.twoAgentsStepsPerSec, 1);
     put('scaling_ratio', r.scaling.ratio);
+  }
+  if (r.limits) {
+    put('limits_unlimited_steps_per_sec', r.limits.unlimited.stepsPerSec, 1);
+    put('limits_limited_steps_per_sec', r.limits.limited.stepsPerSec, 1);
+    put('limits_ratio', r.limits.ratio);
+    put('limits_evalsha_per_step_unlimited', r.limits.unlimited.evalshaPerStep);
+    put('limits_evalsha_per_step_limited', r.limits.limited.evalshaPerStep);
+    put('limits_cpu_ms_per_step_unlimited', r.limits.unlimited.cpuMsPerStep, 3);
+    put('limits_cpu_ms_per_step_limited', r.limits.limited.cpuMsPerStep, 3);
+  }
+  if (r.limitsFairness) {
+    put('limits_fairness_b_complete_ms', r.limitsFairness.bCompleteMs, 0);
+    put('limits_fairness_a_not_completed', r.limitsFairness.aNotCompletedAtB, 0);
   }
   if (r.scalingCluster) {
     for (const row of r.scalingCluster.rows) {

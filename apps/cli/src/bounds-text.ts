@@ -1,7 +1,8 @@
 /** `triad workflows show`: a definition's steps with how long each can take before it escalates, as text (decisions 0009, 0019). */
 import { childResolver, describePredicate, fanOutWaves, formatBound, formatMs, stepKind, valueReference, referenceText, type Supervision, type TaskBound } from '@triad/core';
-import { DEFAULT_MAX_ITEMS, DEFAULT_MAX_PARALLEL, LadderSchema, type Ladder, type RegisteredWorkflow, type StepDefinition } from '@triad/protocol';
-import { table } from './format.js';
+import { DEFAULT_MAX_ITEMS, DEFAULT_MAX_PARALLEL, LadderSchema, type AgentLimitStatus, type Ladder, type RegisteredWorkflow, type StepDefinition } from '@triad/protocol';
+import { duration, table } from './format.js';
+import { describeLimit } from './limits-text.js';
 
 const DEFAULT_LADDER = LadderSchema.parse({});
 
@@ -78,6 +79,31 @@ export function describeBounds(wf: RegisteredWorkflow, bounds: TaskBound, superv
   const waits = wf.steps.some((s) => s.sleep || s.waitFor || s.child || s.forEach);
   if (waits) {
     lines.push('A sleep or a wait counts its whole time (or timeout) and the sweep that ends it; a fan-out step its items in waves of maxParallel; a child step its child\'s own bound.');
+  }
+  return lines.join('\n');
+}
+
+/**
+ * After the bounds, the dispatch limits in force on the agent types this workflow calls (decision 0020
+ * §5.6): waiting for them is not part of the bounds, each phase waits before each start (at most m + c
+ * starts with its ladder), and `deadlineMs` is what caps a task's total time. Empty when none is limited.
+ */
+export function describeLimitsNow(wf: RegisteredWorkflow, limits: readonly AgentLimitStatus[]): string {
+  const lines: string[] = [];
+  for (const l of limits) {
+    if (!l.limit) continue;
+    const phases = wf.steps.flatMap((s) => [
+      ...(s.agent === l.agent && stepKind(s) === 'agent' ? [s.ladder ?? wf.defaults.ladder ?? DEFAULT_LADDER] : []),
+      ...(s.compensate?.agent === l.agent ? [s.compensate.ladder ?? wf.defaults.ladder ?? DEFAULT_LADDER] : []),
+    ]);
+    if (phases.length === 0) continue;
+    const starts = Math.max(...phases.map((x) => x.maxFailures + x.maxCircuitOpen));
+    const waiting = `${l.waiting.toLocaleString('en-US')} waiting${l.oldestWaitMs !== undefined ? `, oldest ${duration(l.oldestWaitMs)}` : ''}`;
+    lines.push(
+      `limits now: ${l.agent} — ${describeLimit(l.limit)} (${waiting})`,
+      `  steps calling ${l.agent} may wait for that limit before each start (at most ${starts} starts per phase with ${phases.length === 1 ? 'its' : 'their'} ladder${phases.length === 1 ? '' : 's'});`,
+      `  waiting is not part of the bounds above. ${wf.deadlineMs !== undefined ? `The task deadline (${formatMs(wf.deadlineMs)}) caps the task's total time, waits included.` : "deadlineMs (not set) would cap the task's total time."}`,
+    );
   }
   return lines.join('\n');
 }

@@ -6,7 +6,8 @@
  * `waitReason` reads the task's state; what the state cannot say comes in a `WaitContext` the caller
  * gathered (decision 0021 §3.3, settled: computed in the CLI, not by `task.get { explain }`): the agent
  * instance holding an attempt (the probe), the agent type's queue in STEPS, and the supervisors' status.
- * Not here (issue #24): flow-control limits and pauses.
+ * A step waiting for a dispatch limit (issue #24) says for which, and its place in line when `task.get`
+ * read it from the limiter (decision 0020 §6).
  */
 import type { StepState, TaskState } from '@triad/protocol';
 import { clock, duration, relative } from './times.js';
@@ -65,7 +66,22 @@ export type WaitReason =
   | { kind: 'signal'; name: string; until: number }
   | { kind: 'items'; count: number; pending: number; running: number; done: number; failed: number }
   /** Waiting for its agent type's dispatch limit, or put back in line by a throttle (decision 0020 §6). */
-  | { kind: 'limit'; phase: Phase; agent: string; key?: string; priority: number; since: number; why: string }
+  | {
+      kind: 'limit';
+      phase: Phase;
+      agent: string;
+      key?: string;
+      priority: number;
+      since: number;
+      why: string;
+      /** Its place in line (task.get reads it from the limiter), an upper bound when `placeApprox`. */
+      place?: number;
+      placeApprox?: boolean;
+      /** Granted a permit: being started. */
+      granted?: boolean;
+      /** A Retry-After pauses its agent type (or key) until then. */
+      pausedUntil?: number;
+    }
   /** A child step (decision 0019 §5): its child task runs, is being cancelled, or undone. */
   | { kind: 'child'; op: 'start' | 'cancel' | 'undo'; taskId: string; workflow: string; version?: number; until?: number };
 
@@ -137,7 +153,19 @@ function attemptReason(phase: Phase, step: string, agent: string, attempt: numbe
 }
 
 function limitReason(phase: Phase, q: NonNullable<StepState['queue']>): WaitReason {
-  return { kind: 'limit', phase, agent: q.agent, ...(q.key ? { key: q.key } : {}), priority: q.priority, since: q.since, why: q.why };
+  return {
+    kind: 'limit',
+    phase,
+    agent: q.agent,
+    ...(q.key ? { key: q.key } : {}),
+    priority: q.priority,
+    since: q.since,
+    why: q.why,
+    ...(q.place !== undefined ? { place: q.place } : {}),
+    ...(q.placeApprox ? { placeApprox: true } : {}),
+    ...(q.granted ? { granted: true } : {}),
+    ...(q.pausedUntil !== undefined ? { pausedUntil: q.pausedUntil } : {}),
+  };
 }
 
 function parkedReason(phase: Phase, agent: string, p: { completeBy?: number; parkedFor?: string; circuitCount?: number; failureCount: number; error?: string }, now: number, ctx: WaitContext): WaitReason {
@@ -199,7 +227,7 @@ export function waitingText(r: WaitReason, now: number): string {
     case 'items':
       return elementsDetail(r);
     case 'limit':
-      return `${pre}${r.why === 'throttled' ? `throttled by ${r.agent}: back in line` : `waits for a limit of ${r.agent}`} (${r.key ? `key ${r.key}, ` : ''}priority ${r.priority}, ${duration(Math.max(0, now - r.since))} so far)`;
+      return `${pre}${limitText(r, now)} (${r.key ? `key ${r.key}, ` : ''}priority ${r.priority}, ${duration(Math.max(0, now - r.since))} so far)`;
     case 'child': {
       const which = `child task ${r.taskId} (${r.workflow}${r.version !== undefined ? `@${r.version}` : ''})`;
       if (r.op === 'undo') return `undoing ${which}`;
@@ -207,6 +235,21 @@ export function waitingText(r: WaitReason, now: number): string {
       return `waiting for ${which}${r.until !== undefined ? ` until ${at(r.until)}` : ''}`;
     }
   }
+}
+
+/**
+ * A waiting phase's line (decision 0020 §6): `waits for a limit of payment: place 12`, `place ≤ 4,212`
+ * when approximate, `throttled by payment: paused until 12:00:03, then place 3`; without a place (the
+ * limiter did not answer) what the state alone says.
+ */
+function limitText(r: Extract<WaitReason, { kind: 'limit' }>, now: number): string {
+  const head = r.why === 'throttled' ? `throttled by ${r.agent}` : `waits for a limit of ${r.agent}`;
+  if (r.granted) return `${head}: granted, starting`;
+  const place = r.place !== undefined ? `place ${r.placeApprox ? '≤ ' : ''}${count(r.place)}` : undefined;
+  const paused = r.pausedUntil !== undefined && r.pausedUntil > now ? `paused until ${hhmmss(r.pausedUntil)}` : undefined;
+  if (paused) return `${head}: ${paused}${place ? `, then ${place}` : ''}`;
+  if (place) return `${head}: ${r.why === 'throttled' ? 'back in line, ' : ''}${place}`;
+  return r.why === 'throttled' ? `${head}: back in line` : head;
 }
 
 /** A fan-out step's elements: "elements 3 done, 2 running, 1 failed, 4 pending of 10" (only the counts that are not 0). */

@@ -2,7 +2,7 @@
 // and the attempts timeline read from a task's events.
 import { describe, expect, it } from 'vitest';
 import type { TaskEvent } from '@triad/protocol';
-import { age, attemptsFromEvents, layoutDag, type DagStep } from '../src/dashboard/view.js';
+import { age, attemptsFromEvents, layoutDag, placeText, type DagStep } from '../src/dashboard/view.js';
 
 const step = (name: string, dependsOn: string[] = [], compensation = false): DagStep => ({
   name,
@@ -79,5 +79,14 @@ describe('the dashboard host check (DNS rebinding)', () => {
     for (const ok of ['127.0.0.1:8080', 'localhost:8080', '[::1]:8080']) expect(check(ok), ok).toBe(true);
     for (const bad of ['evil.example:8080', '127.0.0.1:9090', 'localhost', undefined]) expect(check(bad), String(bad)).toBe(false);
     expect(loopbackHostCheck('0.0.0.0', () => 8080)('dash.internal:8080')).toBe(true);
+  });
+
+  it("a waiting phase's place for its DAG box (decision 0020 §6): exact, approximate, granted, none", () => {
+    const q = { agent: 'payment', priority: 3, since: 0, firstAt: 0, why: 'limit' as const };
+    expect(placeText({ ...q, place: 12 })).toBe('12');
+    expect(placeText({ ...q, place: 4_212, placeApprox: true })).toBe('≤ 4,212');
+    expect(placeText({ ...q, granted: true })).toBe('granted');
+    expect(placeText(q)).toBeUndefined();
+    expect(placeText(undefined)).toBeUndefined();
   });
 });

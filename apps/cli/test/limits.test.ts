@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { AgentLimitSchema, formatRate, parseRate } from '@triad/protocol';
 import { describeLimit, limitFromFlags, limitsTable } from '../src/commands/limits.js';
+import { clock } from '../src/format.js';
 
 const problem = (o: Parameters<typeof limitFromFlags>[1]): string => {
   try {
@@ -50,6 +51,35 @@ describe('triad limits set', () => {
     expect(describeLimit({ concurrency: 20, ratePerSecond: 100, burst: 20, key: 'input.customerId', perKeyConcurrency: 2 })).toBe('at most 20 at once, 100/s (burst 20); per input.customerId: at most 2 at once');
     const text = limitsTable([{ agent: 'payment', limit: { agent: 'payment', concurrency: 20, setAt: 0 }, inFlight: 20, waiting: 1234, oldestWaitMs: 12_400, ratePerSecondNow: 98.2 }]);
     expect(text).toContain('AGENT');
-    expect(text).toMatch(/payment\s+20\s+20\s+98\.2\/s\s+—\s+1234/);
+    expect(text).toMatch(/payment\s+20\s+20\s+98\.2\/s\s+—\s+1,234/);
+  });
+
+  it("lists each agent type's keys with --keys: in flight, waiting, oldest, and what blocks a key (decision 0020 §6)", () => {
+    const now = 1_700_000_000_000;
+    const hh = (ms: number): string => clock(ms).slice(0, 8);
+    const text = limitsTable(
+      [
+        {
+          agent: 'payment',
+          limit: { agent: 'payment', concurrency: 20, key: 'input.customerId', perKeyConcurrency: 2, setAt: 0 },
+          inFlight: 3,
+          waiting: 7,
+          ratePerSecondNow: 1,
+          keys: [
+            { key: 'c-42', inFlight: 2, waiting: 5, oldestWaitMs: 8_100, blockedUntil: 'concurrency' },
+            { key: 'c-7', inFlight: 0, waiting: 1, blockedUntil: now + 1_000 },
+            { key: 'c-9', inFlight: 0, waiting: 1, pausedUntil: now + 3_000, blockedUntil: now + 3_000 },
+            { key: '', inFlight: 1, waiting: 0 },
+          ],
+        },
+      ],
+      now,
+    );
+    expect(text).toContain('payment: keys with the most waiting');
+    expect(text).toMatch(/^KEY\s+IN FLIGHT\s+WAITING\s+OLDEST\s+BLOCKED$/m);
+    expect(text).toMatch(/^c-42\s+2\s+5\s+8\.1s\s+at 2 at once$/m);
+    expect(text).toMatch(new RegExp(`^c-7\\s+0\\s+1\\s+—\\s+rate until ${hh(now + 1_000)}$`, 'm'));
+    expect(text).toMatch(new RegExp(`^c-9\\s+0\\s+1\\s+—\\s+paused until ${hh(now + 3_000)}$`, 'm'));
+    expect(text).toMatch(/^\(none\)\s+1\s+0\s+—\s+—$/m);
   });
 });

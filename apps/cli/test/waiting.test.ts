@@ -57,6 +57,20 @@ describe('why a step waits', () => {
     expect(stepWaiting(task('compensating', [comp]), comp, NOW)).toBe('compensation waits for a limit of payment (priority 3, 1.0s so far)');
   });
 
+  it("a waiting step's place in line as task.get read it from the limiter: exact, approximate, throttled with a pause, granted (decision 0020 §6)", () => {
+    const base = { agent: 'payment', priority: 3, since: NOW - 8_100, firstAt: NOW - 8_100 };
+    const exact = step('charge', { status: 'queued', queue: { ...base, key: 'c-42', why: 'limit', place: 12, level: 3 } });
+    expect(stepWaiting(task('running', [exact]), exact, NOW)).toBe('waits for a limit of payment: place 12 (key c-42, priority 3, 8.1s so far)');
+    const approx = step('charge', { status: 'queued', queue: { ...base, why: 'limit', place: 4_212, placeApprox: true } });
+    expect(stepWaiting(task('running', [approx]), approx, NOW)).toBe('waits for a limit of payment: place ≤ 4,212 (priority 3, 8.1s so far)');
+    const throttled = step('charge', { status: 'queued', queue: { ...base, why: 'throttled', place: 3, pausedUntil: NOW + 2_000 } });
+    expect(stepWaiting(task('running', [throttled]), throttled, NOW)).toBe(`throttled by payment: paused until ${hh(NOW + 2_000)}, then place 3 (priority 3, 8.1s so far)`);
+    // The pause has ended by the time it is shown: back in line at its place.
+    expect(stepWaiting(task('running', [throttled]), throttled, NOW + 3_000)).toBe('throttled by payment: back in line, place 3 (priority 3, 11.1s so far)');
+    const granted = step('charge', { status: 'queued', queue: { ...base, why: 'limit', granted: true } });
+    expect(stepWaiting(task('running', [granted]), granted, NOW)).toBe('waits for a limit of payment: granted, starting (priority 3, 8.1s so far)');
+  });
+
   it('a sleep and a signal until T', () => {
     const sleeping = step('pause', { status: 'sleeping', until: NOW + 1_200 });
     expect(stepWaiting(task('running', [sleeping]), sleeping, NOW)).toBe(`sleeping until ${hh(NOW + 1_200)} (in 1.2s)`);

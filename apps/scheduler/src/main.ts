@@ -15,7 +15,7 @@ runService('scheduler', async ({ config, log, onShutdown, healthy, fail }) => {
   onShutdown(() => bus.close());
   const scheduler = new Scheduler({
     bus,
-    tasks: new TaskStore(redis, config.namespace, { waitReplicas: config.redisWaitReplicas, waitMs: config.redisWaitMs, limits: new LimitCache(new LimitStore(redis, config.namespace), { log }) }),
+    tasks: new TaskStore(redis, config.namespace, { waitReplicas: config.redisWaitReplicas, waitMs: config.redisWaitMs, limits: new LimitCache(new LimitStore(redis, config.namespace), { log, refreshMs: config.limitsRefreshMs }) }),
     leases: new Leases(redis, config.namespace),
     logger: log,
     maxObjectBytes: payloadSettingsFromEnv(process.env).maxObjectBytes,

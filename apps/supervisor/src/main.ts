@@ -55,7 +55,7 @@ runService('supervisor', async ({ config, log, onShutdown, healthy, fail }) => {
   for (const r of lockRedis) onShutdown(() => void r.disconnect());
   const bus = await connectBus({ ...config.nats, namespace: config.namespace, name: 'triad-supervisor', inboxPrefix: serviceInboxPrefix(config.namespace, 'supervisor'), onFatal: fail });
   onShutdown(() => bus.close());
-  const supervisor = new Supervisor({ bus, tasks: new TaskStore(redis, config.namespace, { limits: new LimitCache(new LimitStore(redis, config.namespace), { log }) }), leaderRedis, ...(lockRedis.length > 0 ? { lockRedis } : {}), logger: log, ...settings });
+  const supervisor = new Supervisor({ bus, tasks: new TaskStore(redis, config.namespace, { limits: new LimitCache(new LimitStore(redis, config.namespace), { log, refreshMs: config.limitsRefreshMs }) }), leaderRedis, ...(lockRedis.length > 0 ? { lockRedis } : {}), logger: log, ...settings });
   await supervisor.start();
   onShutdown(() => supervisor.stop());
   healthy({ nats: () => bus.isConnected(), redis: () => redis.status === 'ready' && leaderRedis.status === 'ready' });

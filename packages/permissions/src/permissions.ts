@@ -189,6 +189,8 @@ export function schedulerIdentity(namespace: string, redisDb = 0, clients: reado
         s.health,
         // Events to a submitter's reply subject, API replies, discovery answers: any inbox of the namespace.
         `_INBOX.${n.namespace}.>`,
+        // Before a dispatch limit is set, which schedulers run them (decision 0020 §1.8's limits1 probe).
+        `$SRV.INFO.triad-${n.namespace}`,
         j.accountInfo,
         ...j.streams.flatMap((st) => [j.streamCreate(st), j.streamUpdate(st), j.streamInfo(st)]),
         ...durableAccess(j, n.streams.submit, n.consumers.scheduler, s.submitAll),

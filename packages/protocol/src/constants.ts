@@ -26,6 +26,12 @@ export function isTerminal(status: string): boolean {
 
 /** A throttled result's pause when the service gave no Retry-After (decision 0020 §5.1), ms. */
 export const DEFAULT_THROTTLE_RETRY_AFTER_MS = 1_000;
+/**
+ * The feature a scheduler announces in its discovery metadata (`features`) and a supervisor in its health
+ * report (`features`) when it runs dispatch limits (decision 0020 §1.8): a limit is set only when every
+ * running one does, since an older scheduler would dead-letter the limits' commands.
+ */
+export const LIMITS_FEATURE = 'limits1';
 /** The longest pause a Retry-After can ask for (decision 0020 §1.5: `MAX_PAUSE_MS`), ms. */
 export const MAX_THROTTLE_RETRY_AFTER_MS = 3_600_000;
 /** Search attributes (decision 0021 §1): at most this many tags a submission sets (Triad's own `triad.` keys aside). */

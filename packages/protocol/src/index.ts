@@ -9,7 +9,7 @@
  *   const bytes = encode({ taskId: 't1', workflow: 'orders', input: {}, submittedAt: Date.now() });
  *   const msg = decode(bytes, SubmissionSchema, 'submission'); // { ok: true, value } | { ok: false, error }
  */
-export { TASK_STATUSES, DEFAULT_THROTTLE_RETRY_AFTER_MS, MAX_THROTTLE_RETRY_AFTER_MS, MAX_TAGS, MAX_TAG_VALUE_BYTES, TAG_KEY_PATTERN, RESERVED_TAG_PREFIX, tagProblems } from './constants.js';
+export { TASK_STATUSES, DEFAULT_THROTTLE_RETRY_AFTER_MS, LIMITS_FEATURE, MAX_THROTTLE_RETRY_AFTER_MS, MAX_TAGS, MAX_TAG_VALUE_BYTES, TAG_KEY_PATTERN, RESERVED_TAG_PREFIX, tagProblems } from './constants.js';
 export {
   AgentLimitSchema,
   StoredAgentLimitSchema,

@@ -379,6 +379,12 @@ export const SupervisorHealthSchema = z.object({
   compacted: z.number().int().nonnegative().default(0),
   /** Writes rejected because a newer leader epoch exists. */
   fencedWrites: z.number().int().nonnegative(),
+  /** Queued phases whose check re-sent their ticket to a scheduler (`queue_step` commands; decision 0020 §2.6). */
+  queueChecks: z.number().int().nonnegative().default(0),
+  /** Limiters whose wake time passed with no scheduler pumping them (`pump_limit` commands; decision 0020 §2.5). */
+  limitWakes: z.number().int().nonnegative().default(0),
+  /** What this supervisor runs beyond protocol 1: `limits1` (decision 0020); absent from older supervisors' reports. */
+  features: optional(z.array(z.string())),
 });
 export type SupervisorHealth = z.output<typeof SupervisorHealthSchema>;
 
@@ -467,6 +473,21 @@ export const StepQueueSchema = z.object({
   since: z.number(),
   firstAt: z.number(),
   why: tolerant(z.enum(['limit', 'throttled'])),
+  /**
+   * Its place in line as `task.get` read it from the limiter (decision 0020 §6): the grants before it if
+   * nothing else arrived — exact, or with `placeApprox` an upper bound. Absent when the limiter did not
+   * answer, or the phase was granted and is starting (`granted`).
+   */
+  place: optional(z.number().int().positive()),
+  placeApprox: optional(z.boolean()),
+  /** Its level in line (1 … 5: its priority, improved by one every 30 s it waits). */
+  level: optional(z.number().int()),
+  /** Granted a permit, being started. */
+  granted: optional(z.boolean()),
+  /** Its agent type (or its key) is paused by a service's Retry-After until then (epoch ms). */
+  pausedUntil: optional(z.number()),
+  /** Its key is held back until then (epoch ms) by its per-key rate, or (`concurrency`) until one of its permits ends. */
+  blockedUntil: optional(z.union([z.number(), z.literal('concurrency')])),
 });
 
 /** The state of one step as reported to clients. */

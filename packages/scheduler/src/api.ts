@@ -10,6 +10,7 @@ import { PROTOCOL_MAJOR, deadLetter, protocolHeaders, unsupportedVersion, type B
 import { DEFAULT_SUPERVISION, childReferences, childResolver, cronProblems, nextTick, parseEvery, taskBound, unsupportedFeatures, validateDefinition, type ScheduleTiming, type StepFeature } from '@triad/core';
 import {
   ErrorCode,
+  LIMITS_FEATURE,
   AgentLimitSchema,
   AgentLimitListRequestSchema,
   AgentLimitClearRequestSchema,
@@ -76,6 +77,11 @@ import type { z } from 'zod';
  * (`features`). A definition that uses another is refused at registration, so a half-built kind can
  * never run; each increment of 0019 §10 adds its feature here with the transitions that run it.
  */
+/** How long the limits probe waits for the schedulers' discovery answers. */
+const LIMITS_PROBE_WAIT_MS = 500;
+/** A supervisor whose last report is older than this is taken as gone (its report stays in Redis). */
+const SUPERVISOR_REPORT_FRESH_MS = 60_000;
+
 export const SCHEDULER_FEATURES: ReadonlySet<StepFeature> = new Set<StepFeature>(['when', 'sleep', 'waitFor', 'forEach', 'child']);
 
 /**
@@ -217,7 +223,7 @@ export class ApiServer {
         }
         const childWarnings = await this.childProblems(def);
         const r = await this.workflows.register(def, Date.now());
-        const warnings = [...(await this.agentWarnings(def)), ...childWarnings];
+        const warnings = [...(await this.agentWarnings(def)), ...childWarnings, ...(await this.limitWarnings(def))];
         this.log.info({ workflow: def.name, version: r.version, created: r.created, warnings }, 'workflow registered');
         return { name: def.name, ...r, warnings };
       },
@@ -234,7 +240,8 @@ export class ApiServer {
       'task.get': async (data, client) => {
         const { taskId } = req(data, GetTaskRequestSchema, 'task.get request');
         // Another client's task is answered exactly as a missing one (decision 0017).
-        return requireTask(client === undefined ? await this.tasks.getTask(taskId) : await this.tasks.getTaskOf(taskId, client), taskId);
+        // A queued phase's place in line is read from its limiter (decision 0020 §6: only when one is queued).
+        return requireTask(client === undefined ? await this.tasks.getTask(taskId, { places: true }) : await this.tasks.getTaskOf(taskId, client, { places: true }), taskId);
       },
       'task.retry': async (data) => {
         const q = req(data, RetryTaskRequestSchema, 'task.retry request');
@@ -429,6 +436,10 @@ export class ApiServer {
       'agentLimit.set': async (data) => {
         const l = req(data, AgentLimitSchema, 'agentLimit.set request');
         const warnings = (await this.agentWarnings({ steps: [{ agent: l.agent }] } as unknown as WorkflowDefinition)).map(() => `no agent "${l.agent}" has connected in namespace "${this.bus.names.namespace}" yet: the limit is stored and applies when its steps are dispatched`);
+        warnings.push(...(await this.unboundedCallers(l.agent)));
+        // An older scheduler would dead-letter the limits' commands: refused until every process runs them.
+        const outdated = await this.limitsProbe();
+        if (outdated.length > 0) throw new TriadError(ErrorCode.InvalidState, outdated.join('; '), { details: outdated });
         return this.flow.set(l, warnings);
       },
       'agentLimit.list': async (data) => this.flow.list(req(data, AgentLimitListRequestSchema, 'agentLimit.list request')),
@@ -547,6 +558,67 @@ export class ApiServer {
    * Agents a definition names that have never connected in this namespace (no durable consumer on the
    * steps stream). A warning, not a refusal: agents are often deployed after their workflows.
    */
+  /**
+   * Decision 0020 §5.6: waiting for a dispatch limit is outside a definition's bounds; `deadlineMs` is what
+   * caps a task's total time. A workflow registered without one that calls a limited agent type is warned.
+   */
+  private async limitWarnings(def: WorkflowDefinition): Promise<string[]> {
+    if (def.deadlineMs !== undefined) return [];
+    const limited = await this.flow.limitedAgents().catch(() => new Set<string>());
+    return [...agentsOf(def)].filter((a) => limited.has(a)).map((a) => `agent "${a}" has a dispatch limit and this workflow sets no deadlineMs: its tasks may wait for that limit without a bound (set deadlineMs to cap a task's total time)`);
+  }
+
+  /**
+   * Decision 0020 §1.8's probe: every scheduler that answers discovery (`$SRV.INFO`, 500 ms) and every
+   * supervisor that reported within the last minute must announce `limits1` — an older scheduler would
+   * dead-letter `queue_step` and `pump_limit`. What must be upgraded, one line each (empty: none).
+   */
+  private async limitsProbe(): Promise<string[]> {
+    const n = this.bus.names;
+    const outdated: string[] = [];
+    try {
+      const replies = await this.bus.nc.requestMany(`$SRV.INFO.triad-${n.namespace}`, undefined, { strategy: 'timer', maxWait: LIMITS_PROBE_WAIT_MS });
+      for await (const m of replies) {
+        let info: { id?: unknown; metadata?: { protocol?: unknown; features?: unknown } | null };
+        try {
+          info = JSON.parse(new TextDecoder().decode(m.data)) as typeof info;
+        } catch {
+          continue;
+        }
+        const features = typeof info.metadata?.features === 'string' ? info.metadata.features.split(',') : [];
+        if (!features.includes(LIMITS_FEATURE)) {
+          outdated.push(`${typeof info.id === 'string' ? info.id : 'a scheduler'} (protocol ${typeof info.metadata?.protocol === 'string' ? info.metadata.protocol : '?'}, no "${LIMITS_FEATURE}") must be upgraded before limits can be set`);
+        }
+      }
+    } catch (e) {
+      this.log.debug({ err: errorMessage(e) }, 'limits probe: the schedulers did not answer discovery');
+    }
+    const now = Date.now();
+    for (const sup of (await this.tasks.supervisorStatus()).supervisors) {
+      if (now - Number(sup['at'] ?? 0) > SUPERVISOR_REPORT_FRESH_MS) continue;
+      const features = Array.isArray(sup['features']) ? sup['features'] : [];
+      if (!features.includes(LIMITS_FEATURE)) outdated.push(`supervisor ${typeof sup['supervisorId'] === 'string' ? sup['supervisorId'] : '?'} (no "${LIMITS_FEATURE}") must be upgraded before limits can be set`);
+    }
+    return outdated;
+  }
+
+  /** The latest versions of the workflows that call `agent` and set no deadlineMs (`triad limits set`'s warning, §1.8). */
+  private async unboundedCallers(agent: string): Promise<string[]> {
+    const names: string[] = [];
+    try {
+      for (const w of await this.workflows.list()) {
+        const def = await this.workflows.get(w.name);
+        if (def && def.deadlineMs === undefined && agentsOf(def).has(agent)) names.push(w.name);
+      }
+    } catch (e) {
+      this.log.debug({ err: errorMessage(e) }, 'could not read the workflows for the limit warning');
+      return [];
+    }
+    if (names.length === 0) return [];
+    const list = names.length > 10 ? `${names.slice(0, 10).join(', ')} and ${names.length - 10} more` : names.join(', ');
+    return [`workflow${names.length === 1 ? '' : 's'} ${list} call${names.length === 1 ? 's' : ''} ${agent} and set${names.length === 1 ? 's' : ''} no deadlineMs: their tasks may now wait for this limit without a bound (decision 0020 §5.6)`];
+  }
+
   private async agentWarnings(def: WorkflowDefinition): Promise<string[]> {
     const n = this.bus.names;
     const known = new Set<string>();
@@ -557,8 +629,7 @@ export class ApiServer {
       return [];
     }
     const warnings: string[] = [];
-    const agents = new Set(def.steps.flatMap((s) => [...(s.agent !== undefined ? [s.agent] : []), ...(s.compensate ? [s.compensate.agent] : [])]));
-    for (const agent of agents) {
+    for (const agent of agentsOf(def)) {
       if (!known.has(n.consumers.agent(agent))) {
         warnings.push(`no agent "${agent}" has connected in namespace "${n.namespace}" yet: its steps will wait until one starts`);
       }
@@ -576,7 +647,8 @@ export class ApiServer {
       version: `${PROTOCOL_MAJOR}.0.0`,
       description: `Triad scheduler API of namespace ${n.namespace} (docs/protocol.md)`,
       // features: the step features of decision 0019 it runs, comma-separated ('' = plain agent steps only).
-      metadata: { namespace: n.namespace, protocol: `${PROTOCOL_MAJOR}`, features: [...SCHEDULER_FEATURES].join(',') },
+      // …and limits1: it runs dispatch limits (decision 0020 §1.8; a limit is set only when every scheduler does).
+      metadata: { namespace: n.namespace, protocol: `${PROTOCOL_MAJOR}`, features: [...SCHEDULER_FEATURES, LIMITS_FEATURE].join(',') },
       queueGroup: n.queueGroup,
       endpoints: endpoints(n.subjects),
       stats: (name) => this.stats.get(name) ?? { requests: 0, errors: 0, lastError: '', processingNs: 0 },
@@ -703,4 +775,9 @@ export function unknownWorkflow(name: string, version?: number): TriadError {
       ? `unknown workflow "${name}": register it first (triad workflows register <file>, or client.registerWorkflow())`
       : `workflow "${name}" has no version ${version}: list versions with triad workflows`,
   );
+}
+
+/** The agent types a definition calls: its steps' and their compensations'. */
+function agentsOf(def: Pick<WorkflowDefinition, 'steps'>): Set<string> {
+  return new Set(def.steps.flatMap((s) => [...(s.agent !== undefined ? [s.agent] : []), ...(s.compensate ? [s.compensate.agent] : [])]));
 }

@@ -21,6 +21,7 @@ import {
   type StoredAgentLimit,
 } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
+import type { LimitMetrics } from './telemetry.js';
 import type { Grant, LeaseClaim, LimitCache, LimitConfig, LimiterOps, LimiterReply, LimiterRequests, LimitStore, QueuedPhase, RegistryEntry, TaskStore, Transition } from '@triad/store';
 
 /** How long a grant's start is tried again while another process holds its task's lease (then the check recovers it). */
@@ -34,6 +35,8 @@ export interface FlowControlOptions {
   workflow: (name: string, version: number) => Promise<RegisteredWorkflow | undefined>;
   publish: (taskId: string, wf: RegisteredWorkflow, t: Transition, now: number) => Promise<void>;
   log?: Logger;
+  /** Grants, waits and reclaimed permits (decision 0020 §6's metrics). */
+  metrics?: LimitMetrics;
 }
 
 export class FlowControl {
@@ -115,6 +118,12 @@ export class FlowControl {
     return { limit: { ...l, setAt: now }, ...(previous ? { previous } : {}), warnings };
   }
 
+  /** The agent types with a limit set (not pause-only, not draining), from the registry. */
+  async limitedAgents(): Promise<Set<string>> {
+    const entries = await this.o.limits.entries();
+    return new Set([...entries].filter(([, e]) => !('draining' in e.entry) && !('pausedUntil' in e.entry)).map(([agent]) => agent));
+  }
+
   async list(q: AgentLimitListRequest): Promise<AgentLimitStatus[]> {
     const entries = await this.o.limits.entries();
     const now = Date.now();
@@ -161,6 +170,7 @@ export class FlowControl {
 
   /** A limiter's reply: its grants started (not awaited), its wakeAt armed. */
   private handle(agent: string, reply: LimiterReply): void {
+    this.o.metrics?.reply(agent, reply.grants.length, reply.reclaimed ?? 0);
     for (const g of reply.grants) {
       const p = this.start(agent, g).catch((e: unknown) => this.log.warn({ err: errorMessage(e), agent, ticket: g.ticket }, 'a granted step was not started; its check or the permit lapse recovers it'));
       this.starting.add(p);
@@ -189,7 +199,10 @@ export class FlowControl {
         await new Promise((r) => setTimeout(r, out.nakDelayMs));
         continue;
       }
-      if (out.started) return;
+      if (out.started) {
+        this.o.metrics?.started(agent, g.waitedMs);
+        return;
+      }
       if (out.why === 'late') await this.call(agent, { release: [{ ticket: g.ticket, requeue: true }] });
       else if (out.why === 'gone' || (out.why === 'stale' && out.release)) await this.call(agent, { release: [{ ticket: g.ticket }] });
       return;

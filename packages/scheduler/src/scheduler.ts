@@ -56,7 +56,7 @@ import { silentLogger, type Logger } from '@triad/telemetry';
 import { IntakeStore, LimitStore, isLeaseBusy, type LeaseClaim, type Leases, type TaskStore } from '@triad/store';
 import { ROOT_CONTEXT, contextFromHeaders, intercept, type Next } from '@triad/telemetry';
 import { resolveSchedulerSettings, type ResolvedSchedulerSettings, type SchedulerSettings } from './options.js';
-import { countResult, countSubmission, schedulerMetrics, traceCommand, traceResult, traceSubmission, type CommandInput, type ResultInput, type ResultOutcome, type SchedulerMetrics, type SubmissionInput, type SubmissionOutcome } from './telemetry.js';
+import { countResult, countSubmission, limitMetrics, schedulerMetrics, traceCommand, traceResult, traceSubmission, type CommandInput, type ResultInput, type ResultOutcome, type SchedulerMetrics, type SubmissionInput, type SubmissionOutcome } from './telemetry.js';
 import { ApiServer, unknownWorkflow } from './api.js';
 import { Dispatcher } from './dispatcher.js';
 import { FlowControl } from './flow-control.js';
@@ -121,6 +121,7 @@ export class Scheduler {
       workflow: (name, version) => this.workflow(name, version),
       publish: (taskId, wf, t, now) => this.dispatcher.publish(taskId, wf, t, now),
       log: this.log,
+      metrics: limitMetrics(ns),
     });
     this.dispatcher.onLimiter = (r) => this.flow.apply(r);
     this.dispatcher.onAdmit = (ids) => {

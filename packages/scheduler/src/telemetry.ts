@@ -64,6 +64,26 @@ export function schedulerMetrics(namespace: string) {
     staleSteps: (agent: string) => m.stepsEnded.inc({ namespace, agent, outcome: 'stale' }),
     resultBatches: m.resultBatches.labels({ namespace }),
     leaseBusy: m.leaseBusy.labels({ namespace }),
+    limitThrottled: (agent: string) => m.limitThrottled.inc({ namespace, agent }),
+  };
+}
+
+/** The flow-control metrics of decision 0020 §6 the scheduler records (its FlowControl calls them). */
+export interface LimitMetrics {
+  /** A limiter's reply: its grants, and the permits it reclaimed. */
+  reply(agent: string, grants: number, reclaimed: number): void;
+  /** A grant started: how long the step waited, from its first wait to the grant. */
+  started(agent: string, waitedMs: number): void;
+}
+
+export function limitMetrics(namespace: string): LimitMetrics {
+  const m = triadMetrics();
+  return {
+    reply: (agent, grants, reclaimed) => {
+      if (grants > 0) m.limitGranted.inc({ namespace, agent }, grants);
+      if (reclaimed > 0) m.limitReclaimed.inc({ namespace, agent }, reclaimed);
+    },
+    started: (agent, waitedMs) => m.limitWait.observe({ namespace, agent }, Math.max(0, waitedMs) / 1000),
   };
 }
 export type SchedulerMetrics = ReturnType<typeof schedulerMetrics>;
@@ -134,6 +154,9 @@ export function countResult(m: SchedulerMetrics): Interceptor<ResultInput, Resul
     const o = await next(input);
     if (o.result === 'applied' || o.result === 'stale' || o.result === 'forged') m.results[o.result].inc();
     if (o.result === 'stale') m.staleSteps(input.agentType);
+    // A throttle applied (decision 0020 §5): the step went back in line, the agent type (or key) paused.
+    const r = input.result;
+    if (o.result === 'applied' && !r.ok && r.error.throttled && !r.error.circuitOpen && r.error.retryable) m.limitThrottled(input.agentType);
     return o;
   };
 }

@@ -33,6 +33,11 @@ export const ConfigSchema = z.object({
    * when one of the client's tasks ends. 0 turns admission off.
    */
   clientActiveTasks: z.coerce.number().int().min(0).max(10_000_000).default(0),
+  /**
+   * How often a scheduler or supervisor reads the dispatch limits' registry version (decision 0020 §1.9):
+   * a `triad limits set` applies everywhere within this long. One GET per interval per process.
+   */
+  limitsRefreshMs: z.coerce.number({ message: 'expected a whole number of milliseconds from 100 to 60000 (default 1000)' }).int('expected a whole number of milliseconds from 100 to 60000 (default 1000)').min(100, 'expected a whole number of milliseconds from 100 to 60000 (default 1000)').max(60_000, 'expected a whole number of milliseconds from 100 to 60000 (default 1000)').default(1_000),
   /** TRIAD_EVENT_BATCHES: a scheduler's events to reply subjects that read batches, batched per event-loop turn (decision 0025). */
   eventBatches: z.enum(['on', 'off'], { message: 'set it to "on" (event batches to reply subjects that read them) or "off" (the default)' }).default('off'),
 });
@@ -76,6 +81,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     redisWaitMs: env['TRIAD_REDIS_WAIT_MS'] || undefined,
     stepBatches: env['TRIAD_STEP_BATCHES'] || undefined,
     clientActiveTasks: env['TRIAD_CLIENT_ACTIVE_TASKS'] || undefined,
+    limitsRefreshMs: env['TRIAD_LIMITS_REFRESH_MS'] || undefined,
     eventBatches: env['TRIAD_EVENT_BATCHES'] || undefined,
   });
   const envName: Record<string, string> = {
@@ -86,6 +92,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, o: { labels?: S
     redisWaitMs: 'TRIAD_REDIS_WAIT_MS',
     stepBatches: 'TRIAD_STEP_BATCHES',
     clientActiveTasks: 'TRIAD_CLIENT_ACTIVE_TASKS',
+    limitsRefreshMs: 'TRIAD_LIMITS_REFRESH_MS',
     eventBatches: 'TRIAD_EVENT_BATCHES',
   };
   const details = parsed.success ? [] : parsed.error.issues.map((i) => `${envName[String(i.path[0])] ?? String(i.path[0])}: ${i.message}`);

@@ -15,6 +15,7 @@ describe('loadConfig', () => {
       redisWaitMs: 1_000,
       stepBatches: 'on',
       clientActiveTasks: 0,
+      limitsRefreshMs: 1_000,
       eventBatches: 'off',
       nats: {},
       redis: {},
@@ -31,6 +32,7 @@ describe('loadConfig', () => {
       redisWaitMs: 1_000,
       stepBatches: 'on',
       clientActiveTasks: 0,
+      limitsRefreshMs: 1_000,
       eventBatches: 'off',
       nats: { url: 'nats://n:4222' },
       redis: { url: 'rediss://cache:6380' },
@@ -48,6 +50,13 @@ describe('loadConfig', () => {
   it('reads TRIAD_STEP_BATCHES (on or off) and names it when it is neither', () => {
     expect(loadConfig({ TRIAD_STEP_BATCHES: 'off' }).stepBatches).toBe('off');
     expect(() => loadConfig({ TRIAD_STEP_BATCHES: 'maybe' })).toThrow(/TRIAD_STEP_BATCHES: set it to "on"/);
+  });
+
+  it('reads TRIAD_LIMITS_REFRESH_MS (decision 0020 §1.9: how soon a limit applies), 1000 by default, and names it when it is out of range', () => {
+    expect(loadConfig({}).limitsRefreshMs).toBe(1_000);
+    expect(loadConfig({ TRIAD_LIMITS_REFRESH_MS: '250' }).limitsRefreshMs).toBe(250);
+    expect(() => loadConfig({ TRIAD_LIMITS_REFRESH_MS: '10' })).toThrow(/TRIAD_LIMITS_REFRESH_MS: expected a whole number of milliseconds from 100 to 60000 \(default 1000\)/);
+    expect(() => loadConfig({ TRIAD_LIMITS_REFRESH_MS: 'soon' })).toThrow(/TRIAD_LIMITS_REFRESH_MS: expected a whole number of milliseconds/);
   });
 
   it('reads TRIAD_EVENT_BATCHES (on or off) and names it when it is neither', () => {

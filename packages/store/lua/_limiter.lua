@@ -161,12 +161,16 @@ local function leave_line(T, rec)
   rec.l, rec.m = nil, nil
 end
 
+-- Permits this call reclaimed (expired unreleased): the reply says how many (triad_limit_reclaimed_total).
+local reclaimed_now = 0
+
 -- Ends a granted ticket's permit (if it is still held: a reclaimed one is not counted twice); a key
 -- blocked on its per-key concurrency is back in turn.
 local function remove_permit(T, rec, why)
   if redis.call('ZREM', L.inflight, T) == 1 then
     add_key_count('in:' .. rec.k, -1)
     counter(why, 1)
+    if why == 'reclaimed' then reclaimed_now = reclaimed_now + 1 end
     local s = redis.call('ZSCORE', L.blocked, rec.k)
     if s == 'inf' or tonumber(s) == INF then unblock(rec.k) end
   end
@@ -327,5 +331,6 @@ end
 local function limiter_reply(grants, wakeAt)
   local out = { grants = grants, waiting = tonumber(redis.call('HGET', L.state, 'waiting') or '0'), limited = redis.call('EXISTS', L.cfg) == 1 }
   if wakeAt then out.wakeAt = wakeAt end
+  if reclaimed_now > 0 then out.reclaimed = reclaimed_now end
   return cjson.encode(out)
 end

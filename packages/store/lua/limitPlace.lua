@@ -5,8 +5,11 @@
   there, rank + 1 if that key comes before its key in the ring, else rank). Exact for rings of up to
   1,000 keys; beyond, the upper bound lower + rank × K + its key's position, marked approximate.
 
-  KEYS: the limiter's keys (_limiter.lua)   ARGV[1] ticket
-  Returns JSON { found: false } | { granted: true, completeBy } | { place, approximate, level, key, blockedUntil? }
+  With ARGV[2] (now, epoch ms) it also says until when a Retry-After pauses the agent type or the
+  ticket's key (`pausedUntil`, the later of the two), so `triad status` can say "paused until …, then place n".
+
+  KEYS: the limiter's keys (_limiter.lua)   ARGV[1] ticket   ARGV[2] now (optional)
+  Returns JSON { found: false } | { granted: true, completeBy } | { place, approximate, level, key, blockedUntil?, pausedUntil? }
 ]]
 --@include _limiter
 
@@ -26,6 +29,11 @@ local n = redis.call('LLEN', L.ring[l])
 local out = { found = true, level = l, key = key }
 local b = redis.call('ZSCORE', L.blocked, key)
 if b then out.blockedUntil = (b == 'inf' or tonumber(b) == INF) and 'concurrency' or tonumber(b) end
+local now = tonumber(ARGV[2] or '')
+if now then
+  local p = math.max(tonumber(redis.call('HGET', L.state, 'pause') or '0'), tonumber(redis.call('HGET', L.keyState, 'pause:' .. key) or '0'))
+  if p > now then out.pausedUntil = p end
+end
 if n > 1000 then
   local pos = n
   out.place, out.approximate = 1 + lower + rank * n + pos, true

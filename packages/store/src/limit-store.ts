@@ -102,6 +102,8 @@ const LimiterReplySchema = z.object({
   wakeAt: z.number().optional(),
   waiting: z.number(),
   limited: z.boolean(),
+  /** Permits this call freed at their expiry rather than by a release (a crash, a lost release, a silent agent). */
+  reclaimed: z.number().optional(),
 });
 export type LimiterReply = z.output<typeof LimiterReplySchema>;
 
@@ -132,7 +134,7 @@ export type LimiterStats = z.output<typeof LimiterStatsSchema>;
 const PlaceSchema = z.union([
   z.object({ found: z.literal(false) }),
   z.object({ found: z.literal(true), granted: z.literal(true), completeBy: z.number() }),
-  z.object({ found: z.literal(true), place: z.number(), approximate: z.boolean(), level: z.number(), key: z.string(), blockedUntil: z.union([z.number(), z.literal('concurrency')]).optional() }),
+  z.object({ found: z.literal(true), place: z.number(), approximate: z.boolean(), level: z.number(), key: z.string(), blockedUntil: z.union([z.number(), z.literal('concurrency')]).optional(), pausedUntil: z.number().optional() }),
 ]);
 export type LimiterPlace = z.output<typeof PlaceSchema>;
 
@@ -226,9 +228,9 @@ export class LimitStore {
     return parseJson(LimiterReplySchema, await runScript(this.redis, 'limitPump', this.limiterKeys(agent), [now]), `pump the limiter of ${agent}`);
   }
 
-  /** A waiting ticket's place in line (read-only). */
-  async place(agent: string, ticket: string): Promise<LimiterPlace> {
-    return parseJson(PlaceSchema, await runScript(this.redis, 'limitPlace', this.limiterKeys(agent), [ticket]), `the place of ${ticket}`);
+  /** A waiting ticket's place in line (read-only); with `now`, also the pause ahead of it (pausedUntil). */
+  async place(agent: string, ticket: string, now?: number): Promise<LimiterPlace> {
+    return parseJson(PlaceSchema, await runScript(this.redis, 'limitPlace', this.limiterKeys(agent), now === undefined ? [ticket] : [ticket, now]), `the place of ${ticket}`);
   }
 
   /** What the limiter holds now, with the `keys` keys that have the most waiting (read-only). */

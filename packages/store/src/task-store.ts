@@ -19,7 +19,7 @@ import type { LeaseClaim } from './leases.js';
 import { ScriptCode, scriptError } from './codes.js';
 import { runScript } from './scripts.js';
 import { childInputKey, elementValueKey, parseBody, parseExpiry, parseTransition, type ChildOp, type Dispatch, type Expiry, type QueuedPhase, type Transition } from './transitions.js';
-import type { LimitCache } from './limit-store.js';
+import { LimitStore, type LimitCache } from './limit-store.js';
 import { compactTaskView, fullTaskView, isCompacted, type StepRecord, type TaskHash } from './task-view.js';
 import { WorkflowStore } from './workflow-store.js';
 import { TaskSearch, canonicalTags, type CountResult, type QueryResult, type TaskFilter } from './search.js';
@@ -195,6 +195,8 @@ export class TaskStore {
   private readonly search: TaskSearch;
   /** The dispatch limits' cache, when this process applies limits (schedulers and supervisors do). */
   readonly limits: LimitCache | undefined;
+  /** The limiters' reads for `getTask`'s places when this store has no LimitCache (made on first use). */
+  private placeStore: LimitStore | undefined;
 
   constructor(
     readonly redis: RedisClient,
@@ -309,11 +311,60 @@ export class TaskStore {
    * The whole state of a task, for clients and operators (outputs decoded from msgpack), from its full
    * record or, once retention compacted it, from the compact record and the task's pinned plan.
    */
-  async getTask(taskId: string): Promise<TaskState | undefined> {
+  async getTask(taskId: string, o: { places?: boolean; now?: number } = {}): Promise<TaskState | undefined> {
     const h = await this.redis.hgetallBuffer(this.keys.task(taskId));
     if (!h['id']) return undefined;
-    if (!isCompacted(h)) return fullTaskView(taskId, h);
+    if (!isCompacted(h)) {
+      const t = fullTaskView(taskId, h);
+      if (o.places) await this.fillPlaces(t, h, o.now ?? Date.now());
+      return t;
+    }
     return compactTaskView(taskId, h, await this.pinnedPlan(h['workflow']?.toString('utf8') ?? '', Number(h['version']?.toString('utf8') ?? 0)));
+  }
+
+  /**
+   * Each queued phase's place in its agent type's line (decision 0020 §6): one read-only `limitPlace`
+   * per queued phase, only when there is one, in parallel (each limiter is its own slot). A limiter that
+   * does not answer, or no longer knows the ticket, leaves the place out: the rest of the view stands.
+   */
+  private async fillPlaces(t: TaskState, h: TaskHash, now: number): Promise<void> {
+    const reads: Promise<void>[] = [];
+    for (const s of t.steps) {
+      const phases = [
+        { q: s.queue, kind: 'run' as const },
+        { q: s.compensation?.queue, kind: 'compensate' as const },
+      ];
+      for (const { q, kind } of phases) {
+        if (!q) continue;
+        let ticket: string | undefined;
+        try {
+          const rec = JSON.parse(h[`s:${s.name}`]?.toString('utf8') ?? '{}') as { q?: { t?: string }; comp?: { q?: { t?: string } } };
+          ticket = kind === 'run' ? rec.q?.t : rec.comp?.q?.t;
+        } catch {
+          ticket = undefined;
+        }
+        if (!ticket) continue;
+        const store = this.limits?.store ?? (this.placeStore ??= new LimitStore(this.redis, this.namespace));
+        reads.push(
+          store.place(q.agent, ticket, now).then(
+            (p) => {
+              if (!p.found) return;
+              if ('granted' in p) {
+                q.granted = true;
+                return;
+              }
+              q.place = p.place;
+              if (p.approximate) q.placeApprox = true;
+              q.level = p.level;
+              if (p.pausedUntil !== undefined) q.pausedUntil = p.pausedUntil;
+              if (p.blockedUntil !== undefined) q.blockedUntil = p.blockedUntil;
+            },
+            () => undefined,
+          ),
+        );
+      }
+    }
+    await Promise.all(reads);
   }
 
   /**
@@ -322,10 +373,10 @@ export class TaskStore {
    * HMGET: a foreign task costs about what a missing one does. A record without `client` (before 0010)
    * belongs to `default`, as its events' subject does.
    */
-  async getTaskOf(taskId: string, client: string): Promise<TaskState | undefined> {
+  async getTaskOf(taskId: string, client: string, o: { places?: boolean; now?: number } = {}): Promise<TaskState | undefined> {
     const [id, owner] = await this.redis.hmget(this.keys.task(taskId), 'id', 'client');
     if (!id || (owner ?? DEFAULT_CLIENT_ID) !== client) return undefined;
-    const t = await this.getTask(taskId);
+    const t = await this.getTask(taskId, o);
     return t && (t.client ?? DEFAULT_CLIENT_ID) === client ? t : undefined;
   }
 

@@ -61,6 +61,9 @@ describe('concurrency', () => {
     expect((await s.pump('payment', T0 + 1_000 + PERMIT_GRACE_MS - 1)).grants).toEqual([]);
     const later = await s.pump('payment', T0 + 1_000 + PERMIT_GRACE_MS);
     expect(tickets(later.grants)).toEqual(['t2']);
+    // The reply says how many permits this call reclaimed (triad_limit_reclaimed_total); a plain one says nothing.
+    expect(later.reclaimed).toBe(1);
+    expect((await s.pump('payment', T0 + 1_000 + PERMIT_GRACE_MS)).reclaimed).toBeUndefined();
     expect(await s.stats('payment', T0 + 2_000)).toMatchObject({ inFlight: 1, waiting: 0, reclaimed: 1 });
     // A release of the lapsed permit changes nothing (it is not counted twice).
     await s.apply('payment', { release: [{ ticket: 't1|s|run|1' }] }, T0 + 2_001);
@@ -237,6 +240,9 @@ describe('pauses', () => {
     const p = await s.apply('payment', { pause: [{ until: T0 + 2_000 }], queue: [item('t1'), item('t2')] }, T0);
     expect(p.grants).toEqual([]);
     expect(p.wakeAt).toBe(T0 + 2_000);
+    // `triad status` says "paused until …, then place n" (limitPlace with now; without it, no pause).
+    expect(await s.place('payment', 't2|s|run|1', T0 + 1)).toMatchObject({ place: 2, pausedUntil: T0 + 2_000 });
+    expect(await s.place('payment', 't2|s|run|1')).not.toHaveProperty('pausedUntil');
     await s.apply('payment', { pause: [{ until: T0 + 1_000 }] }, T0 + 1);
     expect((await s.pump('payment', T0 + 1_999)).grants).toEqual([]);
     expect(tickets((await s.pump('payment', T0 + 2_000)).grants)).toEqual(['t1', 't2']);
@@ -248,6 +254,7 @@ describe('pauses', () => {
     const p = await s.apply('payment', { pause: [{ key: 'A', until: T0 + 500 }], queue: [item('a1', { key: 'A' }), item('b1', { key: 'B' })] }, T0);
     expect(tickets(p.grants)).toEqual(['b1']);
     expect(p.wakeAt).toBe(T0 + 500);
+    expect(await s.place('payment', 'a1|s|run|1', T0 + 1)).toMatchObject({ place: 1, key: 'A', pausedUntil: T0 + 500 });
     expect(tickets((await s.pump('payment', T0 + 500)).grants)).toEqual(['a1']);
   });
 

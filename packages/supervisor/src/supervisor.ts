@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { PayloadStore, ensureStreams, publishDurable, publishPlain, publishTaskEvents, type Bus } from '@triad/bus';
-import { TASK_ID_PATTERN, bucketClient, encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
+import { LIMITS_FEATURE, TASK_ID_PATTERN, bucketClient, encode, errorMessage, isTriadError, type SupervisorCommand, type SupervisorHealth } from '@triad/protocol';
 import { silentLogger, type Logger } from '@triad/telemetry';
 import { ADMIT_STEP, Leadership, LimitStore, PARENT_NOTICE_STEP, ScheduleStore, TASK_DEADLINE_STEP, toTaskEvent, type Expiry, type LeadershipState, type NoticeDelivery, type PendingAlert, type PurgedObjects, type RedisClient, type TaskStore } from '@triad/store';
 import { countTaskEnd, intercept, triadMetrics, type Next } from '@triad/telemetry';
@@ -129,6 +129,10 @@ export class Supervisor {
       purged: 0,
       compacted: 0,
       fencedWrites: 0,
+      queueChecks: 0,
+      limitWakes: 0,
+      // Announced so that a limit is set only once every supervisor runs them (decision 0020 §1.8).
+      features: [LIMITS_FEATURE],
     };
   }
 
@@ -204,6 +208,7 @@ export class Supervisor {
       for (const agent of this.gaugedLimits) {
         triadMetrics().limitWaiting.remove({ namespace: this.o.bus.names.namespace, agent });
         triadMetrics().limitInFlight.remove({ namespace: this.o.bus.names.namespace, agent });
+        triadMetrics().limitPaused.remove({ namespace: this.o.bus.names.namespace, agent });
       }
       this.gaugedLimits = new Set();
     }
@@ -375,6 +380,7 @@ export class Supervisor {
           if (at === undefined || at + LIMIT_WAKE_GRACE_MS > now) return;
           const cmd: SupervisorCommand = { type: 'pump_limit', agent, epoch };
           await publishDurable(bus, bus.names.subjects.command, encode(cmd));
+          this.health.limitWakes++;
         }),
       );
       if (now - this.lastRetireAt >= this.settings.intervalMs) {
@@ -442,6 +448,7 @@ export class Supervisor {
       const s = await this.limits.stats(agent, now);
       m.limitWaiting.set({ namespace: ns, agent }, s.waiting);
       m.limitInFlight.set({ namespace: ns, agent }, s.inFlight);
+      m.limitPaused.set({ namespace: ns, agent }, s.pausedUntil !== undefined && s.pausedUntil > now ? 1 : 0);
       seen.add(agent);
       const idle = 'draining' in entry || ('pausedUntil' in entry && entry.pausedUntil <= now);
       if (!idle) continue;
@@ -456,6 +463,7 @@ export class Supervisor {
       if (seen.has(agent)) continue;
       m.limitWaiting.remove({ namespace: ns, agent });
       m.limitInFlight.remove({ namespace: ns, agent });
+      m.limitPaused.remove({ namespace: ns, agent });
     }
     this.gaugedLimits = seen;
   }
@@ -471,14 +479,16 @@ export class Supervisor {
     for (const [agent, r] of x.limiter ?? []) {
       for (const q of r.queue) {
         const cmd: SupervisorCommand = { type: 'queue_step', taskId, step: q.phase, kind: q.kind, ticket: q.ticket, epoch };
-        work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${q.ticket}:queue:${now}`));
+        work.push(publishDurable(bus, bus.names.subjects.command, encode(cmd), `${q.ticket}:queue:${now}`).then(() => void this.health.queueChecks++));
       }
       if (r.dequeue.length > 0) {
         work.push(
           this.limits.apply(agent, { dequeue: r.dequeue, noGrant: true }, now).then(async (reply) => {
+            if (reply.reclaimed) triadMetrics().limitReclaimed.inc({ namespace: bus.names.namespace, agent }, reply.reclaimed);
             if (reply.waiting > 0 && reply.wakeAt !== undefined && reply.wakeAt <= now) {
               const cmd: SupervisorCommand = { type: 'pump_limit', agent, epoch };
               await publishDurable(bus, bus.names.subjects.command, encode(cmd));
+              this.health.limitWakes++;
             }
           }),
         );

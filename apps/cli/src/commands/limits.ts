@@ -5,11 +5,13 @@
  */
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
-import type { AgentLimit, AgentLimitStatus, StoredAgentLimit } from '@triad/protocol';
-import { agentLimitProblems, formatRate, parseRate } from '@triad/protocol/constants';
-import { clock, duration, table } from '../format.js';
+import type { AgentLimit } from '@triad/protocol';
+import { agentLimitProblems, parseRate } from '@triad/protocol/constants';
+import { describeLimit, limitsTable } from '../limits-text.js';
 import { err, intArg, out, printJson, usageError } from '../io.js';
 import { action, connectionOptions, examples, optionsOf } from '../options.js';
+
+export { describeLimit, limitsTable } from '../limits-text.js';
 
 function rateArg(flag: string): (value: string) => number {
   return (value) => {
@@ -17,48 +19,6 @@ function rateArg(flag: string): (value: string) => number {
     if (!r.ok) throw new InvalidArgumentError(r.message);
     return r.perSecond;
   };
-}
-
-/** One limit in words: `at most 20 at once, 100/s (burst 20); per input.customerId: at most 2 at once`. */
-export function describeLimit(l: Omit<StoredAgentLimit, 'agent' | 'setAt'>): string {
-  const parts: string[] = [];
-  if (l.concurrency !== undefined) parts.push(`at most ${l.concurrency} at once`);
-  if (l.ratePerSecond !== undefined) parts.push(`${formatRate(l.ratePerSecond)}${l.burst !== undefined && l.burst > 1 ? ` (burst ${l.burst})` : ''}`);
-  const perKey: string[] = [];
-  if (l.perKeyConcurrency !== undefined) perKey.push(`at most ${l.perKeyConcurrency} at once`);
-  if (l.perKeyRatePerSecond !== undefined) perKey.push(`${formatRate(l.perKeyRatePerSecond)}${l.perKeyBurst !== undefined && l.perKeyBurst > 1 ? ` (burst ${l.perKeyBurst})` : ''}`);
-  if (l.pausePerKey) perKey.push('a Retry-After pauses only its key');
-  let text = parts.join(', ');
-  if (l.key !== undefined) text += `${text ? '; ' : ''}per ${l.key}: ${perKey.length > 0 ? perKey.join(', ') : 'keys take turns'}`;
-  return text || 'no limit';
-}
-
-/** `triad limits list`'s table (decision 0020 §6). */
-export function limitsTable(ls: readonly AgentLimitStatus[], now: number = Date.now()): string {
-  const rows = ls.map((s) => {
-    const l = s.limit;
-    return [
-      s.agent,
-      s.inFlight,
-      l?.concurrency ?? '—',
-      `${Math.round(s.ratePerSecondNow * 10) / 10}/s`,
-      l?.ratePerSecond !== undefined ? `${formatRate(l.ratePerSecond)}${l.burst !== undefined && l.burst > 1 ? ` (${l.burst})` : ''}` : '—',
-      s.waiting,
-      s.oldestWaitMs !== undefined ? duration(s.oldestWaitMs) : '—',
-      l?.key ?? '—',
-      l?.key !== undefined ? describeLimit({ ...(l.perKeyConcurrency !== undefined ? { perKeyConcurrency: l.perKeyConcurrency } : {}), ...(l.perKeyRatePerSecond !== undefined ? { perKeyRatePerSecond: l.perKeyRatePerSecond } : {}) }).replace(/^no limit$/, 'turns') : '—',
-      s.draining ? 'draining (cleared)' : s.pausedUntil !== undefined && s.pausedUntil > now ? `until ${clock(s.pausedUntil).slice(0, 8)} (Retry-After)` : '—',
-    ];
-  });
-  let text = `dispatch limits (per agent type)\n${table(['AGENT', 'IN FLIGHT', 'LIMIT', 'RATE NOW', 'RATE', 'WAITING', 'OLDEST', 'KEY', 'PER KEY', 'PAUSED'], rows)}`;
-  for (const s of ls) {
-    if (!s.keys || s.keys.length === 0) continue;
-    text += `\n\n${s.agent}: keys with the most waiting\n${table(
-      ['KEY', 'IN FLIGHT', 'WAITING', 'OLDEST', 'BLOCKED'],
-      s.keys.map((k) => [k.key === '' ? '(none)' : k.key, k.inFlight, k.waiting, k.oldestWaitMs !== undefined ? duration(k.oldestWaitMs) : '—', k.blockedUntil === 'concurrency' ? 'at its limit' : k.blockedUntil !== undefined ? `until ${clock(k.blockedUntil).slice(0, 8)}` : '—']),
-    )}`;
-  }
-  return text;
 }
 
 interface SetOptions {

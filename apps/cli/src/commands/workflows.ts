@@ -72,7 +72,7 @@ export function register(program: Command): void {
   examples(show, ['triad workflows show orders', 'triad workflows show orders --version 2 --definition > orders.v2.json']);
   show.action(
     action(async (name: string, _opts: unknown, self: Command) => {
-      const [{ withClient }, { DEFAULT_SUPERVISION, taskBound }, { childResolver, describeBounds }, { ErrorCode, isTriadError }] = await Promise.all([
+      const [{ withClient }, { DEFAULT_SUPERVISION, taskBound }, { childResolver, describeBounds, describeLimitsNow }, { ErrorCode, isTriadError }] = await Promise.all([
         import('../runtime.js'),
         import('@triad/core'),
         import('../bounds-text.js'),
@@ -99,6 +99,10 @@ export function register(program: Command): void {
           return 0;
         }
         out(describeBounds(wf, bounds, supervision));
+        // The dispatch limits on its agent types (decision 0020 §5.6): an operator's to read; others see the bounds only.
+        const limits = await client.agentLimits({}).catch(() => []);
+        const limitsText = describeLimitsNow(wf, limits);
+        if (limitsText) out(`\n${limitsText}`);
         return 0;
       });
     }),

@@ -5,9 +5,9 @@
  */
 import type { TriadClient } from '@triad/client';
 import { DEFAULT_SUPERVISION, boundMs, formatBound, formatMs, taskBound, stepKind } from '@triad/core';
-import { ErrorCode, TriadError, errorMessage, type RegisteredWorkflow, type SignalReply, type StepState, type TaskSummary } from '@triad/protocol';
+import { ErrorCode, TriadError, errorMessage, type AgentLimitStatus, type RegisteredWorkflow, type SignalReply, type StepState, type TaskSummary } from '@triad/protocol';
 import { gatherWaitContext } from '../explain.js';
-import type { ClusterView, ConsumerView, DagStep, Identity, StreamView, TaskDetail, WorkflowVersionView, WorkflowView } from './view.js';
+import { placeText, type ClusterView, type ConsumerView, type DagStep, type Identity, type LimitsView, type StreamView, type TaskDetail, type WorkflowVersionView, type WorkflowView } from './view.js';
 
 /** How long the probe waits for its operator-only request before it calls the answer unknown. */
 const PROBE_TIMEOUT_MS = 5_000;
@@ -106,6 +106,18 @@ export class DashboardData {
 
   async tasks(): Promise<TaskSummary[]> {
     return this.client.listTasks({ limit: TASK_LIST_LIMIT });
+  }
+
+  /** The dispatch limits (operators: agentLimit.list), with per agent type its `keys` keys with the most waiting when asked. */
+  async limits(): Promise<LimitsView> {
+    if (!this.identity.canAct) return { limits: [], why: `the dispatch limits are an operator's to read (${this.identity.why ?? 'this identity is read-only'})` };
+    return { limits: await this.client.agentLimits({}) };
+  }
+
+  /** One agent type's keys with the most waiting (the limits page, on a click). */
+  async limitKeys(agent: string, keys: number): Promise<AgentLimitStatus | undefined> {
+    this.requireOperator(`read the keys of ${agent}'s limit`);
+    return (await this.client.agentLimits({ agent, keys }))[0];
   }
 
   async workflow(name: string, version: number): Promise<RegisteredWorkflow> {
@@ -234,7 +246,9 @@ function taskSteps(states: readonly StepState[], wf: RegisteredWorkflow | undefi
       status: s.status,
       attempt: s.attempt,
       ...(d?.compensate ? { compensation: { agent: d.compensate.agent, budgetMs: d.compensate.budgetMs } } : {}),
-      ...(s.compensation ? { compensationStatus: s.compensation.finishedAt !== undefined ? 'done' : s.compensation.parked ? 'parked' : 'running' } : {}),
+      ...(s.compensation ? { compensationStatus: s.compensation.finishedAt !== undefined ? 'done' : s.compensation.parked ? 'parked' : s.compensation.queue ? 'queued' : 'running' } : {}),
+      ...(placeText(s.queue) !== undefined ? { place: placeText(s.queue) } : {}),
+      ...(placeText(s.compensation?.queue) !== undefined ? { compensationPlace: placeText(s.compensation?.queue) } : {}),
     };
   });
 }

@@ -11,7 +11,8 @@ import type { LiveTopics, Topic } from './view.js';
 
 export type Sink = (topic: Topic | 'problem', data: unknown) => void;
 
-const INTERVAL_MS: Record<Topic, number> = { tasks: 1_000, alerts: 2_000, cluster: 2_000, identity: 5_000 };
+// Limits refresh like the task list (decision 0020 §6).
+const INTERVAL_MS: Record<Topic, number> = { tasks: 1_000, alerts: 2_000, cluster: 2_000, identity: 5_000, limits: 1_000 };
 /** Events come in bursts (one per transition): one read per burst. */
 const EVENT_DEBOUNCE_MS = 150;
 
@@ -87,6 +88,8 @@ export class LiveHub {
         return (d.me.canAct ? await d.client.alerts() : []) as LiveTopics[T];
       case 'cluster':
         return (await d.cluster()) as LiveTopics[T];
+      case 'limits':
+        return (await d.limits()) as LiveTopics[T];
       default:
         return (d.probed ? d.me : await d.probe()) as LiveTopics[T];
     }

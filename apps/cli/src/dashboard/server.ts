@@ -123,6 +123,16 @@ export async function startDashboard(client: TriadClient, o: { port: number; hos
     const name = scheduleNameOf(req);
     return data.act(`resume schedule ${name}`, 'schedule.resume', () => client.resumeSchedule(name));
   });
+  // An agent type's keys with the most waiting (the limits page, on a click; decision 0020 §6).
+  app.get('/api/limits/:agent/keys', async (req) => {
+    const agent = NameSchema.safeParse((req.params as { agent?: string }).agent);
+    if (!agent.success) throw new TriadError(ErrorCode.InvalidMessage, `not an agent type: ${agent.error.issues[0]?.message ?? 'invalid'}`);
+    const q = z.object({ keys: z.coerce.number().int().min(1).max(100).optional() }).strict().safeParse(req.query);
+    if (!q.success) throw new TriadError(ErrorCode.InvalidMessage, `bad query: ${q.error.issues.map((i) => `${i.path.join('.') || 'query'}: ${i.message}`).join('; ')}`);
+    const status = await data.limitKeys(agent.data, q.data.keys ?? 10);
+    if (!status) throw new TriadError(ErrorCode.UnknownStep, `no dispatch limit for agent type ${agent.data}: triad limits list shows the agent types that have one`);
+    return status;
+  });
   app.post('/api/dead-letters/:seq/replay', async (req) => {
     const seq = SeqParam.safeParse((req.params as { seq?: string }).seq);
     if (!seq.success) throw new TriadError(ErrorCode.InvalidMessage, 'the dead letter sequence must be a whole number ≥ 1');

@@ -4,7 +4,7 @@
  * DOM: the server compiles it with tsc, the page's bundle includes it.
  */
 import type { WaitContext } from '../waiting.js';
-import type { Alert, StepState, TaskEvent, TaskState, TaskSummary } from '@triad/protocol';
+import type { AgentLimitStatus, Alert, StepState, TaskEvent, TaskState, TaskSummary } from '@triad/protocol';
 
 /** Who the dashboard is on NATS and whether it may act (decision 0014: a capability probe). */
 export interface Identity {
@@ -35,6 +35,10 @@ export interface DagStep {
   compensationStatus?: string;
   /** What the step waits for (decision 0021 §3.5), drawn under it on the task page. */
   waiting?: string;
+  /** Waiting for a dispatch limit (decision 0020 §6): its place in line, `12` or `≤ 4,212`, drawn in its box. */
+  place?: string;
+  /** Its compensation's place in line, when that waits for a limit. */
+  compensationPlace?: string;
 }
 
 export interface WorkflowVersionView {
@@ -114,9 +118,26 @@ export interface LiveTopics {
   alerts: AlertView[];
   cluster: ClusterView;
   identity: Identity;
+  /** The dispatch limits as `triad limits list` shows them (decision 0020 §6); operators only. */
+  limits: LimitsView;
 }
 export type Topic = keyof LiveTopics;
-export const TOPICS: readonly Topic[] = ['tasks', 'alerts', 'cluster', 'identity'];
+export const TOPICS: readonly Topic[] = ['tasks', 'alerts', 'cluster', 'identity', 'limits'];
+
+/** The limits page's snapshot: each agent type's limit and what waits for it, or why it cannot be read. */
+export interface LimitsView {
+  limits: AgentLimitStatus[];
+  /** Set when this identity may not read them (agentLimit.list is an operator's: its keys are tenants' input values). */
+  why?: string;
+}
+
+/** A waiting phase's place for its DAG box: `12`, `≤ 4,212`, `granted`; undefined when it has none. */
+export function placeText(q: StepState['queue'] | undefined): string | undefined {
+  if (!q) return undefined;
+  if (q.granted) return 'granted';
+  if (q.place === undefined) return undefined;
+  return `${q.placeApprox ? '≤ ' : ''}${q.place.toLocaleString('en-US')}`;
+}
 
 export const TERMINAL_TASK = new Set(['completed', 'failed', 'compensated', 'compensation_failed', 'cancelled']);
 

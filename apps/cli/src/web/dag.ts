@@ -15,12 +15,12 @@ export function Dag({ steps, onSelect }: { steps: readonly DagStep[]; onSelect?:
       <rect x=${x} y=${y} width=${NODE_W} height=${NODE_H} rx="6" />
       <text x=${x + 10} y=${y + 19} class="n">${s.name}</text>
       <text x=${x + 10} y=${y + 35} class="s">${s.agent} · ${ms(s.budgetMs)}${s.attempt !== undefined ? ` · attempt ${s.attempt}` : ''}</text>
-      <text x=${x + 10} y=${y + 50} class="s">${s.status ?? (s.bound ? `≤ ${s.bound}` : '')}</text>
+      <text x=${x + 10} y=${y + 50} class="s" data-status-line=${s.name}>${s.status ?? (s.bound ? `≤ ${s.bound}` : '')}${s.place !== undefined ? ` · ${s.place === 'granted' ? 'granted' : `place ${s.place}`}` : ''}</text>
       ${s.compensation
         ? html`<g class=${`undo ${s.compensationStatus ? `cs-${s.compensationStatus}` : ''}`}>
             <line x1=${x + NODE_W / 2} y1=${y + NODE_H} x2=${x + NODE_W / 2} y2=${y + NODE_H + 8} />
             <rect x=${x + 8} y=${y + NODE_H + 8} width=${NODE_W - 16} height=${UNDO_H - 8} rx="4" />
-            <text x=${x + 16} y=${y + NODE_H + 26} class="s">↺ ${s.compensation.agent}${s.compensationStatus ? ` · ${s.compensationStatus}` : s.compensation.bound ? ` · ≤ ${s.compensation.bound}` : ''}</text>
+            <text x=${x + 16} y=${y + NODE_H + 26} class="s">↺ ${s.compensation.agent}${s.compensationStatus ? ` · ${s.compensationStatus}` : s.compensation.bound ? ` · ≤ ${s.compensation.bound}` : ''}${s.compensationPlace !== undefined ? ` · ${s.compensationPlace === 'granted' ? 'granted' : `place ${s.compensationPlace}`}` : ''}</text>
           </g>`
         : null}
       ${s.waiting

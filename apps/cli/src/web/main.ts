@@ -6,6 +6,7 @@ import type { Topic } from '../dashboard/view.js';
 import { useLiveStream } from './api.js';
 import { AlertsPage, DeadLettersPage } from './pages/alerts.js';
 import { ClusterPage } from './pages/cluster.js';
+import { LimitsPage } from './pages/limits.js';
 import { SchedulesPage } from './pages/schedules.js';
 import { TaskPage } from './pages/task.js';
 import { TasksPage } from './pages/tasks.js';
@@ -17,6 +18,7 @@ const NAV = [
   ['#/dead-letters', 'Dead letters'],
   ['#/workflows', 'Workflows'],
   ['#/schedules', 'Schedules'],
+  ['#/limits', 'Limits'],
   ['#/cluster', 'Cluster'],
 ] as const;
 
@@ -38,6 +40,7 @@ function App() {
   if (!taskId && (hash.startsWith('#/tasks') || hash === '#/')) topics.push('tasks');
   if (hash.startsWith('#/alerts')) topics.push('alerts');
   if (hash.startsWith('#/cluster')) topics.push('cluster');
+  if (hash.startsWith('#/limits')) topics.push('limits');
   const live = useLiveStream(topics, taskId);
   const me = live.snapshots.identity;
   const page = taskId ? html`<${TaskPage} key=${taskId} taskId=${taskId} me=${me} live=${live} />`
@@ -46,6 +49,7 @@ function App() {
     : hash.startsWith('#/workflows') ? html`<${WorkflowsPage} />`
     : hash.startsWith('#/schedules') ? html`<${SchedulesPage} me=${me} />`
     : hash.startsWith('#/cluster') ? html`<${ClusterPage} live=${live} />`
+    : hash.startsWith('#/limits') ? html`<${LimitsPage} live=${live} />`
     : html`<${TasksPage} live=${live} />`;
   return html`<header>
       <b class="logo">Triad</b>
