@@ -42,7 +42,9 @@ beforeAll(async () => {
 async function counts(): Promise<Record<string, number>> {
   const info = String(await t.redis.info('commandstats'));
   const out: Record<string, number> = {};
-  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out[m[1] as string] = Number(m[2]);
+  // Calls that ran: a fresh CLI's first EVALSHA of a script the server has not loaded fails with NOSCRIPT
+  // (counted in calls and failed_calls); the store then loads it once and the others retry.
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+).*?failed_calls=(\d+)/gm)) out[m[1] as string] = Number(m[2]) - Number(m[3]);
   return out;
 }
 
@@ -57,6 +59,8 @@ async function redisWork(fn: () => Promise<unknown>): Promise<Record<string, num
 }
 
 const INDEX_COMMANDS = ['zrevrangebylex', 'zlexcount', 'zscore', 'zcount', 'zrevrangebyscore', 'zrangebyscore', 'zrange', 'zrevrange', 'hmget', 'hgetall'];
+/** Script runs: EVALSHA, or the one EVAL that loads a script the server did not have. */
+const scriptCalls = (d: Record<string, number>): number => (d['evalsha'] ?? 0) + (d['eval'] ?? 0);
 const indexWork = (d: Record<string, number>): number => INDEX_COMMANDS.reduce((s, c) => s + (d[c] ?? 0), 0);
 
 describe('search by tags (decision 0021)', () => {
@@ -69,7 +73,7 @@ describe('search by tags (decision 0021)', () => {
     expect(page.tasks.map((x) => x.taskId).sort()).toEqual(Array.from({ length: 100 }, (_, k) => `t-${k * 100}`).sort());
     expect(page.tasks.every((x) => x.tags?.['customer'] === 'c-42' && x.status === 'running')).toBe(true);
     // One script call per bucket in one round, its range read, and one HMGET per task found.
-    expect(listWork['evalsha']).toBe(64);
+    expect(scriptCalls(listWork)).toBe(64);
     expect(indexWork(listWork)).toBeLessThanOrEqual(2 * 64 + 3 * 100);
     expect(listWork['hmget'] ?? 0).toBeLessThanOrEqual(100 + 2);
 
@@ -77,7 +81,7 @@ describe('search by tags (decision 0021)', () => {
     const countWork = await redisWork(async () => (count = await cli(t, ['count', '--tag', 'customer=c-42'])));
     expect(count.code, count.stderr).toBe(0);
     expect(count.stdout.trim()).toBe('100');
-    expect(countWork['evalsha']).toBe(64);
+    expect(scriptCalls(countWork)).toBe(64);
     expect(countWork['zlexcount']).toBe(64);
     expect(indexWork(countWork)).toBeLessThanOrEqual(64 + 2);
 
