@@ -8,35 +8,24 @@
  * - with batches off (TRIAD_EVENT_BATCHES=off) a `b~` subject gets one message per transition too;
  * - a submission naming another client's `b~` subject is refused, and that client gets nothing.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { AgentHost, defineAgent } from '@triad/agent';
-import { connectBus, type Bus } from '@triad/bus';
+import type { Bus } from '@triad/bus';
 import { TriadClient } from '@triad/client';
 import { workflow } from '@triad/core';
 import { TaskEventBatchSchema, decode, decodeTaskEventMessage, unpackTrusted, type TaskEvent } from '@triad/protocol';
-import { loadConfig } from '@triad/settings';
 import { Scheduler } from '@triad/scheduler';
 import { Leases, TaskStore, connectRedis } from '@triad/store';
-import { startNats, startRedis, uniqueNamespace, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { uniqueNamespace, waitFor, withTeardown } from '../harness/index.js';
+import { busServers } from '../support/bus-servers.js';
 
 const td = withTeardown(afterAll);
-let nats: NatsServer;
-let redis: RedisServer;
-
-beforeAll(async () => {
-  [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
-});
-
-async function connect(namespace: string, name: string): Promise<Bus> {
-  const config = loadConfig({ NATS_URL: nats.url, REDIS_URL: redis.url, TRIAD_NAMESPACE: namespace });
-  const bus = await connectBus({ ...config.nats, namespace, name });
-  td.add(() => bus.close());
-  return bus;
-}
+const servers = busServers(td);
+const connect = (namespace: string, name: string): Promise<Bus> => servers.connect(namespace, name);
 
 /** A scheduler (event batches on or off), an agent `ev` and the 3-step workflow `evs` in `namespace`. */
 async function startTriad(namespace: string, eventBatches: boolean): Promise<{ client: TriadClient; bus: Bus }> {
-  const config = loadConfig({ NATS_URL: nats.url, REDIS_URL: redis.url, TRIAD_NAMESPACE: namespace });
+  const config = servers.config(namespace);
   const redisConn = await connectRedis(config.redis);
   td.add(() => void redisConn.disconnect());
   const scheduler = new Scheduler({ bus: await connect(namespace, 'e-scheduler'), tasks: new TaskStore(redisConn, namespace), leases: new Leases(redisConn, namespace), eventBatches });
@@ -45,7 +34,7 @@ async function startTriad(namespace: string, eventBatches: boolean): Promise<{ c
   const host = new AgentHost({ bus: await connect(namespace, 'e-agent'), agents: [defineAgent({ name: 'ev', handler: () => Promise.resolve({ ok: true }) })] });
   await host.start();
   td.add(() => host.stop());
-  const client = await TriadClient.connect({ natsUrl: nats.url, namespace });
+  const client = await TriadClient.connect({ natsUrl: servers.nats.url, namespace });
   td.add(() => client.close());
   await client.registerWorkflow(
     workflow('evs')
@@ -170,9 +159,9 @@ describe('event batches to reply subjects', () => {
   it("a submission naming another client's batch reply subject is refused; that client gets nothing", async () => {
     const namespace = uniqueNamespace('evx');
     const { bus } = await startTriad(namespace, true);
-    const alice = await TriadClient.connect({ natsUrl: nats.url, namespace, clientId: 'alice' });
+    const alice = await TriadClient.connect({ natsUrl: servers.nats.url, namespace, clientId: 'alice' });
     td.add(() => alice.close());
-    const mallory = await TriadClient.connect({ natsUrl: nats.url, namespace, clientId: 'mallory' });
+    const mallory = await TriadClient.connect({ natsUrl: servers.nats.url, namespace, clientId: 'mallory' });
     td.add(() => mallory.close());
     const aliceReply = alice.replySubject();
     const raw = record(bus, aliceReply.subject);

@@ -6,32 +6,21 @@
  * a payload nested deeper than the limit is still refused with the reason a whole decode gives, both in a
  * submission (a rejected event) and in a result (a dead letter).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { AgentHost, defineAgent } from '@triad/agent';
-import { connectBus, type Bus } from '@triad/bus';
+import type { Bus } from '@triad/bus';
 import { TriadClient } from '@triad/client';
 import { workflow } from '@triad/core';
 import { MAX_NESTING_DEPTH, OPAQUE_PAYLOAD_MIN_BYTES, encode, type TaskEvent } from '@triad/protocol';
-import { loadConfig } from '@triad/settings';
 import { Scheduler } from '@triad/scheduler';
 import { Leases, TaskStore, connectRedis } from '@triad/store';
-import { startNats, startRedis, uniqueNamespace, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { uniqueNamespace, waitFor, withTeardown } from '../harness/index.js';
+import { busServers } from '../support/bus-servers.js';
 import { waitForDeadLetter } from '../support/dead-letters.js';
 
 const td = withTeardown(afterAll);
-let nats: NatsServer;
-let redis: RedisServer;
-
-beforeAll(async () => {
-  [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
-});
-
-async function connect(namespace: string, name: string): Promise<Bus> {
-  const config = loadConfig({ NATS_URL: nats.url, REDIS_URL: redis.url, TRIAD_NAMESPACE: namespace });
-  const bus = await connectBus({ ...config.nats, namespace, name });
-  td.add(() => bus.close());
-  return bus;
-}
+const servers = busServers(td);
+const connect = (namespace: string, name: string): Promise<Bus> => servers.connect(namespace, name);
 
 /** A record list of about `bytes` encoded bytes, with integers, floats, strings, nulls and nested maps (no −0: it travels as the integer 0). */
 function records(bytes: number): { lines: { sku: string; qty: number; price: number; note: string | null; dims: { w: number; h: number } }[] } {
@@ -50,7 +39,7 @@ function nested(levels: number): unknown {
 describe('payloads carried as bytes through the scheduler', () => {
   it('keeps inputs, outputs and needs of several KiB exact through two steps, and refuses a payload nested too deep in a submission and in a result', async () => {
     const namespace = uniqueNamespace('opq');
-    const config = loadConfig({ NATS_URL: nats.url, REDIS_URL: redis.url, TRIAD_NAMESPACE: namespace });
+    const config = servers.config(namespace);
     const redisConn = await connectRedis(config.redis);
     td.add(() => void redisConn.disconnect());
     const scheduler = new Scheduler({ bus: await connect(namespace, 'o-scheduler'), tasks: new TaskStore(redisConn, namespace), leases: new Leases(redisConn, namespace) });
@@ -67,7 +56,7 @@ describe('payloads carried as bytes through the scheduler', () => {
     const host = new AgentHost({ bus: await connect(namespace, 'o-agent'), agents: [echo] });
     await host.start();
     td.add(() => host.stop());
-    const client = await TriadClient.connect({ natsUrl: nats.url, namespace });
+    const client = await TriadClient.connect({ natsUrl: servers.nats.url, namespace });
     td.add(() => client.close());
     await client.registerWorkflow(
       workflow('opq')

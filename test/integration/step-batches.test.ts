@@ -7,33 +7,22 @@
  * - an agent that does not announce gets single requests only, and its tasks complete;
  * - a mixed fleet of one type (one process takes batches, one does not) completes every task.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { AgentHost, defineAgent, type AgentDefinition } from '@triad/agent';
 import { AckPolicy } from '@nats-io/jetstream';
-import { connectBus, ensureStreams, type Bus } from '@triad/bus';
+import { ensureStreams, type Bus } from '@triad/bus';
 import { TriadClient } from '@triad/client';
 import { workflow } from '@triad/core';
 import { decodeResults, decodeStepRequests, encode, type StepRequest, type StepResult } from '@triad/protocol';
-import { loadConfig } from '@triad/settings';
 import { BatchTakers, Scheduler, StepSender } from '@triad/scheduler';
 import { Leases, TaskStore, connectRedis } from '@triad/store';
-import { startNats, startRedis, uniqueNamespace, waitFor, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
+import { uniqueNamespace, waitFor, withTeardown } from '../harness/index.js';
+import { busServers } from '../support/bus-servers.js';
 import { deadLetters, waitForDeadLetter } from '../support/dead-letters.js';
 
 const td = withTeardown(afterAll);
-let nats: NatsServer;
-let redis: RedisServer;
-
-beforeAll(async () => {
-  [nats, redis] = await Promise.all([startNats({ teardown: td }), startRedis({ teardown: td })]);
-});
-
-async function connect(namespace: string, name: string): Promise<Bus> {
-  const config = loadConfig({ NATS_URL: nats.url, REDIS_URL: redis.url, TRIAD_NAMESPACE: namespace });
-  const bus = await connectBus({ ...config.nats, namespace, name });
-  td.add(() => bus.close());
-  return bus;
-}
+const servers = busServers(td);
+const connect = (namespace: string, name: string): Promise<Bus> => servers.connect(namespace, name);
 
 async function startHost(bus: Bus, agents: AgentDefinition[], takeBatches: boolean): Promise<AgentHost> {
   const host = new AgentHost({ bus, agents, takeBatches });
@@ -45,7 +34,7 @@ async function startHost(bus: Bus, agents: AgentDefinition[], takeBatches: boole
 
 /** A scheduler and a client in `namespace`, and a count of the step messages by subject. */
 async function startTriad(namespace: string): Promise<{ client: TriadClient; bus: Bus; subjects: Map<string, number> }> {
-  const config = loadConfig({ NATS_URL: nats.url, REDIS_URL: redis.url, TRIAD_NAMESPACE: namespace });
+  const config = servers.config(namespace);
   const redisConn = await connectRedis(config.redis);
   td.add(() => void redisConn.disconnect());
   const scheduler = new Scheduler({ bus: await connect(namespace, 'b-scheduler'), tasks: new TaskStore(redisConn, namespace), leases: new Leases(redisConn, namespace) });
@@ -56,7 +45,7 @@ async function startTriad(namespace: string): Promise<{ client: TriadClient; bus
   // Every step message the scheduler publishes, by subject (a core subscription sees JetStream publishes).
   bus.nc.subscribe(`triad.${namespace}.step.>`, { callback: (_e, m) => void subjects.set(m.subject, (subjects.get(m.subject) ?? 0) + 1) });
   await bus.nc.flush();
-  const client = await TriadClient.connect({ natsUrl: nats.url, namespace });
+  const client = await TriadClient.connect({ natsUrl: servers.nats.url, namespace });
   td.add(() => client.close());
   return { client, bus, subjects };
 }
