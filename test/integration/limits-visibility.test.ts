@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentLimitStatus } from '@triad/protocol';
 import { startNats, startRedis, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
 import { TaskStore } from '@triad/store';
-import { cli, startTriad, type TestTriad } from '../support/triad.js';
+import { cli, cliOk, startTriad } from '../support/triad.js';
 
 const servers = withTeardown(afterAll);
 const td = withTeardown(afterEach);
@@ -18,11 +18,8 @@ beforeAll(async () => {
   [nats, redis] = await Promise.all([startNats({ teardown: servers }), startRedis({ teardown: servers })]);
 });
 
-async function triad(t: TestTriad, ...args: string[]): Promise<string> {
-  const r = await cli(t, args);
-  if (r.code !== 0) throw new Error(`triad ${args.join(' ')} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
-  return r.stdout;
-}
+/** The CLI as a user runs it (fails the test when it does not exit 0). */
+const triad = cliOk;
 
 async function until<T>(what: string, read: () => Promise<T>, ok: (v: T) => boolean, withinMs = 60_000): Promise<T> {
   const end = Date.now() + withinMs;

@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentLimitStatus, TaskState } from '@triad/protocol';
 import { startNats, startRedis, withTeardown, type NatsServer, type RedisServer } from '../harness/index.js';
-import { cli, startTriad, type TestTriad } from '../support/triad.js';
+import { cliOk, startTriad, type TestTriad } from '../support/triad.js';
 
 const servers = withTeardown(afterAll);
 const td = withTeardown(afterEach);
@@ -17,12 +17,8 @@ beforeAll(async () => {
   [nats, redis] = await Promise.all([startNats({ teardown: servers }), startRedis({ teardown: servers })]);
 });
 
-/** The CLI as a user runs it; fails the test with its output when it does not exit 0. */
-async function triad(t: TestTriad, ...args: string[]): Promise<string> {
-  const r = await cli(t, args);
-  if (r.code !== 0) throw new Error(`triad ${args.join(' ')} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
-  return r.stdout;
-}
+/** The CLI as a user runs it (fails the test when it does not exit 0). */
+const triad = cliOk;
 
 async function limits(t: TestTriad): Promise<AgentLimitStatus[]> {
   return JSON.parse(await triad(t, 'limits', 'list', '--json')) as AgentLimitStatus[];

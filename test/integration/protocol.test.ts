@@ -156,8 +156,9 @@ describe('the API is a NATS service', () => {
     const name = `triad-${t.namespace}`;
     const json = (b: Uint8Array): Record<string, unknown> => JSON.parse(new TextDecoder().decode(b)) as Record<string, unknown>;
     const ping = json((await nc.request(`$SRV.PING.${name}`, new Uint8Array(), { timeout: 5_000 })).data);
-    // features: the step features of decision 0019 this scheduler runs (every kind is built since increment 7).
-    expect(ping).toMatchObject({ type: 'io.nats.micro.v1.ping_response', name, version: '1.0.0', metadata: { namespace: t.namespace, protocol: '1', features: 'when,sleep,waitFor,forEach,child' } });
+    // features: the step features of decision 0019 this scheduler runs (every kind is built since increment 7),
+    // and `limits1`: it runs dispatch limits (decision 0020's probe, which agentLimit.set reads before storing one).
+    expect(ping).toMatchObject({ type: 'io.nats.micro.v1.ping_response', name, version: '1.0.0', metadata: { namespace: t.namespace, protocol: '1', features: 'when,sleep,waitFor,forEach,child,limits1' } });
     const info = json((await nc.request(`$SRV.INFO.${name}.${String(ping['id'])}`, new Uint8Array(), { timeout: 5_000 })).data);
     expect(info['type']).toBe('io.nats.micro.v1.info_response');
     expect((info['endpoints'] as { name: string; subject: string }[]).find((e) => e.name === 'task_get')).toMatchObject({ subject: t.client.bus.names.subjects.api('task.get') });

@@ -275,6 +275,13 @@ export function cli(t: Pick<TestTriad, 'env'>, args: string[]): Promise<{ stdout
   });
 }
 
+/** The CLI as a user runs it; resolves with its stdout, or fails the test with its output when it does not exit 0. */
+export async function cliOk(t: Pick<TestTriad, 'env'>, ...args: string[]): Promise<string> {
+  const r = await cli(t, args);
+  if (r.code !== 0) throw new Error(`triad ${args.join(' ')} exited ${r.code}\n${r.stdout}\n${r.stderr}`);
+  return r.stdout;
+}
+
 /** Effects per idempotency key: every key must have been applied exactly once. */
 export function effectCounts(s: RemoteService): Map<string, number> {
   const m = new Map<string, number>();
