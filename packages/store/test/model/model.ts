@@ -409,6 +409,26 @@ export interface AdmissionM {
   share: number;
 }
 
+
+/** A task as createTask (or a child's start) stores it: running, every step pending, nothing counted yet. */
+function newTask(id: string, client: string, spec: TaskSpec, input: unknown, now: number): TaskM {
+  return {
+    id,
+    client,
+    spec,
+    input,
+    signalIds: new Map(),
+    signalQueue: [],
+    status: 'running',
+    createdAt: now,
+    updatedAt: now,
+    doneSeq: 0,
+    staleResults: 0,
+    forgedResults: 0,
+    steps: new Map(spec.steps.map((s) => [s.name, { spec: s, status: 'pending', run: newPhase(), effect: 'none' }])),
+    compStarts: [],
+  };
+}
 export class Model {
   clock: number;
   /** The supervisor leader epoch in Redis. */
@@ -455,22 +475,7 @@ export class Model {
   // ---------------------------------------------------------------- transitions
 
   create(id: string, client: string, spec: TaskSpec, now: number, input: unknown = {}, link?: LinkM): Outcome {
-    const t: TaskM = {
-      id,
-      client,
-      spec,
-      input,
-      signalIds: new Map(),
-      signalQueue: [],
-      status: 'running',
-      createdAt: now,
-      updatedAt: now,
-      doneSeq: 0,
-      staleResults: 0,
-      forgedResults: 0,
-      steps: new Map(spec.steps.map((s) => [s.name, { spec: s, status: 'pending', run: newPhase(), effect: 'none' }])),
-      compStarts: [],
-    };
+    const t = newTask(id, client, spec, input, now);
     if (link) t.link = link;
     if (spec.deadlineMs !== undefined) t.deadlineAt = now + spec.deadlineMs;
     this.tasks.set(id, t);
@@ -1205,23 +1210,7 @@ export class Model {
   stopChild(op: 'cancel' | 'undo', childId: string, client: string, link: LinkM, now: number): { outcome: Outcome; action: string } {
     const t = this.tasks.get(childId);
     if (!t) {
-      const tomb: TaskM = {
-        id: childId,
-        client,
-        spec: { steps: [], onFailure: 'error' },
-        input: undefined,
-        signalIds: new Map(),
-        signalQueue: [],
-        status: 'running',
-        createdAt: now,
-        updatedAt: now,
-        doneSeq: 0,
-        staleResults: 0,
-        forgedResults: 0,
-        steps: new Map(),
-        compStarts: [],
-        link: { ...link },
-      };
+      const tomb: TaskM = { ...newTask(childId, client, { steps: [], onFailure: 'error' }, undefined, now), link: { ...link } };
       this.tasks.set(childId, tomb);
       const tx = this.tx(tomb, now);
       this.finish(tx, 'cancelled');
